@@ -1,0 +1,83 @@
+package replication
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"time"
+)
+
+// Config configures a Stream. Zero fields take the defaults stated.
+type Config struct {
+	// ConnString is the PostgreSQL URL or keyword/value string. Required. The Stream adds
+	// replication=database itself.
+	ConnString string
+	// Slot is the logical replication slot (pgoutput). Required.
+	Slot string
+	// Publications are passed to pgoutput as publication_names. Required.
+	Publications []string
+	// StatusInterval is how often a standby status update is sent. Default 10s. Keep it
+	// well below the server's wal_sender_timeout (default 60s).
+	StatusInterval time.Duration
+	// ConnectTimeout bounds connecting and starting a session. Default 10s.
+	ConnectTimeout time.Duration
+	// MinBackoff and MaxBackoff bound the exponential backoff between reconnects.
+	// Defaults 250ms and 30s.
+	MinBackoff, MaxBackoff time.Duration
+	// StandbyRetry is how often a standby asks for a slot that another process holds.
+	// Default 2s.
+	StandbyRetry time.Duration
+	// Logger receives connection lifecycle logs. Default slog.Default().
+	Logger *slog.Logger
+}
+
+var (
+	slotName = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)
+	pubName  = regexp.MustCompile(`^[a-z_][a-z0-9_$]{0,62}$`)
+)
+
+// Validate reports a configuration that cannot work.
+func (c Config) Validate() error {
+	var errs []error
+	if c.ConnString == "" {
+		errs = append(errs, errors.New("replication: no PostgreSQL URL (set --pg-url or CDC_RELAY_PG_URL)"))
+	}
+	if !slotName.MatchString(c.Slot) {
+		errs = append(errs, fmt.Errorf("replication: slot name %q is invalid: use 1 to 63 lower-case letters, digits or underscores", c.Slot))
+	}
+	if len(c.Publications) == 0 {
+		errs = append(errs, errors.New("replication: no publication (set --publication)"))
+	}
+	for _, p := range c.Publications {
+		if !pubName.MatchString(p) {
+			errs = append(errs, fmt.Errorf("replication: publication name %q is invalid: use 1 to 63 lower-case letters, digits or underscores", p))
+		}
+	}
+	if c.StatusInterval < 0 || c.ConnectTimeout < 0 {
+		errs = append(errs, errors.New("replication: intervals must not be negative"))
+	}
+	return errors.Join(errs...)
+}
+
+func (c Config) withDefaults() Config {
+	if c.StatusInterval == 0 {
+		c.StatusInterval = 10 * time.Second
+	}
+	if c.ConnectTimeout == 0 {
+		c.ConnectTimeout = 10 * time.Second
+	}
+	if c.MinBackoff == 0 {
+		c.MinBackoff = 250 * time.Millisecond
+	}
+	if c.MaxBackoff == 0 {
+		c.MaxBackoff = 30 * time.Second
+	}
+	if c.StandbyRetry == 0 {
+		c.StandbyRetry = 2 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}

@@ -1,0 +1,17 @@
+// Package replication owns the logical replication connection to PostgreSQL.
+//
+// A Stream starts pgoutput streaming from a slot (proto_version 1, the configured
+// publications, logical decoding messages included) and forwards every XLogData and
+// keepalive, in server order, to a channel. It never decides what has been delivered: the
+// flush position it reports to the server is only ever what the caller passed to Ack, and it
+// is always sent explicitly (pglogrepl would otherwise copy the write position into a zero
+// flush position). Status updates go out every StatusInterval and whenever the server asks,
+// also while the channel is full because Kafka is slow, so wal_sender_timeout never fires.
+//
+// One goroutine owns the connection: the one running Run. Ack and the read-only accessors are
+// safe from any goroutine. When the connection is lost, Run reconnects with backoff, sends a
+// KindReset message downstream (the consumer must forget any open transaction: the server
+// replays from the slot's confirmed position), and resumes. A slot held by another process
+// makes the Stream a standby that retries until the slot is free. A missing or invalidated slot
+// and configuration errors end Run with an error that says what to do.
+package replication

@@ -1,0 +1,80 @@
+package replication
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+var (
+	// ErrSlotMissing means the slot does not exist in this database.
+	ErrSlotMissing = errors.New("replication slot does not exist")
+	// ErrSlotActive means another process streams from the slot; the Stream waits as a standby.
+	ErrSlotActive = errors.New("replication slot is held by another process")
+	// ErrSlotLost means the server invalidated the slot (max_slot_wal_keep_size) and removed
+	// WAL it still needed: events written meanwhile are not in the WAL any more.
+	ErrSlotLost = errors.New("replication slot was invalidated")
+	// ErrWrongPlugin means the slot does not use pgoutput.
+	ErrWrongPlugin = errors.New("replication slot does not use the pgoutput plugin")
+	// ErrPublicationMissing means a publication named in the configuration does not exist.
+	ErrPublicationMissing = errors.New("publication does not exist")
+)
+
+// IsRetryable reports whether a failed session should be retried by reconnecting: the
+// connection was cut, the server restarted or the walsender was terminated. Configuration
+// errors, authentication failures and a missing, lost or foreign slot are not retryable.
+func IsRetryable(err error) bool {
+	switch {
+	case err == nil:
+		return false
+	case errors.Is(err, ErrSlotActive):
+		return true
+	case errors.Is(err, ErrSlotMissing), errors.Is(err, ErrSlotLost),
+		errors.Is(err, ErrWrongPlugin), errors.Is(err, ErrPublicationMissing):
+		return false
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch {
+		case strings.HasPrefix(pgErr.Code, "08"), // connection exception
+			pgErr.Code == "57P01", // admin_shutdown: pg_terminate_backend, fast shutdown
+			pgErr.Code == "57P02", // crash_shutdown
+			pgErr.Code == "57P03", // cannot_connect_now: starting up, shutting down
+			pgErr.Code == "53300", // too_many_connections
+			pgErr.Code == "53100": // disk_full
+			return true
+		}
+		return false
+	}
+	// Anything else is the network: refused, reset, EOF, timeouts.
+	return true
+}
+
+// classify maps a server error to the package's sentinels, keeping the server's words.
+func classify(err error, slot string) error {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return err
+	}
+	msg := pgErr.Message
+	switch {
+	case pgErr.Code == "55006":
+		return fmt.Errorf("%w: slot %q: %w", ErrSlotActive, slot, err)
+	case pgErr.Code == "42704" && strings.Contains(msg, "publication"):
+		return fmt.Errorf("%w: %w (create it with `cdc-relay slot create`, or fix --publication)", ErrPublicationMissing, err)
+	case pgErr.Code == "42704" && strings.Contains(msg, "replication slot"):
+		return fmt.Errorf("%w: slot %q: %w (create it with `cdc-relay slot create --slot %s ...`)", ErrSlotMissing, slot, err, slot)
+	case pgErr.Code == "55000" && strings.Contains(msg, "can no longer get changes"):
+		return slotLostError(slot, err)
+	}
+	return err
+}
+
+func slotLostError(slot string, err error) error {
+	return fmt.Errorf("%w: slot %q lost WAL it needed (max_slot_wal_keep_size was exceeded while the relay was behind or stopped): "+
+		"drop and re-create it with `cdc-relay slot drop --slot %s` and `cdc-relay slot create --slot %s ...`, "+
+		"then republish the outbox rows written while it was lost (the polling publisher `cdc-relay poll` can do that from the table): %w",
+		ErrSlotLost, slot, slot, slot, err)
+}

@@ -1,0 +1,401 @@
+package replication
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+)
+
+// Kind says what a Message carries.
+type Kind uint8
+
+const (
+	// KindData is an XLogData message: Data holds one pgoutput message.
+	KindData Kind = iota + 1
+	// KindKeepalive is a primary keepalive: ServerWALEnd is the position up to which the
+	// server has decoded and sent everything. When nothing is in flight, it is safe to Ack.
+	KindKeepalive
+	// KindReset starts a new session: forget any open transaction and the relation cache;
+	// the server replays from the slot's confirmed position.
+	KindReset
+)
+
+// Message is one item of the stream, in server order.
+type Message struct {
+	Kind         Kind
+	WALStart     pglogrepl.LSN
+	ServerWALEnd pglogrepl.LSN
+	ServerTime   time.Time
+	// Data is one pgoutput message, owned by the receiver.
+	Data []byte
+}
+
+// State is what the Stream is doing, for health checks and metrics.
+type State int32
+
+const (
+	StateConnecting State = iota
+	StateStreaming
+	StateStandby
+	StateReconnecting
+	StateStopped
+)
+
+func (s State) String() string {
+	switch s {
+	case StateConnecting:
+		return "connecting"
+	case StateStreaming:
+		return "streaming"
+	case StateStandby:
+		return "standby"
+	case StateReconnecting:
+		return "reconnecting"
+	case StateStopped:
+		return "stopped"
+	}
+	return "unknown"
+}
+
+// Stream is a resumable logical replication stream. The connection belongs to the
+// goroutine in Run, and after Run returns, to the caller of Close.
+type Stream struct {
+	cfg     Config
+	connCfg *pgconn.Config
+	log     *slog.Logger
+
+	flushed    atomic.Uint64 // the position to confirm: only ever raised, by Ack or the slot
+	serverEnd  atomic.Uint64 // last ServerWALEnd seen
+	state      atomic.Int32
+	reconnects atomic.Int64
+
+	conn       *pgconn.PgConn
+	nextStatus time.Time
+}
+
+// New validates cfg and parses the connection string. It does not connect.
+func New(cfg Config) (*Stream, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	cc, err := pgconn.ParseConfig(cfg.ConnString)
+	if err != nil {
+		// pgconn's parse errors never include the password.
+		return nil, fmt.Errorf("replication: bad PostgreSQL URL: %w", err)
+	}
+	cc.RuntimeParams["replication"] = "database"
+	if _, ok := cc.RuntimeParams["application_name"]; !ok {
+		cc.RuntimeParams["application_name"] = "cdc-relay"
+	}
+	if cc.ConnectTimeout == 0 || cc.ConnectTimeout > cfg.ConnectTimeout {
+		cc.ConnectTimeout = cfg.ConnectTimeout
+	}
+	return &Stream{cfg: cfg, connCfg: cc, log: cfg.Logger.With("slot", cfg.Slot)}, nil
+}
+
+// Ack raises the flush position reported to the server to lsn. Lower positions are
+// ignored. The caller promises that every transaction committed before lsn is delivered.
+func (s *Stream) Ack(lsn pglogrepl.LSN) {
+	for {
+		cur := s.flushed.Load()
+		if uint64(lsn) <= cur || s.flushed.CompareAndSwap(cur, uint64(lsn)) {
+			return
+		}
+	}
+}
+
+// Flushed returns the flush position that is (or will next be) reported to the server.
+func (s *Stream) Flushed() pglogrepl.LSN { return pglogrepl.LSN(s.flushed.Load()) }
+
+// ServerWALEnd returns the last WAL end the server reported.
+func (s *Stream) ServerWALEnd() pglogrepl.LSN { return pglogrepl.LSN(s.serverEnd.Load()) }
+
+// State returns what the Stream is doing now.
+func (s *Stream) State() State { return State(s.state.Load()) }
+
+// Reconnects counts sessions started after the first.
+func (s *Stream) Reconnects() int64 { return s.reconnects.Load() }
+
+// Run streams until ctx ends (it then returns nil and leaves the connection open for
+// Close) or a non-retryable error. Messages go to out in server order; sending blocks,
+// and status updates keep flowing while it does.
+func (s *Stream) Run(ctx context.Context, out chan<- Message) error {
+	everStreamed := false
+	attempt := 0
+	for session := 0; ; session++ {
+		if session > 0 {
+			select {
+			case out <- Message{Kind: KindReset}:
+			case <-ctx.Done():
+				return nil
+			}
+		}
+		streamed, err := s.session(ctx, out)
+		everStreamed = everStreamed || streamed
+		if ctx.Err() != nil {
+			return nil
+		}
+		s.closeConn()
+		var wait time.Duration
+		switch {
+		case errors.Is(err, ErrSlotActive):
+			s.state.Store(int32(StateStandby))
+			s.log.Info("slot is held by another process: waiting as a standby", "retry_in", s.cfg.StandbyRetry, "cause", err)
+			wait = s.cfg.StandbyRetry
+			attempt = 0
+		case !IsRetryable(err) || !everStreamed && !streamed && isConnectError(err):
+			s.state.Store(int32(StateStopped))
+			return err
+		default:
+			if streamed {
+				attempt = 0
+			}
+			wait = backoff(s.cfg.MinBackoff, s.cfg.MaxBackoff, attempt)
+			attempt++
+			s.state.Store(int32(StateReconnecting))
+			s.reconnects.Add(1)
+			s.log.Warn("replication connection lost: reconnecting", "in", wait.Round(time.Millisecond), "flushed", s.Flushed(), "cause", err)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// session connects, starts streaming, and forwards until an error or ctx ends. It reports
+// whether streaming had started.
+func (s *Stream) session(ctx context.Context, out chan<- Message) (bool, error) {
+	s.state.Store(int32(StateConnecting))
+	cctx, cancel := context.WithTimeout(ctx, s.cfg.ConnectTimeout)
+	defer cancel()
+	conn, err := pgconn.ConnectConfig(cctx, s.connCfg)
+	if err != nil {
+		return false, &connectError{host: s.connCfg.Host, port: s.connCfg.Port, err: err}
+	}
+	s.conn = conn
+	start, err := s.checkSlot(cctx)
+	if err != nil {
+		return false, err
+	}
+	err = pglogrepl.StartReplication(cctx, conn, s.cfg.Slot, start, pglogrepl.StartReplicationOptions{
+		Mode: pglogrepl.LogicalReplication,
+		PluginArgs: []string{
+			"proto_version '1'",
+			"publication_names '" + strings.Join(s.cfg.Publications, ",") + "'",
+			"messages 'true'",
+		},
+	})
+	if err != nil {
+		return false, classify(fmt.Errorf("start replication: %w", err), s.cfg.Slot)
+	}
+	s.state.Store(int32(StateStreaming))
+	s.log.Info("streaming", "from", start, "publications", s.cfg.Publications)
+	s.nextStatus = time.Time{}
+	return true, s.stream(ctx, out)
+}
+
+// checkSlot reads the slot over the replication connection (replication=database accepts
+// simple queries), refuses a missing, lost or foreign slot, and returns where to start: the
+// later of the slot's confirmed position and what this process already confirmed.
+func (s *Stream) checkSlot(ctx context.Context) (pglogrepl.LSN, error) {
+	q := "SELECT plugin, coalesce(active_pid, 0), coalesce(confirmed_flush_lsn::text, ''), coalesce(wal_status, '') " +
+		"FROM pg_replication_slots WHERE slot_name = '" + s.cfg.Slot + "' AND database = current_database()"
+	res, err := s.conn.Exec(ctx, q).ReadAll()
+	if err != nil {
+		return 0, fmt.Errorf("read slot %q: %w", s.cfg.Slot, err)
+	}
+	if len(res) != 1 || len(res[0].Rows) == 0 {
+		return 0, fmt.Errorf("%w: slot %q in this database (create it with `cdc-relay slot create --slot %s --publication ...`)",
+			ErrSlotMissing, s.cfg.Slot, s.cfg.Slot)
+	}
+	row := res[0].Rows[0]
+	plugin, pid, confirmed, walStatus := string(row[0]), string(row[1]), string(row[2]), string(row[3])
+	if plugin != "pgoutput" {
+		return 0, fmt.Errorf("%w: slot %q uses %q", ErrWrongPlugin, s.cfg.Slot, plugin)
+	}
+	if walStatus == "lost" {
+		return 0, slotLostError(s.cfg.Slot, errors.New("wal_status is lost"))
+	}
+	if pid != "0" {
+		if n, _ := strconv.Atoi(pid); uint32(n) != s.conn.PID() {
+			return 0, fmt.Errorf("%w: slot %q is active for PID %s", ErrSlotActive, s.cfg.Slot, pid)
+		}
+	}
+	lsn, err := pglogrepl.ParseLSN(confirmed)
+	if err != nil {
+		return 0, fmt.Errorf("read slot %q: confirmed_flush_lsn %q: %w", s.cfg.Slot, confirmed, err)
+	}
+	s.Ack(lsn)
+	return s.Flushed(), nil
+}
+
+func (s *Stream) stream(ctx context.Context, out chan<- Message) error {
+	for {
+		if !time.Now().Before(s.nextStatus) {
+			if err := s.sendStatus(false); err != nil {
+				return err
+			}
+		}
+		rctx, cancel := context.WithDeadline(ctx, s.nextStatus)
+		raw, err := s.conn.ReceiveMessage(rctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if pgconn.Timeout(err) {
+				continue
+			}
+			return classify(fmt.Errorf("receive: %w", err), s.cfg.Slot)
+		}
+		switch msg := raw.(type) {
+		case *pgproto3.ErrorResponse:
+			return classify(pgconn.ErrorResponseToPgError(msg), s.cfg.Slot)
+		case *pgproto3.CopyData:
+			if len(msg.Data) == 0 {
+				continue
+			}
+			switch msg.Data[0] {
+			case pglogrepl.PrimaryKeepaliveMessageByteID:
+				k, err := pglogrepl.ParsePrimaryKeepaliveMessage(msg.Data[1:])
+				if err != nil {
+					return fmt.Errorf("parse keepalive: %w", err)
+				}
+				s.serverEnd.Store(uint64(k.ServerWALEnd))
+				if k.ReplyRequested {
+					if err := s.sendStatus(false); err != nil {
+						return err
+					}
+				}
+				m := Message{Kind: KindKeepalive, ServerWALEnd: k.ServerWALEnd, ServerTime: k.ServerTime}
+				if err := s.forward(ctx, out, m); err != nil {
+					return err
+				}
+			case pglogrepl.XLogDataByteID:
+				x, err := pglogrepl.ParseXLogData(msg.Data[1:])
+				if err != nil {
+					return fmt.Errorf("parse XLogData: %w", err)
+				}
+				// pgconn reuses its read buffer: the payload must be copied to cross goroutines.
+				data := make([]byte, len(x.WALData))
+				copy(data, x.WALData)
+				m := Message{Kind: KindData, WALStart: x.WALStart, ServerWALEnd: x.ServerWALEnd, ServerTime: x.ServerTime, Data: data}
+				if err := s.forward(ctx, out, m); err != nil {
+					return err
+				}
+			}
+		}
+	}
+}
+
+// forward hands m to the consumer, sending status updates while it waits so the server
+// does not time the connection out while Kafka is slow.
+func (s *Stream) forward(ctx context.Context, out chan<- Message, m Message) error {
+	for {
+		select {
+		case out <- m:
+			return nil
+		default:
+		}
+		t := time.NewTimer(time.Until(s.nextStatus))
+		select {
+		case out <- m:
+			t.Stop()
+			return nil
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+			if err := s.sendStatus(false); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// sendStatus reports the flush position explicitly in all three fields. Reporting the
+// write position no further than the flush position also makes an idle walsender send a
+// keepalive with its current position, which is how a quiet slot learns it may advance.
+func (s *Stream) sendStatus(replyRequested bool) error {
+	pos := s.Flushed()
+	err := pglogrepl.SendStandbyStatusUpdate(context.Background(), s.conn, pglogrepl.StandbyStatusUpdate{
+		WALWritePosition: pos,
+		WALFlushPosition: pos,
+		WALApplyPosition: pos,
+		ClientTime:       time.Now(),
+		ReplyRequested:   replyRequested,
+	})
+	s.nextStatus = time.Now().Add(s.cfg.StatusInterval)
+	if err != nil {
+		return fmt.Errorf("send standby status: %w", err)
+	}
+	return nil
+}
+
+// Close sends a final status update with the current flush position and closes the
+// connection. Call it after Run has returned. It is idempotent.
+func (s *Stream) Close(ctx context.Context) error {
+	if s.conn == nil {
+		return nil
+	}
+	var err error
+	if !s.conn.IsClosed() && s.Flushed() != 0 {
+		err = s.sendStatus(false)
+	}
+	cerr := s.conn.Close(ctx)
+	s.conn = nil
+	s.state.Store(int32(StateStopped))
+	if err != nil {
+		return err
+	}
+	return cerr
+}
+
+func (s *Stream) closeConn() {
+	if s.conn != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		s.conn.Close(ctx)
+		cancel()
+		s.conn = nil
+	}
+}
+
+type connectError struct {
+	host string
+	port uint16
+	err  error
+}
+
+func (e *connectError) Error() string {
+	return fmt.Sprintf("connect to PostgreSQL at %s:%d: %v (check that the server runs, that the URL's host, port, user and database are right, and that pg_hba.conf allows a replication connection for this user)", e.host, e.port, e.err)
+}
+func (e *connectError) Unwrap() error { return e.err }
+
+func isConnectError(err error) bool {
+	var ce *connectError
+	return errors.As(err, &ce)
+}
+
+func backoff(lo, hi time.Duration, attempt int) time.Duration {
+	d := lo << min(attempt, 16)
+	if d > hi || d <= 0 {
+		d = hi
+	}
+	// Full jitter on the upper half keeps several relays from reconnecting in lockstep.
+	return d/2 + rand.N(d/2+1)
+}

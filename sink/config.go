@@ -1,0 +1,94 @@
+package sink
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Config configures a Sink. Zero fields take the defaults stated.
+type Config struct {
+	// Brokers are the seed brokers, host:port. Required.
+	Brokers []string
+	// ClientID names the producer in broker logs and quotas. Default "cdc-relay".
+	ClientID string
+	// MaxBufferedRecords bounds the records the producer holds before Produce blocks.
+	// Default 10,000.
+	MaxBufferedRecords int
+	// MaxBufferedBytes bounds the bytes the producer holds before Produce blocks: with
+	// MaxBufferedRecords this is what keeps memory flat for a transaction of any size.
+	// Default 32 MiB.
+	MaxBufferedBytes int
+	// Linger is how long a partition waits for more records before a request is built.
+	// Default 0: franz-go batches whatever accumulates while earlier requests are in flight.
+	Linger time.Duration
+	// UnknownTopicRetries is how many times a record to a topic Kafka does not know is
+	// retried before it fails (and is dead-lettered). Default 8; -1 retries forever.
+	UnknownTopicRetries int
+	// DialTimeout bounds the connection to a broker. Default 5s.
+	DialTimeout time.Duration
+	// Opts are passed to kgo.NewClient after the options above, so they win.
+	// TLS and SASL go here.
+	Opts []kgo.Opt
+}
+
+// Validate reports a configuration that cannot work.
+func (c Config) Validate() error {
+	if len(c.Brokers) == 0 {
+		return ErrNoBrokers
+	}
+	for _, b := range c.Brokers {
+		if b == "" {
+			return fmt.Errorf("sink: empty broker address in %q: %w", c.Brokers, ErrNoBrokers)
+		}
+	}
+	if c.MaxBufferedRecords < 0 || c.MaxBufferedBytes < 0 {
+		return fmt.Errorf("sink: buffer limits must be positive (records %d, bytes %d)", c.MaxBufferedRecords, c.MaxBufferedBytes)
+	}
+	return nil
+}
+
+func (c Config) withDefaults() Config {
+	if c.ClientID == "" {
+		c.ClientID = "cdc-relay"
+	}
+	if c.MaxBufferedRecords == 0 {
+		c.MaxBufferedRecords = 10_000
+	}
+	if c.MaxBufferedBytes == 0 {
+		c.MaxBufferedBytes = 32 << 20
+	}
+	if c.UnknownTopicRetries == 0 {
+		c.UnknownTopicRetries = 8
+	}
+	if c.DialTimeout == 0 {
+		c.DialTimeout = 5 * time.Second
+	}
+	return c
+}
+
+// opts is the producer configuration the delivery guarantee rests on.
+func (c Config) opts() []kgo.Opt {
+	o := []kgo.Opt{
+		kgo.SeedBrokers(c.Brokers...),
+		kgo.ClientID(c.ClientID),
+		kgo.DialTimeout(c.DialTimeout),
+		// acks=all with the idempotent producer (franz-go's default when acks=all):
+		// retries neither reorder nor duplicate within a partition.
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		// Retriable errors (broker down, leader moving) are retried forever: the relay
+		// holds its position instead of spending a per-record budget.
+		kgo.RecordRetries(math.MaxInt),
+		kgo.RecordDeliveryTimeout(0),
+		kgo.UnknownTopicRetries(c.UnknownTopicRetries),
+		kgo.MaxBufferedRecords(c.MaxBufferedRecords),
+		kgo.MaxBufferedBytes(c.MaxBufferedBytes),
+		kgo.ProducerLinger(c.Linger),
+		// Keyed records go to murmur2(key) % partitions, as the Java client does.
+		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
+		kgo.ProducerBatchCompression(kgo.NoCompression()),
+	}
+	return append(o, c.Opts...)
+}

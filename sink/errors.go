@@ -1,0 +1,46 @@
+package sink
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+var (
+	// ErrNoBrokers means the configuration names no seed broker.
+	ErrNoBrokers = errors.New("sink: no Kafka brokers configured (set --brokers or CDC_RELAY_BROKERS)")
+	// ErrUnreachable means no seed broker answered a metadata request in time.
+	ErrUnreachable = errors.New("sink: Kafka is unreachable")
+)
+
+// Rejected reports whether err means Kafka refused a record for good: retrying the same
+// record cannot succeed (too large, invalid topic, not authorized, unknown topic after the
+// configured retries). Such a record is dead-lettered instead of stalling the stream.
+func Rejected(err error) bool {
+	switch {
+	case errors.Is(err, kerr.MessageTooLarge),
+		errors.Is(err, kerr.RecordListTooLarge),
+		errors.Is(err, kerr.InvalidTopicException),
+		errors.Is(err, kerr.TopicAuthorizationFailed),
+		errors.Is(err, kerr.InvalidRecord),
+		errors.Is(err, kerr.CorruptMessage),
+		errors.Is(err, kerr.UnknownTopicOrPartition),
+		errors.Is(err, kerr.UnknownTopicID),
+		errors.Is(err, kerr.PolicyViolation):
+		return true
+	}
+	return false
+}
+
+// unreachableError names the brokers that did not answer and what to check.
+type unreachableError struct {
+	brokers []string
+	err     error
+}
+
+func (e *unreachableError) Error() string {
+	return fmt.Sprintf("sink: Kafka is unreachable at %v: %v (check that the broker runs and that --brokers names its advertised listener)", e.brokers, e.err)
+}
+
+func (e *unreachableError) Unwrap() []error { return []error{ErrUnreachable, e.err} }

@@ -1,0 +1,94 @@
+package sink
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Header names of the record contract (DESIGN.md, "The Kafka record").
+const (
+	HeaderOutboxID    = "outbox-id"
+	HeaderAggregateID = "aggregate-id"
+	HeaderEventType   = "event-type"
+	HeaderLSN         = "cdc-lsn"
+	HeaderCommitTime  = "cdc-commit-time"
+
+	// Dead-letter headers, added to the original headers of a parked record.
+	HeaderDLQError    = "dlq-error"
+	HeaderDLQTopic    = "dlq-original-topic"
+	HeaderDLQRelation = "dlq-relation"
+)
+
+// CommitTimeLayout is RFC 3339 with microseconds, the precision of a Postgres timestamp.
+const CommitTimeLayout = "2006-01-02T15:04:05.000000Z07:00"
+
+// Event is one outbox event in the sink's terms. The relay fills it from a decoded row
+// (with LSN set) and the polling publisher from a selected row (LSN zero, CommitTime from
+// created_at), so both produce the same record.
+type Event struct {
+	ID          string // outbox id, decimal text for rows
+	AggregateID string // the Kafka key
+	Topic       string
+	Payload     []byte // the Kafka value
+	EventType   string // "" for none
+	Headers     []kgo.RecordHeader
+	LSN         pglogrepl.LSN // commit LSN; zero means none (polling)
+	CommitTime  time.Time
+}
+
+// NewRecord maps an event to its Kafka record per the contract: the row's topic, key =
+// aggregate id, value = payload, headers outbox-id, aggregate-id, event-type (when present),
+// the row's own headers, cdc-lsn (when known) and cdc-commit-time.
+func NewRecord(e Event) *kgo.Record {
+	h := make([]kgo.RecordHeader, 0, 5+len(e.Headers))
+	h = append(h,
+		kgo.RecordHeader{Key: HeaderOutboxID, Value: []byte(e.ID)},
+		kgo.RecordHeader{Key: HeaderAggregateID, Value: []byte(e.AggregateID)},
+	)
+	if e.EventType != "" {
+		h = append(h, kgo.RecordHeader{Key: HeaderEventType, Value: []byte(e.EventType)})
+	}
+	h = append(h, e.Headers...)
+	if e.LSN != 0 {
+		h = append(h, kgo.RecordHeader{Key: HeaderLSN, Value: []byte(e.LSN.String())})
+	}
+	h = append(h, kgo.RecordHeader{Key: HeaderCommitTime, Value: []byte(e.CommitTime.UTC().Format(CommitTimeLayout))})
+	return &kgo.Record{
+		Topic:   e.Topic,
+		Key:     []byte(e.AggregateID),
+		Value:   e.Payload,
+		Headers: h,
+	}
+}
+
+// DeadLetter returns the record that parks r on the dead-letter topic: the original key,
+// value and headers, plus the error, the original topic and, when known, the relation.
+// The outbox id and LSN travel in r's own headers.
+func DeadLetter(dlqTopic string, r *kgo.Record, relation string, cause error) *kgo.Record {
+	h := make([]kgo.RecordHeader, 0, len(r.Headers)+3)
+	h = append(h, r.Headers...)
+	h = append(h,
+		kgo.RecordHeader{Key: HeaderDLQError, Value: []byte(cause.Error())},
+		kgo.RecordHeader{Key: HeaderDLQTopic, Value: []byte(r.Topic)},
+	)
+	if relation != "" {
+		h = append(h, kgo.RecordHeader{Key: HeaderDLQRelation, Value: []byte(relation)})
+	}
+	return &kgo.Record{Topic: dlqTopic, Key: r.Key, Value: r.Value, Headers: h}
+}
+
+// FormatID formats a numeric outbox id for the outbox-id header.
+func FormatID(id int64) string { return strconv.FormatInt(id, 10) }
+
+// Header returns the value of the first header named key, or nil.
+func Header(r *kgo.Record, key string) []byte {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return h.Value
+		}
+	}
+	return nil
+}

@@ -1,0 +1,72 @@
+package sink
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Sink is a Kafka producer configured for the relay's delivery guarantee.
+type Sink struct {
+	cl  *kgo.Client
+	cfg Config
+}
+
+// New creates the producer. It does not contact Kafka; call Ping to check reachability.
+func New(cfg Config) (*Sink, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	cl, err := kgo.NewClient(cfg.opts()...)
+	if err != nil {
+		return nil, fmt.Errorf("sink: configure Kafka client: %w", err)
+	}
+	return &Sink{cl: cl, cfg: cfg}, nil
+}
+
+// Client returns the underlying franz-go client (for admin requests and tests).
+func (s *Sink) Client() *kgo.Client { return s.cl }
+
+// Ping asks the cluster for metadata until it answers or ctx ends, and returns an error
+// that names the brokers when it does not.
+func (s *Sink) Ping(ctx context.Context) error {
+	var last error
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		err := s.cl.Ping(pctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return &unreachableError{brokers: s.cfg.Brokers, err: last}
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// Produce buffers r and calls promise once Kafka has acknowledged it (err nil) or it has
+// failed for good. It blocks while the producer's buffers are full, until space frees or
+// ctx ends; ctx only bounds that wait: once buffered, a record is never failed because ctx
+// ends (shutdown flushes instead).
+func (s *Sink) Produce(ctx context.Context, r *kgo.Record, promise func(*kgo.Record, error)) {
+	if r.Context == nil {
+		r.Context = context.Background()
+	}
+	s.cl.Produce(ctx, r, promise)
+}
+
+// Flush waits until every buffered record has been acknowledged or failed, or ctx ends.
+func (s *Sink) Flush(ctx context.Context) error { return s.cl.Flush(ctx) }
+
+// Buffered returns the records currently buffered or in flight.
+func (s *Sink) Buffered() int64 { return s.cl.BufferedProduceRecords() }
+
+// Close closes the client. Records still buffered fail with kgo.ErrClientClosed, so call
+// Flush first. Close is idempotent.
+func (s *Sink) Close() { s.cl.Close() }
