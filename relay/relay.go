@@ -1,0 +1,284 @@
+package relay
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/cdc-relay/cdc-relay/decoder"
+	"github.com/cdc-relay/cdc-relay/replication"
+	"github.com/cdc-relay/cdc-relay/sink"
+)
+
+// Stats are the relay's counters. All fields are read atomically.
+type Stats struct {
+	Published    atomic.Int64 // records acknowledged on their own topic
+	Bytes        atomic.Int64 // value bytes acknowledged on their own topic
+	DeadLettered atomic.Int64 // records acknowledged on the dead-letter topic
+	BadRows      atomic.Int64 // rows that could not become records (dead-lettered)
+	Transactions atomic.Int64 // transactions seen
+}
+
+// Relay publishes outbox events from a replication slot to Kafka.
+type Relay struct {
+	cfg    Config
+	log    *slog.Logger
+	stream *replication.Stream
+	sink   *sink.Sink
+	dec    *decoder.Decoder
+	track  *tracker
+	dlq    *deadLetters
+	stats  Stats
+}
+
+// New validates cfg and builds the parts. Nothing is contacted until Run.
+func New(cfg Config) (*Relay, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	stream, err := replication.New(cfg.Replication)
+	if err != nil {
+		return nil, err
+	}
+	dec, err := decoder.New(cfg.Decoder)
+	if err != nil {
+		return nil, err
+	}
+	snk, err := sink.New(cfg.Sink)
+	if err != nil {
+		return nil, err
+	}
+	r := &Relay{cfg: cfg, log: cfg.Logger, stream: stream, sink: snk, dec: dec}
+	r.track = newTracker(stream.Ack)
+	r.track.beforeConfirm = cfg.BeforeConfirm
+	r.dlq = newDeadLetters()
+	return r, nil
+}
+
+// Stats returns the live counters.
+func (r *Relay) Stats() *Stats { return &r.stats }
+
+// Stream returns the replication stream (for its position and state).
+func (r *Relay) Stream() *replication.Stream { return r.stream }
+
+// Sink returns the Kafka sink.
+func (r *Relay) Sink() *sink.Sink { return r.sink }
+
+// Run relays until ctx ends (a clean stop returns nil) or a failure that retrying cannot
+// fix. Either way it stops reading, flushes Kafka within ShutdownTimeout, confirms what was
+// delivered, and closes both connections.
+func (r *Relay) Run(ctx context.Context) error {
+	defer r.sink.Close()
+	pctx, cancel := context.WithTimeout(ctx, r.cfg.StartupTimeout)
+	err := r.sink.Ping(pctx)
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+
+	msgs := make(chan replication.Message, r.cfg.Buffer)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return r.stream.Run(gctx, msgs) })
+	g.Go(func() error { return r.pipeline(gctx, msgs) })
+	g.Go(func() error { return r.deadLetterLoop(gctx) })
+	runErr := g.Wait()
+
+	// Shutdown: reading has stopped. Let Kafka acknowledge what it holds, then confirm it.
+	fctx, cancel := context.WithTimeout(context.Background(), r.cfg.ShutdownTimeout)
+	defer cancel()
+	if err := r.drain(fctx); err != nil {
+		r.log.Error("shutdown: records still unacknowledged; they will be published again on restart", "cause", err, "in_flight", r.sink.Buffered())
+	}
+	if err := r.stream.Close(fctx); err != nil {
+		r.log.Warn("shutdown: final standby status not sent; the next start replays from the previous one", "cause", err)
+	}
+	r.log.Info("stopped", "confirmed", r.stream.Flushed(), "published", r.stats.Published.Load(), "dead_lettered", r.stats.DeadLettered.Load())
+	return runErr
+}
+
+// drain flushes the producer and the dead-letter queue until both are empty.
+func (r *Relay) drain(ctx context.Context) error {
+	for {
+		if err := r.sink.Flush(ctx); err != nil {
+			return err
+		}
+		if r.dlq.len() == 0 {
+			return nil
+		}
+		if err := r.produceDeadLetters(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+// pipeline decodes messages in server order and produces their events. It owns the decoder
+// and the current transaction.
+func (r *Relay) pipeline(ctx context.Context, msgs <-chan replication.Message) error {
+	var cur *txn
+	for {
+		var m replication.Message
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-r.track.failCh:
+			return r.track.err()
+		case m = <-msgs:
+		}
+		switch m.Kind {
+		case replication.KindReset:
+			r.dec.Reset()
+			r.track.dropOpen()
+			cur = nil
+		case replication.KindKeepalive:
+			if cur == nil {
+				r.track.idle(m.ServerWALEnd)
+			}
+		case replication.KindData:
+			out, err := r.dec.Decode(m.WALStart, m.Data)
+			if err != nil && !decoder.IsBadRow(err) {
+				return fmt.Errorf("relay: decode message at %s: %w", m.WALStart, err)
+			}
+			switch out.Kind {
+			case decoder.KindBegin:
+				cur = r.track.begin()
+				r.stats.Transactions.Add(1)
+			case decoder.KindEvent:
+				if cur == nil {
+					return fmt.Errorf("relay: event at %s outside a transaction", m.WALStart)
+				}
+				r.produce(ctx, cur, out, err)
+			case decoder.KindCommit:
+				if cur != nil {
+					r.track.commit(cur, out.EndLSN)
+				}
+				cur = nil
+			case decoder.KindNone:
+				if err != nil {
+					r.stats.BadRows.Add(1)
+					r.log.Error("ignored a logical message that cannot be published", "lsn", m.WALStart, "cause", err)
+				}
+			}
+		}
+	}
+}
+
+func (r *Relay) produce(ctx context.Context, x *txn, out decoder.Output, badRow error) {
+	ev := out.Event
+	hdrs := make([]kgo.RecordHeader, len(ev.Headers))
+	for i, h := range ev.Headers {
+		hdrs[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
+	}
+	rec := sink.NewRecord(sink.Event{
+		ID: ev.ID, AggregateID: ev.AggregateID, Topic: ev.Topic, Payload: ev.Payload,
+		EventType: ev.EventType, Headers: hdrs, LSN: out.CommitLSN, CommitTime: out.CommitTime,
+	})
+	r.track.add(x)
+	if badRow != nil {
+		r.stats.BadRows.Add(1)
+		r.log.Error("bad row: dead-lettering it", "lsn", out.CommitLSN, "relation", ev.Relation, "outbox_id", ev.ID, "cause", badRow)
+		r.dlq.push(deadLetter{rec: sink.DeadLetter(r.cfg.DLQTopic, rec, ev.Relation, badRow), txn: x})
+		return
+	}
+	relation := ev.Relation
+	r.sink.Produce(ctx, rec, func(rec *kgo.Record, err error) {
+		switch {
+		case err == nil:
+			r.stats.Published.Add(1)
+			r.stats.Bytes.Add(int64(len(rec.Value)))
+			r.track.done(x)
+		case sink.Rejected(err):
+			r.log.Error("Kafka rejected a record for good: dead-lettering it", "topic", rec.Topic, "outbox_id", string(sink.Header(rec, sink.HeaderOutboxID)), "cause", err)
+			r.dlq.push(deadLetter{rec: sink.DeadLetter(r.cfg.DLQTopic, rec, relation, err), txn: x})
+		default:
+			// Shutdown (context canceled, client closed) or a producer failure: never confirm past it.
+			r.track.fail(fmt.Errorf("relay: record for %s (outbox id %s) not delivered: %w", rec.Topic, sink.Header(rec, sink.HeaderOutboxID), err))
+		}
+	})
+}
+
+// deadLetter is a record to park and the transaction it belongs to.
+type deadLetter struct {
+	rec *kgo.Record
+	txn *txn
+}
+
+// deadLetters is the queue between promises (which must not block) and the goroutine that
+// produces to the dead-letter topic. It holds at most the records the producer buffered.
+type deadLetters struct {
+	mu     sync.Mutex
+	items  []deadLetter
+	signal chan struct{}
+}
+
+func newDeadLetters() *deadLetters { return &deadLetters{signal: make(chan struct{}, 1)} }
+
+func (d *deadLetters) push(dl deadLetter) {
+	d.mu.Lock()
+	d.items = append(d.items, dl)
+	d.mu.Unlock()
+	select {
+	case d.signal <- struct{}{}:
+	default:
+	}
+}
+
+func (d *deadLetters) take() []deadLetter {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	items := d.items
+	d.items = nil
+	return items
+}
+
+func (d *deadLetters) len() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.items)
+}
+
+func (r *Relay) deadLetterLoop(ctx context.Context) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-r.dlq.signal:
+			if err := r.produceDeadLetters(ctx); err != nil && ctx.Err() == nil {
+				return err
+			}
+		}
+	}
+}
+
+// produceDeadLetters parks the queued records. A dead-letter topic that refuses them too
+// stops the relay without confirming past them: nothing is dropped silently.
+func (r *Relay) produceDeadLetters(ctx context.Context) error {
+	for _, dl := range r.dlq.take() {
+		x := dl.txn
+		r.sink.Produce(ctx, dl.rec, func(rec *kgo.Record, err error) {
+			if err != nil {
+				r.track.fail(fmt.Errorf("relay: dead-letter topic %s refused outbox id %s: %w (fix the topic; the relay replays from the last confirmed position)",
+					rec.Topic, sink.Header(rec, sink.HeaderOutboxID), err))
+				return
+			}
+			r.stats.DeadLettered.Add(1)
+			r.track.done(x)
+		})
+	}
+	return r.track.err()
+}
+
+// Confirmed returns the position confirmed to PostgreSQL so far.
+func (r *Relay) Confirmed() pglogrepl.LSN { return r.stream.Flushed() }
+
+// InFlight reports how many transactions await acknowledgement.
+func (r *Relay) InFlight() int { return r.track.inFlight() }

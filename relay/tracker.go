@@ -1,0 +1,147 @@
+package relay
+
+import (
+	"sync"
+
+	"github.com/jackc/pglogrepl"
+)
+
+// txn is one transaction's delivery state. Its fields are guarded by tracker.mu.
+type txn struct {
+	pending   int           // records produced and not yet acknowledged
+	committed bool          // the Commit message has been seen
+	end       pglogrepl.LSN // the commit's end LSN, the position to confirm
+}
+
+// tracker keeps transactions in commit order and confirms the end LSN of the newest one
+// whose records, and all earlier transactions' records, are acknowledged. Acknowledgements
+// arrive out of order from franz-go's callbacks; the confirmed position is the highest
+// contiguous one. It is safe for concurrent use.
+type tracker struct {
+	mu     sync.Mutex
+	q      []*txn // oldest first
+	head   int    // q[head:] are live
+	failed error  // once set, nothing is confirmed any more
+	failCh chan struct{}
+
+	// confirm receives each new position. beforeConfirm, when set, runs first (a test hook
+	// that kills the process between Kafka's acknowledgement and the status update).
+	confirm       func(pglogrepl.LSN)
+	beforeConfirm func(pglogrepl.LSN)
+}
+
+func newTracker(confirm func(pglogrepl.LSN)) *tracker {
+	return &tracker{confirm: confirm, failCh: make(chan struct{})}
+}
+
+// begin opens a transaction at the tail.
+func (t *tracker) begin() *txn {
+	x := &txn{}
+	t.mu.Lock()
+	if t.head > 1024 && t.head > len(t.q)/2 {
+		n := copy(t.q, t.q[t.head:])
+		clear(t.q[n:])
+		t.q, t.head = t.q[:n], 0
+	}
+	t.q = append(t.q, x)
+	t.mu.Unlock()
+	return x
+}
+
+// add counts one more record of x in flight.
+func (t *tracker) add(x *txn) {
+	t.mu.Lock()
+	x.pending++
+	t.mu.Unlock()
+}
+
+// done counts one record of x acknowledged.
+func (t *tracker) done(x *txn) {
+	t.mu.Lock()
+	x.pending--
+	t.advance()
+	t.mu.Unlock()
+}
+
+// commit marks x complete once its records are acknowledged.
+func (t *tracker) commit(x *txn, end pglogrepl.LSN) {
+	t.mu.Lock()
+	x.committed, x.end = true, end
+	t.advance()
+	t.mu.Unlock()
+}
+
+// dropOpen forgets an uncommitted transaction at the tail: the connection was lost inside it
+// and the server will send it again from its Begin. Its records already produced become
+// duplicates; their acknowledgements still arrive and count on the detached txn.
+func (t *tracker) dropOpen() {
+	t.mu.Lock()
+	if n := len(t.q); n > t.head && !t.q[n-1].committed {
+		t.q[n-1] = nil
+		t.q = t.q[:n-1]
+	}
+	t.advance()
+	t.mu.Unlock()
+}
+
+// idle confirms walEnd if nothing is in flight: every transaction the server sent before
+// this keepalive is delivered, so everything up to its WAL end is safe to release.
+func (t *tracker) idle(walEnd pglogrepl.LSN) {
+	t.mu.Lock()
+	if len(t.q) == t.head && t.failed == nil && walEnd != 0 {
+		t.confirmLocked(walEnd)
+	}
+	t.mu.Unlock()
+}
+
+// inFlight returns the number of open transactions.
+func (t *tracker) inFlight() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.q) - t.head
+}
+
+// fail stops all further confirmation: a record could be neither delivered nor parked.
+func (t *tracker) fail(err error) {
+	t.mu.Lock()
+	if t.failed == nil {
+		t.failed = err
+		close(t.failCh)
+	}
+	t.mu.Unlock()
+}
+
+func (t *tracker) err() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.failed
+}
+
+func (t *tracker) advance() {
+	if t.failed != nil {
+		return
+	}
+	var last pglogrepl.LSN
+	for t.head < len(t.q) {
+		x := t.q[t.head]
+		if !x.committed || x.pending > 0 {
+			break
+		}
+		last = x.end
+		t.q[t.head] = nil
+		t.head++
+	}
+	if t.head == len(t.q) {
+		t.q, t.head = t.q[:0], 0
+	}
+	if last != 0 {
+		t.confirmLocked(last)
+	}
+}
+
+func (t *tracker) confirmLocked(lsn pglogrepl.LSN) {
+	if t.beforeConfirm != nil {
+		t.beforeConfirm(lsn)
+	}
+	t.confirm(lsn)
+}
