@@ -1,0 +1,124 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+)
+
+// errHelp is returned when --help was asked for: the usage is printed and the exit is 0.
+var errHelp = errors.New("help requested")
+
+// envName is the environment twin of a flag.
+func envName(flagName string) string {
+	return "CDC_RELAY_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// newFlagSet makes a flag set whose usage lists each flag with its environment twin.
+func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: cdc-relay %s\n\nFlags (environment twin in brackets):\n", synopsis)
+		fs.VisitAll(func(f *flag.Flag) {
+			def := ""
+			if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" && f.DefValue != "[]" {
+				def = fmt.Sprintf(" (default %s)", f.DefValue)
+			}
+			fmt.Fprintf(fs.Output(), "  --%s [%s]\n      %s%s\n", f.Name, envName(f.Name), f.Usage, def)
+		})
+	}
+	return fs
+}
+
+// parse applies environment twins first, then the command line, so flags win.
+func parse(fs *flag.FlagSet, args []string) error {
+	var errs []error
+	fs.VisitAll(func(f *flag.Flag) {
+		if v, ok := os.LookupEnv(envName(f.Name)); ok {
+			if err := fs.Set(f.Name, v); err != nil {
+				errs = append(errs, fmt.Errorf("environment %s: %w", envName(f.Name), err))
+			}
+		}
+	})
+	if err := errors.Join(errs...); err != nil {
+		return &usageError{err}
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return errHelp
+		}
+		return &usageError{fmt.Errorf("%s: %w (see 'cdc-relay %s --help')", fs.Name(), err, fs.Name())}
+	}
+	if fs.NArg() > 0 {
+		return usageErr("%s: unexpected argument %q (see 'cdc-relay %s --help')", fs.Name(), fs.Arg(0), fs.Name())
+	}
+	return nil
+}
+
+// listFlag is a comma-separated, repeatable list.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error {
+	*l = nil // an environment twin is replaced, not extended, by the command line
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			*l = append(*l, p)
+		}
+	}
+	return nil
+}
+
+// common holds the flags every command shares.
+type common struct {
+	pgURL     string
+	slot      string
+	logFormat string
+	logLevel  string
+	pgTimeout time.Duration
+}
+
+func (c *common) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.pgURL, "pg-url", "", "PostgreSQL URL, e.g. postgres://user@host:5432/db (the password is never logged)")
+	fs.StringVar(&c.slot, "slot", "", "logical replication slot name")
+	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.DurationVar(&c.pgTimeout, "pg-timeout", 10*time.Second, "how long to wait for PostgreSQL to answer when connecting")
+}
+
+func (c *common) validate() error {
+	var errs []error
+	if c.pgURL == "" {
+		errs = append(errs, errors.New("--pg-url is required (or set CDC_RELAY_PG_URL)"))
+	}
+	if c.slot == "" {
+		errs = append(errs, errors.New("--slot is required (or set CDC_RELAY_SLOT)"))
+	}
+	if c.logFormat != "text" && c.logFormat != "json" {
+		errs = append(errs, fmt.Errorf("--log-format %q: use text or json", c.logFormat))
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(c.logLevel)); err != nil {
+		errs = append(errs, fmt.Errorf("--log-level %q: use debug, info, warn or error", c.logLevel))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return &usageError{err}
+	}
+	return nil
+}
+
+func (c *common) logger(w io.Writer) *slog.Logger {
+	var lvl slog.Level
+	_ = lvl.UnmarshalText([]byte(c.logLevel))
+	opts := &slog.HandlerOptions{Level: lvl}
+	if c.logFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}

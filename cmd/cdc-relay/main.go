@@ -1,0 +1,108 @@
+// Command cdc-relay publishes transactional-outbox rows from PostgreSQL to Kafka by reading
+// the write-ahead log through a logical replication slot (pgoutput).
+//
+//	cdc-relay slot create --pg-url URL --slot NAME --publication NAME [--table public.outbox]
+//	cdc-relay slot status --pg-url URL --slot NAME [--json]
+//	cdc-relay slot drop   --pg-url URL --slot NAME [--publication NAME]
+//	cdc-relay run  --pg-url URL --brokers HOST:PORT[,..] --slot NAME --publication NAME
+//
+// Every flag has an environment twin CDC_RELAY_<FLAG> (dashes become underscores); a flag
+// given on the command line wins. Exit codes: 0 clean shutdown, 1 runtime failure, 2 bad
+// usage or configuration.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+const usage = `cdc-relay publishes transactional-outbox rows from PostgreSQL to Kafka by
+reading the write-ahead log (logical replication, pgoutput).
+
+Usage:
+  cdc-relay slot create --pg-url URL --slot NAME --publication NAME [--table public.outbox]
+  cdc-relay slot status --pg-url URL --slot NAME [--publication NAME] [--json]
+  cdc-relay slot drop   --pg-url URL --slot NAME [--publication NAME]
+  cdc-relay run         --pg-url URL --brokers HOST:PORT[,..] --slot NAME --publication NAME
+
+Every flag has an environment twin: CDC_RELAY_<FLAG>, upper case, dashes as underscores
+(--pg-url is CDC_RELAY_PG_URL). A flag on the command line wins over its twin.
+Run 'cdc-relay COMMAND --help' for a command's flags.
+
+Exit codes: 0 clean shutdown, 1 runtime failure, 2 bad usage or configuration.
+`
+
+// Exit codes.
+const (
+	exitOK      = 0
+	exitRuntime = 1
+	exitUsage   = 2
+)
+
+// usageError marks a failure caused by how the program was called or configured (exit 2).
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+func usageErr(format string, args ...any) error {
+	return &usageError{fmt.Errorf(format, args...)}
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := dispatch(ctx, args, stdout, stderr)
+	switch {
+	case err == nil, errors.Is(err, errHelp):
+		return exitOK
+	case errors.As(err, new(*usageError)):
+		fmt.Fprintf(stderr, "cdc-relay: %v\n", err)
+		return exitUsage
+	default:
+		fmt.Fprintf(stderr, "cdc-relay: %v\n", err)
+		return exitRuntime
+	}
+}
+
+func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return usageErr("no command given")
+	}
+	switch args[0] {
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	case "run":
+		return cmdRun(ctx, args[1:], stdout, stderr)
+	case "slot":
+		if len(args) < 2 {
+			fmt.Fprint(stderr, usage)
+			return usageErr("slot needs a subcommand: create, status or drop")
+		}
+		switch args[1] {
+		case "create":
+			return cmdSlotCreate(ctx, args[2:], stdout, stderr)
+		case "status":
+			return cmdSlotStatus(ctx, args[2:], stdout, stderr)
+		case "drop":
+			return cmdSlotDrop(ctx, args[2:], stdout, stderr)
+		case "-h", "--help", "help":
+			fmt.Fprint(stdout, usage)
+			return nil
+		}
+		return usageErr("unknown slot subcommand %q: use create, status or drop", args[1])
+	}
+	fmt.Fprint(stderr, usage)
+	return usageErr("unknown command %q", args[0])
+}

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+
+	"github.com/cdc-relay/cdc-relay/decoder"
+	"github.com/cdc-relay/cdc-relay/relay"
+	"github.com/cdc-relay/cdc-relay/replication"
+	"github.com/cdc-relay/cdc-relay/sink"
+	"github.com/cdc-relay/cdc-relay/slotstore"
+)
+
+// crashEnv names the fault-injection hook: the process kills itself with SIGKILL right after
+// Kafka acknowledged the Nth transaction batch and before that position reaches PostgreSQL.
+// For tests only.
+const crashEnv = "CDC_RELAY_TEST_CRASH_AFTER_CONFIRMS"
+
+func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var (
+		c        common
+		pubs     listFlag
+		brokers  listFlag
+		tables   listFlag
+		cols     decoder.Columns
+		dcfg     decoder.Config
+		scfg     sink.Config
+		rcfg     relay.Config
+		interval time.Duration
+	)
+	fs := newFlagSet("run", "run --pg-url URL --brokers HOST:PORT[,..] --slot NAME --publication NAME [flags]", stderr)
+	c.register(fs)
+	fs.Var(&pubs, "publication", "publication(s) to stream, comma-separated")
+	fs.Var(&brokers, "brokers", "Kafka seed brokers, host:port, comma-separated")
+	fs.Var(&tables, "table", "only publish rows of these tables, schema.table, comma-separated (default: every table in the publication)")
+	fs.StringVar(&dcfg.Topic, "topic", "", "publish every event to this topic instead of the row's topic column")
+	fs.StringVar(&rcfg.DLQTopic, "dlq-topic", "cdc-relay.dlq", "dead-letter topic for rows that cannot be published and records Kafka rejects for good")
+	fs.StringVar(&dcfg.MessagePrefix, "message-prefix", "outbox", "prefix of pg_logical_emit_message events to publish")
+	fs.StringVar(&cols.ID, "column-id", "id", "outbox id column")
+	fs.StringVar(&cols.AggregateID, "column-aggregate-id", "aggregate_id", "aggregate id column (the Kafka key)")
+	fs.StringVar(&cols.Topic, "column-topic", "topic", "topic column")
+	fs.StringVar(&cols.Payload, "column-payload", "payload", "payload column (the Kafka value)")
+	fs.StringVar(&cols.EventType, "column-event-type", "event_type", "optional event type column")
+	fs.StringVar(&cols.Headers, "column-headers", "headers", "optional jsonb headers column")
+	fs.DurationVar(&interval, "status-interval", 10*time.Second, "how often the confirmed position is sent to PostgreSQL")
+	fs.IntVar(&scfg.MaxBufferedRecords, "max-buffered-records", 10_000, "records the producer may hold before reading pauses")
+	fs.IntVar(&scfg.MaxBufferedBytes, "max-buffered-bytes", 32<<20, "bytes the producer may hold before reading pauses")
+	fs.DurationVar(&scfg.Linger, "linger", 0, "how long a partition waits for more records before sending")
+	fs.StringVar(&scfg.ClientID, "kafka-client-id", "cdc-relay", "Kafka client id")
+	fs.DurationVar(&rcfg.StartupTimeout, "kafka-timeout", 10*time.Second, "how long to wait for Kafka to answer at startup")
+	fs.DurationVar(&rcfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for Kafka to acknowledge what it holds")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := c.validate(); err != nil {
+		return err
+	}
+	if len(pubs) == 0 {
+		return usageErr("--publication is required (or set CDC_RELAY_PUBLICATION)")
+	}
+	if len(brokers) == 0 {
+		return usageErr("--brokers is required (or set CDC_RELAY_BROKERS)")
+	}
+	log := c.logger(stderr)
+	dcfg.Columns, dcfg.Tables = cols, tables
+	scfg.Brokers = brokers
+	rcfg.Decoder, rcfg.Sink, rcfg.Logger = dcfg, scfg, log
+	rcfg.Replication = replication.Config{
+		ConnString: c.pgURL, Slot: c.slot, Publications: pubs,
+		StatusInterval: interval, ConnectTimeout: c.pgTimeout, Logger: log,
+	}
+	if v := os.Getenv(crashEnv); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return usageErr("%s=%q: want a positive count", crashEnv, v)
+		}
+		var seen atomic.Int64
+		rcfg.BeforeConfirm = func(lsn pglogrepl.LSN) {
+			if seen.Add(1) == int64(n) {
+				log.Warn("test hook: killing the process after Kafka acknowledged, before the position is confirmed", "lsn", lsn)
+				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+				select {}
+			}
+		}
+	}
+	if err := rcfg.Validate(); err != nil {
+		return &usageError{err}
+	}
+
+	// Preflight over a normal connection: wal_level, slot and publication, with errors that
+	// say what to fix, before anything streams.
+	conn, err := connectPG(ctx, &c)
+	if err != nil {
+		return err
+	}
+	for _, p := range pubs {
+		if _, err = slotstore.New(conn).CheckRun(ctx, c.slot, p); err != nil {
+			break
+		}
+	}
+	conn.Close(context.Background())
+	if err != nil {
+		return slotErr(err)
+	}
+
+	r, err := relay.New(rcfg)
+	if err != nil {
+		return &usageError{err}
+	}
+	log.Info("starting", "slot", c.slot, "publications", []string(pubs), "brokers", []string(brokers))
+	if err := r.Run(ctx); err != nil {
+		return fmt.Errorf("run: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,198 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/cdc-relay/cdc-relay/slotstore"
+)
+
+// connectPG opens a normal connection, turning failures into errors that say where and what.
+func connectPG(ctx context.Context, c *common) (*pgx.Conn, error) {
+	cfg, err := pgx.ParseConfig(c.pgURL)
+	if err != nil {
+		return nil, &usageError{fmt.Errorf("bad --pg-url: %w", err)}
+	}
+	if cfg.ConnectTimeout == 0 || cfg.ConnectTimeout > c.pgTimeout {
+		cfg.ConnectTimeout = c.pgTimeout
+	}
+	if _, ok := cfg.RuntimeParams["application_name"]; !ok {
+		cfg.RuntimeParams["application_name"] = "cdc-relay"
+	}
+	cctx, cancel := context.WithTimeout(ctx, c.pgTimeout)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(cctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to PostgreSQL at %s:%d: %w (check that the server runs and that the URL's host, port, user, password and database are right)",
+			cfg.Host, cfg.Port, err)
+	}
+	return conn, nil
+}
+
+// slotErr turns slotstore's configuration findings into usage errors (exit 2).
+func slotErr(err error) error {
+	switch {
+	case errors.Is(err, slotstore.ErrBadName), errors.Is(err, slotstore.ErrWalLevel),
+		errors.Is(err, slotstore.ErrNoTable), errors.Is(err, slotstore.ErrNoPublication),
+		errors.Is(err, slotstore.ErrPublicationEmpty), errors.Is(err, slotstore.ErrPublicationNoInsert),
+		errors.Is(err, slotstore.ErrSlotNotFound), errors.Is(err, slotstore.ErrSlotWrongPlugin),
+		errors.Is(err, slotstore.ErrSlotWrongDatabase), errors.Is(err, slotstore.ErrPermission):
+		return &usageError{err}
+	}
+	return err
+}
+
+func cmdSlotCreate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var c common
+	var pub string
+	var tables listFlag
+	fs := newFlagSet("slot create", "slot create --pg-url URL --slot NAME --publication NAME [--table public.outbox]", stderr)
+	c.register(fs)
+	fs.StringVar(&pub, "publication", "", "publication to create (insert-only) or extend")
+	fs.Var(&tables, "table", "outbox table(s) to publish, schema.table, comma-separated or repeated (default public.outbox)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := c.validate(); err != nil {
+		return err
+	}
+	if pub == "" {
+		return usageErr("--publication is required (or set CDC_RELAY_PUBLICATION)")
+	}
+	opts := slotstore.CreateOptions{Slot: c.slot, Publication: pub, Tables: tables}
+	if err := opts.Validate(); err != nil {
+		return &usageError{err}
+	}
+	conn, err := connectPG(ctx, &c)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	res, err := slotstore.New(conn).Create(ctx, opts)
+	if err != nil {
+		return slotErr(err)
+	}
+	if res.PublicationCreated {
+		fmt.Fprintf(stdout, "created publication %s (insert only)\n", pub)
+	} else {
+		fmt.Fprintf(stdout, "publication %s already exists\n", pub)
+	}
+	if len(res.TablesAdded) > 0 {
+		fmt.Fprintf(stdout, "added to publication %s: %s\n", pub, strings.Join(res.TablesAdded, ", "))
+	}
+	if res.SlotCreated {
+		fmt.Fprintf(stdout, "created slot %s (pgoutput) at %s\n", c.slot, res.ConsistentPoint)
+	} else {
+		fmt.Fprintf(stdout, "slot %s already exists (pgoutput): nothing to do\n", c.slot)
+	}
+	return nil
+}
+
+func cmdSlotStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var c common
+	var pub string
+	var asJSON bool
+	fs := newFlagSet("slot status", "slot status --pg-url URL --slot NAME [--publication NAME] [--json]", stderr)
+	c.register(fs)
+	fs.StringVar(&pub, "publication", "", "also show this publication")
+	fs.BoolVar(&asJSON, "json", false, "print JSON instead of text")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := c.validate(); err != nil {
+		return err
+	}
+	if err := slotstore.ValidateName("slot", c.slot); err != nil {
+		return &usageError{err}
+	}
+	conn, err := connectPG(ctx, &c)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	st, err := slotstore.New(conn).Status(ctx, c.slot, pub)
+	if err != nil {
+		return slotErr(err)
+	}
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(st)
+	}
+	printStatus(stdout, st)
+	return nil
+}
+
+func printStatus(w io.Writer, st slotstore.Status) {
+	active := "no"
+	if st.Active {
+		active = fmt.Sprintf("yes (pid %d)", st.ActivePID)
+	}
+	safe := "unlimited (max_slot_wal_keep_size = -1)"
+	if st.SafeWALSize != nil {
+		safe = fmt.Sprintf("%d bytes", *st.SafeWALSize)
+	}
+	rows := [][2]string{
+		{"slot", st.Slot},
+		{"plugin", st.Plugin},
+		{"database", st.Database},
+		{"active", active},
+		{"confirmed_flush_lsn", st.ConfirmedFlushLSN.String()},
+		{"restart_lsn", st.RestartLSN.String()},
+		{"current_wal_lsn", st.CurrentWALLSN.String()},
+		{"lag", fmt.Sprintf("%d bytes (current WAL - confirmed_flush_lsn)", st.LagBytes)},
+		{"retained_wal", fmt.Sprintf("%d bytes (current WAL - restart_lsn)", st.RetainedWALBytes)},
+		{"wal_status", st.WALStatus},
+		{"safe_wal_size", safe},
+	}
+	if p := st.Publication; p != nil {
+		tables := strings.Join(p.Tables, ", ")
+		if p.AllTables {
+			tables = "ALL TABLES"
+		}
+		rows = append(rows, [2]string{"publication", fmt.Sprintf("%s (publish %s): %s", p.Name, p.Publish, tables)})
+	}
+	for _, r := range rows {
+		fmt.Fprintf(w, "%-20s %s\n", r[0], r[1])
+	}
+	if st.WALStatus == "lost" {
+		fmt.Fprintf(w, "\nThe slot is lost: the server removed WAL it still needed (max_slot_wal_keep_size).\n"+
+			"Drop and re-create it, then republish the rows written meanwhile (e.g. with cdc-relay poll).\n")
+	}
+}
+
+func cmdSlotDrop(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var c common
+	var pub string
+	fs := newFlagSet("slot drop", "slot drop --pg-url URL --slot NAME [--publication NAME]", stderr)
+	c.register(fs)
+	fs.StringVar(&pub, "publication", "", "also drop this publication")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := c.validate(); err != nil {
+		return err
+	}
+	if err := slotstore.ValidateName("slot", c.slot); err != nil {
+		return &usageError{err}
+	}
+	conn, err := connectPG(ctx, &c)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	if err := slotstore.New(conn).Drop(ctx, c.slot, pub); err != nil {
+		return slotErr(err)
+	}
+	fmt.Fprintf(stdout, "dropped slot %s\n", c.slot)
+	if pub != "" {
+		fmt.Fprintf(stdout, "dropped publication %s\n", pub)
+	}
+	return nil
+}
