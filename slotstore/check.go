@@ -1,0 +1,71 @@
+package slotstore
+
+import (
+	"context"
+	"fmt"
+)
+
+// CheckRun verifies what `cdc-relay run` needs before it streams:
+// wal_level = logical (ErrWalLevel), a role that may stream (REPLICATION or
+// SUPERUSER, else ErrPermission), the slot exists (ErrSlotNotFound) as a
+// pgoutput slot of this database (ErrSlotWrongPlugin, ErrSlotWrongDatabase)
+// and is not lost (ErrSlotLost), and the publication exists
+// (ErrNoPublication), publishes inserts (ErrPublicationNoInsert) and contains
+// at least one table (ErrPublicationEmpty).
+//
+// It does not fail on an active slot: Status.Active says whether another
+// relay holds it, and run waits as a standby. It returns the slot status with
+// the publication; when a check fails after the slot was read, the error
+// comes with the status read so far.
+func (s *Store) CheckRun(ctx context.Context, slot, publication string) (Status, error) {
+	if err := ValidateName("slot", slot); err != nil {
+		return Status{}, err
+	}
+	if err := ValidateName("publication", publication); err != nil {
+		return Status{}, err
+	}
+	ss, err := s.session(ctx)
+	if err != nil {
+		return Status{}, err
+	}
+	if err := ss.checkWalLevel(); err != nil {
+		return Status{}, err
+	}
+	if err := ss.checkReplication(slot, "stream from a replication slot"); err != nil {
+		return Status{}, err
+	}
+	st, ex, err := s.status(ctx, slot, publication)
+	if err != nil {
+		return st, err
+	}
+	return st, checkRunStatus(st, ex, publication)
+}
+
+// checkRunStatus judges a slot status read by status for CheckRun.
+func checkRunStatus(st Status, ex statusExtra, publication string) error {
+	if err := checkSlotKind(st.Slot, ex.SlotType, st.Plugin, st.Database, ex.CurrentDB); err != nil {
+		return err
+	}
+	if st.WALStatus == "lost" {
+		return fmt.Errorf("slot %q: %w: PostgreSQL invalidated it because it held back more WAL than "+
+			"max_slot_wal_keep_size (%s) allows, and removed that WAL, so it can never stream again; "+
+			"drop and re-create it (cdc-relay slot drop --slot %s, then cdc-relay slot create --slot %s --publication %s), "+
+			"and accept that the events written while it was lost are not in the stream: "+
+			"recover them from the outbox table (e.g. with cdc-relay poll)",
+			st.Slot, ErrSlotLost, ex.KeepSize, st.Slot, st.Slot, publication)
+	}
+	if !ex.PubFound {
+		return fmt.Errorf("publication %q: %w: create it with `cdc-relay slot create --slot %s --publication %s`",
+			publication, ErrNoPublication, st.Slot, publication)
+	}
+	if !ex.PubPublishes {
+		return fmt.Errorf("publication %q: %w: it publishes %q; run: ALTER PUBLICATION %s SET (publish = 'insert')",
+			publication, ErrPublicationNoInsert, st.Publication.Publish, publication)
+	}
+	if st.Publication == nil || len(st.Publication.Tables) == 0 {
+		return fmt.Errorf("publication %q: %w: add the outbox table with "+
+			"`cdc-relay slot create --slot %s --publication %s --table public.outbox`",
+			publication, ErrPublicationEmpty, st.Slot, publication)
+	}
+	return nil
+}

@@ -1,0 +1,262 @@
+package slotstore
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+)
+
+// CreateOptions says which slot and publication Create makes.
+type CreateOptions struct {
+	// Slot is the replication slot name, [a-z0-9_]{1,63}. Required.
+	Slot string
+	// Publication is the publication name, [a-z_][a-z0-9_]{0,62}. Required.
+	Publication string
+	// Tables are the tables to publish, "schema.table" or "table" (schema
+	// public), taken literally. Default: ["public.outbox"]. Duplicates after
+	// qualification are ignored.
+	Tables []string
+}
+
+// Validate checks the names; the error wraps ErrBadName.
+func (o CreateOptions) Validate() error {
+	_, err := o.tables()
+	return err
+}
+
+// tables validates o and returns its tables qualified, defaulted and deduplicated.
+func (o CreateOptions) tables() ([]table, error) {
+	if err := ValidateName("slot", o.Slot); err != nil {
+		return nil, err
+	}
+	if err := ValidateName("publication", o.Publication); err != nil {
+		return nil, err
+	}
+	names := o.Tables
+	if len(names) == 0 {
+		names = []string{DefaultTable}
+	}
+	var out []table
+	seen := make(map[table]bool)
+	for _, n := range names {
+		t, err := parseTable(n)
+		if err != nil {
+			return nil, err
+		}
+		if !seen[t] {
+			seen[t] = true
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+// CreateResult says what Create did.
+type CreateResult struct {
+	SlotCreated        bool          // false when the slot already existed (with the pgoutput plugin: a no-op)
+	PublicationCreated bool          // false when it already existed
+	ConsistentPoint    pglogrepl.LSN // the new slot's consistent point (0 when it already existed)
+	TablesAdded        []string      // tables added to an existing publication that lacked them, as "schema.table"
+}
+
+// Create makes the insert-only publication (publish = 'insert') for the
+// tables if it is missing, or adds the tables an existing publication lacks
+// (ALTER PUBLICATION ... ADD TABLE), then the logical slot with the pgoutput
+// plugin if it is missing. Running it twice is a no-op that the result
+// reports. An existing publication's publish option is left as it is.
+//
+// It checks everything before it changes anything: wal_level (ErrWalLevel),
+// the tables (ErrNoTable), an existing slot's plugin and database
+// (ErrSlotWrongPlugin, ErrSlotWrongDatabase) and the role's privileges
+// (ErrPermission: CREATE on the database to create the publication, ownership
+// of the tables to publish them and of the publication to alter it, the
+// REPLICATION attribute or SUPERUSER to create the slot).
+//
+// The publication is made before the slot, so a slot never exists without
+// its publication; if the slot step fails, running Create again finishes it.
+func (s *Store) Create(ctx context.Context, o CreateOptions) (CreateResult, error) {
+	var res CreateResult
+	tables, err := o.tables()
+	if err != nil {
+		return res, err
+	}
+	ss, err := s.session(ctx)
+	if err != nil {
+		return res, err
+	}
+	if err := ss.checkWalLevel(); err != nil {
+		return res, err
+	}
+
+	slot, slotFound, err := s.lookupSlot(ctx, o.Slot)
+	if err != nil {
+		return res, err
+	}
+	if slotFound {
+		if err := checkSlotKind(o.Slot, slot.Type, slot.Plugin, slot.Database, ss.Database); err != nil {
+			return res, err
+		}
+	} else if err := ss.checkReplication(o.Slot, "create a replication slot"); err != nil {
+		return res, err
+	}
+
+	plan, err := s.planPublication(ctx, ss, o.Publication, tables)
+	if err != nil {
+		return res, err
+	}
+
+	// Checks done: from here on, change things.
+	if res.PublicationCreated, res.TablesAdded, err = s.applyPublication(ctx, ss, o.Publication, tables, plan); err != nil {
+		return res, err
+	}
+	if !slotFound {
+		res.ConsistentPoint, res.SlotCreated, err = s.createSlot(ctx, ss, o.Slot)
+		if err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// pubPlan is what Create must do to the publication.
+type pubPlan struct {
+	Exists  bool
+	Missing []table // tables to publish: all of them for a new publication
+}
+
+// planPublication reads the publication, checks the tables exist, and
+// checks the privileges for what must change.
+func (s *Store) planPublication(ctx context.Context, ss session, pub string, tables []table) (pubPlan, error) {
+	// Every requested table must exist, even one already published.
+	owned := make(map[table]tableRow, len(tables))
+	for _, t := range tables {
+		row, err := s.lookupTable(ctx, t)
+		if err != nil {
+			return pubPlan{}, err
+		}
+		owned[t] = row
+	}
+
+	row, found, err := s.lookupPublication(ctx, pub)
+	if err != nil {
+		return pubPlan{}, err
+	}
+	plan := pubPlan{Exists: found}
+	switch {
+	case !found:
+		if !ss.CanCreate {
+			return pubPlan{}, fmt.Errorf("publication %q: %w: role %q cannot create a publication: it needs CREATE "+
+				"on database %q; as the database owner or a superuser run: GRANT CREATE ON DATABASE %s TO %s",
+				pub, ErrPermission, ss.Role, ss.Database,
+				pgx.Identifier{ss.Database}.Sanitize(), pgx.Identifier{ss.Role}.Sanitize())
+		}
+		plan.Missing = tables
+	case row.AllTables:
+		// FOR ALL TABLES already publishes every table.
+	default:
+		have := make(map[string]bool, len(row.Tables))
+		for _, t := range row.Tables {
+			have[t] = true
+		}
+		for _, t := range tables {
+			if !have[t.String()] {
+				plan.Missing = append(plan.Missing, t)
+			}
+		}
+		if len(plan.Missing) > 0 && !row.IsOwner {
+			return pubPlan{}, fmt.Errorf("publication %q: %w: role %q cannot add tables to it: it is owned by %q; "+
+				"run as %q, or as a superuser run: ALTER PUBLICATION %s OWNER TO %s",
+				pub, ErrPermission, ss.Role, row.Owner, row.Owner,
+				pgx.Identifier{pub}.Sanitize(), pgx.Identifier{ss.Role}.Sanitize())
+		}
+	}
+	for _, t := range plan.Missing {
+		if tr := owned[t]; !tr.IsOwner {
+			return pubPlan{}, fmt.Errorf("publication %q: %w: role %q cannot publish table %q: only the owner of a "+
+				"table can add it to a publication, and %q owns it; run as %q, or as a superuser run: ALTER TABLE %s OWNER TO %s",
+				pub, ErrPermission, ss.Role, t.String(), tr.Owner, tr.Owner,
+				t.sanitize(), pgx.Identifier{ss.Role}.Sanitize())
+		}
+	}
+	return plan, nil
+}
+
+// applyPublication carries out plan. If another session created the
+// publication or added a table since the plan was made, it plans again once.
+func (s *Store) applyPublication(ctx context.Context, ss session, pub string, tables []table, plan pubPlan) (created bool, added []string, err error) {
+	for attempt := 0; ; attempt++ {
+		created, added, err = s.applyPublicationOnce(ctx, ss, pub, plan)
+		if err == nil || pgCode(err) != codeDuplicateObject || attempt > 0 {
+			return created, added, err
+		}
+		if plan, err = s.planPublication(ctx, ss, pub, tables); err != nil {
+			return false, nil, err
+		}
+	}
+}
+
+func (s *Store) applyPublicationOnce(ctx context.Context, ss session, pub string, plan pubPlan) (created bool, added []string, err error) {
+	if len(plan.Missing) == 0 {
+		return false, nil, nil
+	}
+	list := make([]string, len(plan.Missing))
+	for i, t := range plan.Missing {
+		list[i] = t.sanitize()
+	}
+	ident := pgx.Identifier{pub}.Sanitize()
+	if !plan.Exists {
+		sql := "CREATE PUBLICATION " + ident + " FOR TABLE " + strings.Join(list, ", ") + " WITH (publish = 'insert')"
+		if _, err := s.conn.Exec(ctx, sql); err != nil {
+			return false, nil, ddlError("publication", pub, "create publication", ss.Role, err)
+		}
+		return true, nil, nil
+	}
+	sql := "ALTER PUBLICATION " + ident + " ADD TABLE " + strings.Join(list, ", ")
+	if _, err := s.conn.Exec(ctx, sql); err != nil {
+		return false, nil, ddlError("publication", pub, "add tables to publication", ss.Role, err)
+	}
+	for _, t := range plan.Missing {
+		added = append(added, t.String())
+	}
+	return false, added, nil
+}
+
+// createSlot makes the logical pgoutput slot. If another session created it
+// meanwhile, it checks that slot's kind and reports created=false.
+func (s *Store) createSlot(ctx context.Context, ss session, slot string) (pglogrepl.LSN, bool, error) {
+	var lsnText *string
+	err := s.conn.QueryRow(ctx,
+		`SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput')`, slot).Scan(&lsnText)
+	if pgCode(err) == codeDuplicateObject {
+		row, found, lerr := s.lookupSlot(ctx, slot)
+		if lerr != nil {
+			return 0, false, lerr
+		}
+		if found {
+			return 0, false, checkSlotKind(slot, row.Type, row.Plugin, row.Database, ss.Database)
+		}
+	}
+	if pgCode(err) == codeInsufficientPrivilege {
+		return 0, false, fmt.Errorf("%w (server said: %w)", replicationDenied(slot, "create a replication slot", ss.Role), err)
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("slot %q: create logical replication slot: %w", slot, err)
+	}
+	lsn, err := scanLSN(lsnText)
+	if err != nil {
+		return 0, true, fmt.Errorf("slot %q: consistent point: %w", slot, err)
+	}
+	return lsn, true, nil
+}
+
+// ddlError wraps a failed DDL statement, adding ErrPermission when the
+// server refused it for lack of privilege.
+func ddlError(kind, name, what, role string, err error) error {
+	if pgCode(err) == codeInsufficientPrivilege {
+		return fmt.Errorf("%s %q: %w: role %q cannot %s: %w", kind, name, ErrPermission, role, what, err)
+	}
+	return fmt.Errorf("%s %q: %s: %w", kind, name, what, err)
+}

@@ -1,0 +1,172 @@
+package slotstore_test
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/cdc-relay/cdc-relay/slotstore"
+)
+
+func TestCreateMakesPublicationAndSlot(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.createTable(t, e.Table)
+	ctx := testCtx(t)
+
+	res, err := slotstore.New(connect(t)).Create(ctx, slotstore.CreateOptions{
+		Slot: e.Slot, Publication: e.Pub, Tables: []string{e.Table}, // unqualified: schema public
+	})
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	if !res.SlotCreated || !res.PublicationCreated || res.ConsistentPoint == 0 || res.TablesAdded != nil {
+		t.Errorf("Create result = %+v, want both created, a consistent point, no TablesAdded", res)
+	}
+
+	var ins, upd, del, trunc, all bool
+	if err := e.admin.QueryRow(ctx, `SELECT pubinsert, pubupdate, pubdelete, pubtruncate, puballtables
+FROM pg_publication WHERE pubname = $1`, e.Pub).Scan(&ins, &upd, &del, &trunc, &all); err != nil {
+		t.Fatalf("read pg_publication: %v", err)
+	}
+	if !ins || upd || del || trunc || all {
+		t.Errorf("publication publishes insert=%v update=%v delete=%v truncate=%v all_tables=%v, want insert only",
+			ins, upd, del, trunc, all)
+	}
+	if got, want := e.pubTables(t, e.Pub), []string{"public." + e.Table}; !slices.Equal(got, want) {
+		t.Errorf("publication tables = %v, want %v", got, want)
+	}
+
+	var plugin, slotType, db, confirmed string
+	var temporary bool
+	if err := e.admin.QueryRow(ctx, `SELECT plugin, slot_type, database, temporary, confirmed_flush_lsn::text
+FROM pg_replication_slots WHERE slot_name = $1`, e.Slot).Scan(&plugin, &slotType, &db, &temporary, &confirmed); err != nil {
+		t.Fatalf("read pg_replication_slots: %v", err)
+	}
+	var curDB string
+	if err := e.admin.QueryRow(ctx, `SELECT current_database()`).Scan(&curDB); err != nil {
+		t.Fatal(err)
+	}
+	if plugin != "pgoutput" || slotType != "logical" || db != curDB || temporary {
+		t.Errorf("slot plugin=%q type=%q database=%q temporary=%v, want pgoutput logical %q permanent",
+			plugin, slotType, db, temporary, curDB)
+	}
+	if confirmed != res.ConsistentPoint.String() {
+		t.Errorf("confirmed_flush_lsn = %s, want the consistent point %s", confirmed, res.ConsistentPoint)
+	}
+}
+
+func TestCreateTwiceIsNoop(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.createTable(t, e.Table)
+	ctx := testCtx(t)
+	store := slotstore.New(connect(t))
+	opts := slotstore.CreateOptions{Slot: e.Slot, Publication: e.Pub, Tables: []string{"public." + e.Table}}
+
+	first, err := store.Create(ctx, opts)
+	if err != nil {
+		t.Fatalf("first Create: %v", err)
+	}
+	second, err := store.Create(ctx, opts)
+	if err != nil {
+		t.Fatalf("second Create: %v", err)
+	}
+	if second.SlotCreated || second.PublicationCreated || second.ConsistentPoint != 0 || len(second.TablesAdded) != 0 {
+		t.Errorf("second Create = %+v, want a no-op (nothing created, no consistent point, no tables added)", second)
+	}
+	st, err := store.Status(ctx, e.Slot, "")
+	if err != nil {
+		t.Fatalf("Status: %v", err)
+	}
+	if st.ConfirmedFlushLSN != first.ConsistentPoint {
+		t.Errorf("confirmed_flush_lsn = %s after the second Create, want it untouched at %s",
+			st.ConfirmedFlushLSN, first.ConsistentPoint)
+	}
+}
+
+func TestCreateAddsMissingTable(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	t1, t2 := e.table(1), e.table(2)
+	e.createTable(t, t1)
+	e.createTable(t, t2)
+	ctx := testCtx(t)
+	store := slotstore.New(connect(t))
+
+	if _, err := store.Create(ctx, slotstore.CreateOptions{Slot: e.Slot, Publication: e.Pub, Tables: []string{t1}}); err != nil {
+		t.Fatalf("Create with one table: %v", err)
+	}
+	res, err := store.Create(ctx, slotstore.CreateOptions{
+		Slot: e.Slot, Publication: e.Pub, Tables: []string{"public." + t1, t2, "public." + t2}, // t2 twice
+	})
+	if err != nil {
+		t.Fatalf("Create with two tables: %v", err)
+	}
+	if res.SlotCreated || res.PublicationCreated || !slices.Equal(res.TablesAdded, []string{"public." + t2}) {
+		t.Errorf("Create = %+v, want only TablesAdded [public.%s]", res, t2)
+	}
+	if got, want := e.pubTables(t, e.Pub), []string{"public." + t1, "public." + t2}; !slices.Equal(got, want) {
+		t.Errorf("publication tables = %v, want %v", got, want)
+	}
+}
+
+func TestCreateNoTable(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.createTable(t, e.Table)
+	e.exec(t, "CREATE VIEW public."+e.base+"_v AS SELECT 1 AS one")
+	ctx := testCtx(t)
+	store := slotstore.New(connect(t))
+
+	for _, missing := range []string{e.table(1), "no_such_schema_xyz." + e.Table, strings.ToUpper(e.Table), e.base + "_v"} {
+		_, err := store.Create(ctx, slotstore.CreateOptions{
+			Slot: e.Slot, Publication: e.Pub, Tables: []string{e.Table, missing},
+		})
+		if !errors.Is(err, slotstore.ErrNoTable) {
+			t.Errorf("Create with table %q: err = %v, want ErrNoTable", missing, err)
+			continue
+		}
+		if !strings.Contains(err.Error(), missing) {
+			t.Errorf("error %q does not name table %q", err, missing)
+		}
+	}
+	if e.slotExists(t, e.Slot) || e.pubExists(t, e.Pub) {
+		t.Errorf("a failed check created something: slot=%v publication=%v", e.slotExists(t, e.Slot), e.pubExists(t, e.Pub))
+	}
+}
+
+func TestCreateSlotWithAnotherPlugin(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.createTable(t, e.Table)
+	e.exec(t, `SELECT pg_create_physical_replication_slot($1)`, e.Slot)
+
+	_, err := slotstore.New(connect(t)).Create(testCtx(t), slotstore.CreateOptions{
+		Slot: e.Slot, Publication: e.Pub, Tables: []string{e.Table},
+	})
+	if !errors.Is(err, slotstore.ErrSlotWrongPlugin) {
+		t.Fatalf("Create over a physical slot: err = %v, want ErrSlotWrongPlugin", err)
+	}
+	if !strings.Contains(err.Error(), e.Slot) || !strings.Contains(err.Error(), "physical") {
+		t.Errorf("error %q should name the slot and say it is physical", err)
+	}
+	if e.pubExists(t, e.Pub) {
+		t.Error("Create made the publication although the slot check failed")
+	}
+}
+
+func TestCreateRejectsBadNames(t *testing.T) {
+	t.Parallel()
+	store := slotstore.New(nil) // names are checked before the connection is used
+	for _, o := range []slotstore.CreateOptions{
+		{Slot: "Bad-Slot", Publication: "p"},
+		{Slot: "s", Publication: ""},
+		{Slot: "s", Publication: "p", Tables: []string{"a.b.c"}},
+	} {
+		if _, err := store.Create(testCtx(t), o); !errors.Is(err, slotstore.ErrBadName) {
+			t.Errorf("Create(%+v): err = %v, want ErrBadName", o, err)
+		}
+	}
+}
