@@ -1,0 +1,152 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/cdc-relay/cdc-relay/internal/testenv"
+)
+
+// Every committed row arrives once, with the contract's key, value and headers; rows of
+// rolled-back transactions never arrive; per key, records arrive in commit order.
+func TestDeliversEveryCommittedRowInCommitOrderPerKey(t *testing.T) {
+	t.Parallel()
+	e := newRelayEnv(t, true)
+	e.start(t, nil)
+	cons := testenv.Consume(t, e.f.Topic)
+
+	var committed []int64
+	var rolledBack []int64
+	txOf := map[int64]int{} // id -> transaction number
+	tx := 0
+	for i := 0; i < 30; i++ {
+		tx++
+		for _, id := range e.f.Insert(t, false, testenv.Row{Key: fmt.Sprintf("k%d", i%5), Payload: fmt.Sprintf(`{"i": %d}`, i)}) {
+			committed = append(committed, id)
+			txOf[id] = tx
+		}
+		if i%6 == 0 {
+			rolledBack = append(rolledBack, e.f.Insert(t, true,
+				testenv.Row{Key: "k1", Payload: `{"rolled": "back"}`},
+				testenv.Row{Key: "k2", Payload: `{"rolled": "back"}`})...)
+		}
+	}
+	for i := 0; i < 10; i++ {
+		tx++
+		var rows []testenv.Row
+		for j := 0; j < 5; j++ {
+			rows = append(rows, testenv.Row{Key: fmt.Sprintf("k%d", (i+j)%2), Payload: fmt.Sprintf(`{"tx": %d, "j": %d}`, i, j), EventType: "order.updated"})
+		}
+		for _, id := range e.f.Insert(t, false, rows...) {
+			committed = append(committed, id)
+			txOf[id] = tx
+		}
+	}
+	tx++
+	special := e.f.Insert(t, false, testenv.Row{Key: "k1", Payload: `{"special": true}`, EventType: "order.created",
+		Headers: `{"correlation-id": "c-1", "traceparent": "00-abc-def-01", "attempt": 3}`})
+	committed = append(committed, special...)
+	txOf[special[0]] = tx
+
+	recs := cons.WaitFor(t, 60*time.Second, "every committed row", hasAll(committed))
+
+	got := ids(recs)
+	for _, id := range rolledBack {
+		if got[strconv.FormatInt(id, 10)] != 0 {
+			t.Errorf("row %d of a rolled-back transaction was published", id)
+		}
+	}
+	for id, n := range got {
+		if n != 1 {
+			t.Errorf("outbox id %s published %d times in a clean run", id, n)
+		}
+	}
+	if len(recs) != len(committed) {
+		t.Errorf("got %d records, want %d", len(recs), len(committed))
+	}
+
+	// Contract fields, against the table.
+	lsnOfTx := map[int]string{}
+	lastByKey := map[string]int64{}
+	partOfKey := map[string]int32{}
+	for _, r := range recs {
+		id, _ := strconv.ParseInt(testenv.Header(r, "outbox-id"), 10, 64)
+		var key, payload string
+		var eventType, headers *string
+		if err := e.f.Pool.QueryRow(t.Context(), `SELECT aggregate_id, payload::text, event_type, headers::text FROM `+e.f.Table+` WHERE id = $1`, id).
+			Scan(&key, &payload, &eventType, &headers); err != nil {
+			t.Fatalf("row %d: %v", id, err)
+		}
+		if string(r.Key) != key || testenv.Header(r, "aggregate-id") != key {
+			t.Errorf("row %d: key %q, aggregate-id header %q, want %q", id, r.Key, testenv.Header(r, "aggregate-id"), key)
+		}
+		if !jsonEqual(t, r.Value, []byte(payload)) {
+			t.Errorf("row %d: value %s, want %s", id, r.Value, payload)
+		}
+		if want := deref(eventType); testenv.Header(r, "event-type") != want {
+			t.Errorf("row %d: event-type %q, want %q", id, testenv.Header(r, "event-type"), want)
+		}
+		if r.Topic != e.f.Topic {
+			t.Errorf("row %d: topic %q", id, r.Topic)
+		}
+		ct, err := time.Parse(time.RFC3339Nano, testenv.Header(r, "cdc-commit-time"))
+		if err != nil || time.Since(ct) > 5*time.Minute || time.Since(ct) < -time.Minute {
+			t.Errorf("row %d: cdc-commit-time %q: %v", id, testenv.Header(r, "cdc-commit-time"), err)
+		}
+		lsn := lsnOf(t, r).String()
+		if prev, ok := lsnOfTx[txOf[id]]; ok && prev != lsn {
+			t.Errorf("rows of one transaction carry different cdc-lsn: %s and %s", prev, lsn)
+		}
+		lsnOfTx[txOf[id]] = lsn
+		// Per key: one partition, ids in commit order.
+		if p, ok := partOfKey[key]; ok && p != r.Partition {
+			t.Errorf("key %s in partitions %d and %d", key, p, r.Partition)
+		}
+		partOfKey[key] = r.Partition
+		if id <= lastByKey[key] {
+			t.Errorf("key %s: id %d arrived after %d", key, id, lastByKey[key])
+		}
+		lastByKey[key] = id
+	}
+	// The row's own headers become Kafka headers; non-string values keep their JSON text.
+	for _, r := range recs {
+		if testenv.Header(r, "outbox-id") != strconv.FormatInt(special[0], 10) {
+			continue
+		}
+		for k, want := range map[string]string{"correlation-id": "c-1", "traceparent": "00-abc-def-01", "attempt": "3", "event-type": "order.created"} {
+			if got := testenv.Header(r, k); got != want {
+				t.Errorf("header %s = %q, want %q", k, got, want)
+			}
+		}
+	}
+	// Commit LSNs grow with the transactions.
+	for i := 2; i <= tx; i++ {
+		a, b := lsnOfTx[i-1], lsnOfTx[i]
+		if a != "" && b != "" && lsnLess(t, b, a) {
+			t.Errorf("transaction %d has cdc-lsn %s before transaction %d's %s", i, b, i-1, a)
+		}
+	}
+}
+
+func jsonEqual(t *testing.T, a, b []byte) bool {
+	var x, y any
+	if err := json.Unmarshal(a, &x); err != nil {
+		t.Errorf("value %q is not JSON: %v", a, err)
+		return false
+	}
+	if err := json.Unmarshal(b, &y); err != nil {
+		t.Fatal(err)
+	}
+	return reflect.DeepEqual(x, y)
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
