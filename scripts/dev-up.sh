@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Start the local PostgreSQL (wal_level=logical) and single-node Kafka (KRaft) used by tests, the demo,
+# benchmarks and CI, unless they are already running, and wait until both really serve requests.
+#
+#   eval "$(scripts/dev-up.sh)"        # both; stdout is only export lines, progress is on stderr
+#   scripts/dev-up.sh pg | kafka       # just one (exports are printed all the same)
+#
+# Data and logs live in .dev/ at the repo root (pg/, pg.log, kafka/, kafka.log, kafka.pid).
+# Env: CDC_RELAY_DEV_PG_PORT (54329), CDC_RELAY_DEV_KAFKA_PORT (19092; controller on port+1, or
+# CDC_RELAY_DEV_KAFKA_CONTROLLER_PORT), CDC_RELAY_DEV_TIMEOUT (120 s per service), CDC_RELAY_DEV_PG_BIN.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+want_pg=1 want_kafka=1
+if (($#)); then
+	want_pg=0 want_kafka=0
+	for a in "$@"; do
+		case "$a" in
+		pg | postgres) want_pg=1 ;;
+		kafka) want_kafka=1 ;;
+		*) die "usage: $0 [pg] [kafka]" ;;
+		esac
+	done
+fi
+
+dev_lock
+start=$SECONDS
+if ((want_pg)); then pg_up; else resolve_pg_bin; fi
+if ((want_kafka)); then kafka_up; fi
+log "up in $((SECONDS - start))s: $PG_URL, $KAFKA_BROKERS"
+print_exports

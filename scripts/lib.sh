@@ -1,0 +1,422 @@
+# shellcheck shell=bash
+# Shared settings and helpers for the local Postgres and Kafka (dev-up.sh, dev-down.sh, kafka-ctl.sh,
+# pg-ctl.sh). Source it; it defines functions and variables only. Everything it prints goes to stderr:
+# stdout belongs to dev-up.sh's export lines.
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
+DEV_DIR="$REPO_ROOT/.dev"
+
+PG_PORT="${CDC_RELAY_DEV_PG_PORT:-54329}"
+PG_DATA="$DEV_DIR/pg"
+PG_LOG="$DEV_DIR/pg.log"
+PG_DB="cdc"
+PG_URL="postgres://postgres@127.0.0.1:${PG_PORT}/${PG_DB}?sslmode=disable"
+
+KAFKA_PORT="${CDC_RELAY_DEV_KAFKA_PORT:-19092}"
+KAFKA_CONTROLLER_PORT="${CDC_RELAY_DEV_KAFKA_CONTROLLER_PORT:-$((KAFKA_PORT + 1))}"
+KAFKA_HOME="$DEV_DIR/kafka"
+KAFKA_LIB="$KAFKA_HOME/lib"
+KAFKA_DATA="$KAFKA_HOME/data"
+KAFKA_CONF="$KAFKA_HOME/server.properties"
+KAFKA_LOG="$DEV_DIR/kafka.log"
+KAFKA_PID_FILE="$DEV_DIR/kafka.pid"
+KAFKA_BROKERS="127.0.0.1:${KAFKA_PORT}"
+KAFKA_POM="$REPO_ROOT/scripts/kafka/pom.xml"
+KAFKA_LOG4J="$REPO_ROOT/scripts/kafka/log4j2.yaml"
+
+# Seconds to wait for each service to become ready.
+DEV_TIMEOUT="${CDC_RELAY_DEV_TIMEOUT:-120}"
+
+log() { printf '[dev] %s\n' "$*" >&2; }
+die() { printf '[dev] ERROR: %s\n' "$*" >&2; exit 1; }
+
+is_root() { [[ "$(id -u)" == 0 ]]; }
+
+# as_pg CMD...: run a command as the OS user that owns the Postgres data dir (postgres when we are root,
+# since the server refuses to run as root; ourselves otherwise).
+as_pg() {
+	if is_root; then
+		runuser -u postgres -- "$@"
+	else
+		"$@"
+	fi
+}
+
+# ---------------------------------------------------------------------------------------------------------
+# PostgreSQL
+
+pg_bin_ok() { [[ -n "$1" && -x "$1/postgres" && -x "$1/initdb" && -x "$1/pg_ctl" && -x "$1/psql" ]]; }
+
+# find_pg_bin prints the bin dir of a PostgreSQL server (15 preferred), or nothing.
+find_pg_bin() {
+	local d
+	for d in "${CDC_RELAY_DEV_PG_BIN:-}" /usr/lib/postgresql/15/bin; do
+		if pg_bin_ok "$d"; then echo "$d"; return; fi
+	done
+	if command -v pg_config >/dev/null 2>&1; then
+		d="$(pg_config --bindir 2>/dev/null || true)"
+		if pg_bin_ok "$d"; then echo "$d"; return; fi
+	fi
+	# Any other Debian-packaged server, newest first (15 is the supported one; newer ones also work).
+	for d in $(printf "%s\n" /usr/lib/postgresql/*/bin | sort -t/ -k5 -rn); do
+		if pg_bin_ok "$d"; then echo "$d"; return; fi
+	done
+}
+
+# install_pg installs Debian's PostgreSQL 15 server without letting the package create (and start) its
+# default cluster on port 5432: ours runs on its own port and data dir.
+install_pg() {
+	is_root || die "PostgreSQL server binaries not found and not root: install postgresql-15 (Debian) or set CDC_RELAY_DEV_PG_BIN"
+	log "PostgreSQL server not found: installing postgresql-15 with apt-get (no default cluster)"
+	# Read through createcluster.conf's include_dir: no cluster "main" on 5432 is created or started.
+	mkdir -p /etc/postgresql-common/createcluster.d
+	echo 'create_main_cluster = false' >/etc/postgresql-common/createcluster.d/cdc-relay-dev.conf
+	local apt_opts=(-y -q -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold)
+	export DEBIAN_FRONTEND=noninteractive UCF_FORCE_CONFFOLD=1
+	apt-get update -q >&2
+	apt-get install "${apt_opts[@]}" postgresql-15 >&2 ||
+		apt-get install "${apt_opts[@]}" postgresql >&2 ||
+		die "apt-get install postgresql-15 failed"
+}
+
+# resolve_pg_bin sets PG_BIN, installing the server if needed.
+resolve_pg_bin() {
+	PG_BIN="$(find_pg_bin)"
+	if [[ -z "$PG_BIN" ]]; then
+		install_pg
+		PG_BIN="$(find_pg_bin)"
+		[[ -n "$PG_BIN" ]] || die "PostgreSQL installed but no server binaries found under /usr/lib/postgresql/*/bin"
+	fi
+}
+
+# ensure_pg_traversable makes sure the postgres OS user can reach $DEV_DIR (e.g. a clone under /root,
+# which is 0700): it adds o+x (search only, not read) to the ancestors that lack it.
+ensure_pg_traversable() {
+	is_root || return 0
+	if runuser -u postgres -- test -x "$DEV_DIR" 2>/dev/null; then return 0; fi
+	local p="" part
+	IFS='/' read -ra parts <<<"${DEV_DIR#/}"
+	for part in "${parts[@]}"; do
+		p="$p/$part"
+		if ! runuser -u postgres -- test -x "$p" 2>/dev/null; then
+			log "making $p searchable (o+x) so the postgres user can reach $DEV_DIR"
+			chmod o+x "$p"
+		fi
+	done
+	runuser -u postgres -- test -x "$DEV_DIR" || die "the postgres user cannot reach $DEV_DIR"
+}
+
+pg_ready() {
+	"$PG_BIN/pg_isready" -q -h 127.0.0.1 -p "$PG_PORT" -d postgres -U postgres -t 2 >/dev/null 2>&1 &&
+		"$PG_BIN/psql" -X -q -At -w -h 127.0.0.1 -p "$PG_PORT" -U postgres -d postgres -c 'SELECT 1' 2>/dev/null | grep -qx 1
+}
+
+pg_running() { [[ -f "$PG_DATA/postmaster.pid" ]] && as_pg "$PG_BIN/pg_ctl" status -D "$PG_DATA" >/dev/null 2>&1; }
+
+# Settings applied on every start (rewritten each time, included from postgresql.conf).
+write_pg_conf() {
+	local sock="$PG_DATA"
+	# A unix socket path is limited to 107 bytes; fall back to /tmp for very deep checkouts.
+	if ((${#sock} + 20 > 107)); then sock=/tmp; fi
+	cat >"$PG_DATA/cdc_relay_dev.conf" <<EOF
+# Written by scripts/dev-up.sh on every start; edits are lost.
+listen_addresses = '127.0.0.1'
+port = $PG_PORT
+unix_socket_directories = '$sock'
+wal_level = logical
+max_replication_slots = 20
+max_wal_senders = 20
+wal_sender_timeout = 60s
+shared_buffers = 256MB
+max_connections = 200
+EOF
+	cat >"$PG_DATA/pg_hba.conf" <<'EOF'
+# Written by scripts/dev-up.sh: trust on local and loopback, for development only.
+local   all          all                  trust
+host    all          all    127.0.0.1/32  trust
+host    all          all    ::1/128       trust
+local   replication  all                  trust
+host    replication  all    127.0.0.1/32  trust
+host    replication  all    ::1/128       trust
+EOF
+	if is_root; then chown postgres: "$PG_DATA/cdc_relay_dev.conf" "$PG_DATA/pg_hba.conf"; fi
+}
+
+pg_init() {
+	log "initdb $PG_DATA"
+	mkdir -p "$PG_DATA"
+	if is_root; then chown postgres: "$PG_DATA"; fi
+	chmod 0700 "$PG_DATA"
+	as_pg "$PG_BIN/initdb" -D "$PG_DATA" -U postgres --auth=trust -E UTF8 --locale=C >>"$PG_LOG" 2>&1 ||
+		die "initdb failed; see $PG_LOG"
+	echo "include 'cdc_relay_dev.conf'" >>"$PG_DATA/postgresql.conf"
+}
+
+# pg_up starts Postgres unless it already answers, waits until it is ready and makes sure the cdc database exists.
+pg_up() {
+	resolve_pg_bin
+	mkdir -p "$DEV_DIR"
+	ensure_pg_traversable
+	touch "$PG_LOG"
+	if is_root; then chown postgres: "$PG_LOG"; fi
+
+	if pg_running && pg_ready; then
+		log "postgres already running on 127.0.0.1:$PG_PORT"
+	else
+		if [[ ! -f "$PG_DATA/PG_VERSION" ]]; then
+			pg_init
+		fi
+		local want have
+		have="$(cat "$PG_DATA/PG_VERSION")"
+		want="$("$PG_BIN/postgres" --version | sed -E 's/.* ([0-9]+)(\.[0-9]+)*.*/\1/')"
+		[[ "$have" == "$want" ]] || die "$PG_DATA was made by PostgreSQL $have but $PG_BIN is $want: run scripts/dev-down.sh --wipe"
+		if is_root; then chown -R postgres: "$PG_DATA"; fi
+		if ! pg_running; then
+			write_pg_conf
+			log "starting postgres $want ($PG_BIN) on 127.0.0.1:$PG_PORT, log $PG_LOG"
+			# 9>&- : do not leak dev-up's lock fd into the server.
+			as_pg "$PG_BIN/pg_ctl" start -D "$PG_DATA" -l "$PG_LOG" -w -t "$DEV_TIMEOUT" -s >/dev/null 2>&1 9>&- || {
+				tail -n 20 "$PG_LOG" >&2 || true
+				die "postgres did not start; see $PG_LOG"
+			}
+		fi
+		local deadline=$((SECONDS + DEV_TIMEOUT))
+		until pg_ready; do
+			if ((SECONDS >= deadline)); then
+				tail -n 20 "$PG_LOG" >&2 || true
+				die "postgres not ready after ${DEV_TIMEOUT}s on 127.0.0.1:$PG_PORT; see $PG_LOG"
+			fi
+			sleep 0.2
+		done
+		log "postgres ready"
+	fi
+
+	local psql=("$PG_BIN/psql" -X -q -At -w -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PG_PORT" -U postgres -d postgres)
+	if [[ "$("${psql[@]}" -c "SELECT 1 FROM pg_database WHERE datname = '$PG_DB'")" != 1 ]]; then
+		log "creating database $PG_DB"
+		"${psql[@]}" -c "CREATE DATABASE $PG_DB" >&2 || die "CREATE DATABASE $PG_DB failed"
+	fi
+	[[ "$("${psql[@]}" -d "$PG_DB" -c 'SHOW wal_level')" == logical ]] ||
+		die "postgres on port $PG_PORT does not have wal_level=logical (another server on that port?)"
+}
+
+pg_stop() {
+	local mode="${1:-fast}"
+	resolve_pg_bin
+	if pg_running; then
+		log "stopping postgres (-m $mode)"
+		as_pg "$PG_BIN/pg_ctl" stop -D "$PG_DATA" -m "$mode" -w -t "$DEV_TIMEOUT" -s >&2 ||
+			die "pg_ctl stop failed; see $PG_LOG"
+	else
+		log "postgres not running"
+	fi
+}
+
+# ---------------------------------------------------------------------------------------------------------
+# Kafka
+
+# kafka_pid prints the pid of our broker JVM if it is alive (a stale pid file is ignored).
+kafka_pid() {
+	local pid
+	[[ -f "$KAFKA_PID_FILE" ]] || return 1
+	pid="$(cat "$KAFKA_PID_FILE" 2>/dev/null)"
+	[[ "$pid" =~ ^[0-9]+$ ]] || return 1
+	[[ -r "/proc/$pid/cmdline" ]] || return 1
+	tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "kafka.Kafka $KAFKA_CONF" || return 1
+	echo "$pid"
+}
+
+# alive PID: the process exists and is not a zombie waiting to be reaped.
+alive() { kill -0 "$1" 2>/dev/null && [[ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ]]; }
+
+kafka_stopped() { [[ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" == T ]]; }
+
+# kafka_ping HOST PORT: one ApiVersions request over the Kafka protocol, answered with error_code 0.
+# Uses bash's /dev/tcp so that the check needs no JVM. The broker only serves requests once started.
+kafka_ping() {
+	local host="$1" port="$2" resp
+	resp="$(
+		timeout 5 bash -c '
+			exec 3<>"/dev/tcp/$0/$1" || exit 1
+			# size=17 | api_key=18 (ApiVersions) | version=0 | correlation_id=42 | client_id="cdc-dev"
+			printf "\x00\x00\x00\x11\x00\x12\x00\x00\x00\x00\x00\x2a\x00\x07cdc-dev" >&3
+			head -c 10 <&3 | od -An -tx1 | tr -d " \n"
+		' "$host" "$port" 2>/dev/null
+	)" || return 1
+	# size(4) | correlation_id=42 | error_code=0
+	[[ "${resp:8:12}" == 0000002a0000 ]]
+}
+
+kafka_port_busy() { timeout 2 bash -c 'exec 3<>"/dev/tcp/$0/$1"' 127.0.0.1 "$1" 2>/dev/null; }
+
+kafka_jars() {
+	local stamp want
+	want="$(sha256sum "$KAFKA_POM" | cut -d' ' -f1)"
+	stamp="$KAFKA_LIB/.pom.sha256"
+	if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then return 0; fi
+	command -v mvn >/dev/null || die "mvn not found (needed to fetch the Kafka jars)"
+	command -v java >/dev/null || die "java not found (needed to run Kafka)"
+	log "fetching the Kafka broker jars with Maven into $KAFKA_LIB (first run on a machine downloads ~100 MB into ~/.m2)"
+	local tmp="$KAFKA_HOME/lib.tmp"
+	rm -rf "$tmp"
+	mkdir -p "$KAFKA_HOME"
+	# Progress (one line per downloaded file) goes to stderr.
+	if ! mvn -B -f "$KAFKA_POM" -Dkafka.lib.dir="$tmp" dependency:copy-dependencies 2>&1 |
+		{ grep -E --line-buffered '^\[(ERROR|WARNING)\]|Downloaded from|BUILD' >&2 || true; } ||
+		! ls "$tmp"/kafka_2.13-*.jar >/dev/null 2>&1; then
+		die "mvn dependency:copy-dependencies failed (run: mvn -B -f $KAFKA_POM -Dkafka.lib.dir=$tmp dependency:copy-dependencies)"
+	fi
+	echo "$want" >"$tmp/.pom.sha256"
+	rm -rf "$KAFKA_LIB"
+	mv "$tmp" "$KAFKA_LIB"
+	log "Kafka jars ready: $(ls "$KAFKA_LIB"/*.jar | wc -l) jars, $(du -sh "$KAFKA_LIB" | cut -f1)"
+}
+
+write_kafka_conf() {
+	cat >"$KAFKA_CONF" <<EOF
+# Written by scripts/dev-up.sh on every start; edits are lost.
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:$KAFKA_CONTROLLER_PORT
+listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT
+advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+log.dirs=$KAFKA_DATA
+
+auto.create.topics.enable=true
+num.partitions=3
+default.replication.factor=1
+min.insync.replicas=1
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+transaction.state.log.num.partitions=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+share.coordinator.state.topic.num.partitions=1
+group.initial.rebalance.delay.ms=0
+# After a SIGKILL the restarted node waits for its old registration's session to expire before it
+# registers again (DUPLICATE_BROKER_REGISTRATION): 3 s instead of 9 s keeps kill/restart tests quick.
+broker.session.timeout.ms=3000
+broker.heartbeat.interval.ms=1000
+
+num.network.threads=2
+num.io.threads=2
+log.cleaner.dedupe.buffer.size=33554432
+log.retention.hours=8760
+log.retention.check.interval.ms=300000
+EOF
+}
+
+# JVM flags as in Kafka's own kafka-server-start.sh / kafka-run-class.sh.
+kafka_jvm_opts() {
+	KAFKA_JVM_OPTS=(-Xms512m -Xmx512m -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35
+		-XX:+ExplicitGCInvokesConcurrent -Djava.awt.headless=true
+		-Dlog4j2.configurationFile="$KAFKA_LOG4J" -Dkafka.logs.dir="$KAFKA_HOME/logs" -cp "$KAFKA_LIB/*")
+}
+
+kafka_java() {
+	kafka_jvm_opts
+	java "${KAFKA_JVM_OPTS[@]}" "$@"
+}
+
+# kafka_up starts the broker unless it already answers, and waits until it serves requests.
+kafka_up() {
+	local pid
+	mkdir -p "$KAFKA_HOME"
+	if pid="$(kafka_pid)"; then
+		if kafka_stopped "$pid"; then
+			log "Kafka (pid $pid) was paused (SIGSTOP): resuming it"
+			kill -CONT "$pid"
+		fi
+		local deadline=$((SECONDS + DEV_TIMEOUT))
+		until kafka_ping 127.0.0.1 "$KAFKA_PORT"; do
+			kafka_pid >/dev/null || die "Kafka (pid $pid) exited while starting; see $KAFKA_LOG"
+			((SECONDS < deadline)) || die "Kafka (pid $pid) not answering on $KAFKA_BROKERS after ${DEV_TIMEOUT}s; see $KAFKA_LOG"
+			sleep 0.2
+		done
+		log "Kafka already running on $KAFKA_BROKERS (pid $pid)"
+		return 0
+	fi
+	if kafka_port_busy "$KAFKA_PORT" || kafka_port_busy "$KAFKA_CONTROLLER_PORT"; then
+		die "port $KAFKA_PORT or $KAFKA_CONTROLLER_PORT is taken by another process (not our broker, no live pid in $KAFKA_PID_FILE)"
+	fi
+
+	kafka_jars
+	write_kafka_conf
+	mkdir -p "$KAFKA_DATA" "$KAFKA_HOME/logs"
+	if [[ ! -f "$KAFKA_DATA/meta.properties" ]]; then
+		local cid
+		cid="$(kafka_java kafka.tools.StorageTool random-uuid 2>>"$KAFKA_LOG" | tail -n 1)"
+		log "formatting Kafka storage $KAFKA_DATA (cluster id $cid)"
+		kafka_java kafka.tools.StorageTool format -t "$cid" -c "$KAFKA_CONF" --ignore-formatted >>"$KAFKA_LOG" 2>&1 ||
+			die "kafka storage format failed; see $KAFKA_LOG"
+	fi
+
+	local offset
+	touch "$KAFKA_LOG"
+	offset=$(($(stat -c %s "$KAFKA_LOG") + 1))
+	log "starting Kafka on $KAFKA_BROKERS (controller 127.0.0.1:$KAFKA_CONTROLLER_PORT), log $KAFKA_LOG"
+	(
+		cd "$KAFKA_HOME" || exit 1
+		# setsid + nohup: the JVM outlives this script and its terminal. No fork after '&', so $! is the JVM.
+		kafka_jvm_opts
+		exec setsid nohup java "${KAFKA_JVM_OPTS[@]}" kafka.Kafka "$KAFKA_CONF" >>"$KAFKA_LOG" 2>&1 </dev/null 9>&-
+	) &
+	pid=$!
+	echo "$pid" >"$KAFKA_PID_FILE"
+
+	local deadline=$((SECONDS + DEV_TIMEOUT))
+	until tail -c +"$offset" "$KAFKA_LOG" | grep -q 'Kafka Server started' && kafka_ping 127.0.0.1 "$KAFKA_PORT"; do
+		if ! alive "$pid"; then
+			tail -c +"$offset" "$KAFKA_LOG" | tail -n 30 >&2 || true
+			rm -f "$KAFKA_PID_FILE"
+			die "Kafka exited while starting; see $KAFKA_LOG"
+		fi
+		if ((SECONDS >= deadline)); then
+			tail -c +"$offset" "$KAFKA_LOG" | tail -n 30 >&2 || true
+			die "Kafka not ready after ${DEV_TIMEOUT}s (pid $pid still running); see $KAFKA_LOG"
+		fi
+		sleep 0.2
+	done
+	log "Kafka ready (pid $pid)"
+}
+
+# kafka_stop [TERM|KILL]: stop the broker and wait until the JVM has exited.
+kafka_stop() {
+	local sig="${1:-TERM}" pid
+	if ! pid="$(kafka_pid)"; then
+		log "Kafka not running"
+		rm -f "$KAFKA_PID_FILE"
+		return 0
+	fi
+	log "stopping Kafka (pid $pid, SIG$sig)"
+	kill -"$sig" "$pid" 2>/dev/null || true
+	kill -CONT "$pid" 2>/dev/null || true # a paused JVM cannot handle SIGTERM
+	local deadline=$((SECONDS + 60))
+	while alive "$pid"; do
+		if ((SECONDS >= deadline)); then
+			log "Kafka (pid $pid) still running after 60s: SIGKILL"
+			kill -KILL "$pid" 2>/dev/null || true
+			deadline=$((SECONDS + 10))
+		fi
+		sleep 0.1
+	done
+	rm -f "$KAFKA_PID_FILE"
+}
+
+print_exports() {
+	printf "export CDC_RELAY_PG_URL='%s'\n" "$PG_URL"
+	printf "export CDC_RELAY_BROKERS='%s'\n" "$KAFKA_BROKERS"
+	printf "export CDC_RELAY_DEV_PG_BIN='%s'\n" "$PG_BIN"
+}
+
+# dev_lock serializes dev-up/dev-down/ctl scripts (tests may call them concurrently).
+dev_lock() {
+	mkdir -p "$DEV_DIR"
+	exec 9>"$DEV_DIR/.lock"
+	flock -w 600 9 || die "could not lock $DEV_DIR/.lock"
+}
