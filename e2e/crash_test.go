@@ -1,0 +1,68 @@
+package e2e
+
+import (
+	"fmt"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cdc-relay/cdc-relay/internal/testenv"
+)
+
+// kill -9 after Kafka acknowledged a transaction and before the position reached Postgres:
+// the restart replays from the slot. Nothing is lost, and every duplicate belongs to a
+// transaction at or after the confirmed position (the replay window).
+func TestKill9AfterKafkaAckReplaysWithoutLoss(t *testing.T) {
+	t.Parallel()
+	e := newRelayEnv(t, true)
+	var all []int64
+	for i := 0; i < 40; i++ {
+		var rows []testenv.Row
+		for j := 0; j < 5; j++ {
+			rows = append(rows, testenv.Row{Key: fmt.Sprintf("agg-%d", (i+j)%7), Payload: fmt.Sprintf(`{"tx": %d, "row": %d}`, i, j)})
+		}
+		all = append(all, e.f.Insert(t, false, rows...)...)
+	}
+	before := e.f.SlotConfirmed(t)
+
+	// The hook kills the process with SIGKILL when the 5th acknowledged position is about to
+	// be confirmed. A long status interval keeps earlier positions from reaching Postgres.
+	p := e.start(t, []string{"CDC_RELAY_TEST_CRASH_AFTER_CONFIRMS=5"}, "--status-interval", "1h")
+	_, sig := p.Wait(t, 60*time.Second)
+	if sig != syscall.SIGKILL {
+		t.Fatalf("relay was not killed by the hook (signal %v); output:\n%s", sig, p.Output())
+	}
+	confirmed := e.f.SlotConfirmed(t)
+	if confirmed >= e.f.CurrentWAL(t) {
+		t.Fatalf("the slot confirmed %s, everything: the crash came too late to test a replay", confirmed)
+	}
+	cons := testenv.Consume(t, e.f.Topic)
+	// Kafka already holds the first acknowledged transactions.
+	cons.WaitFor(t, 30*time.Second, "records acknowledged before the crash", func(r []*kgo.Record) bool { return len(r) >= 5 })
+
+	e.start(t, nil)
+	recs := cons.WaitFor(t, 60*time.Second, "every committed row after the restart", hasAll(all))
+	got := ids(recs)
+	dups := 0
+	for _, r := range recs {
+		id := testenv.Header(r, "outbox-id")
+		if got[id] > 1 {
+			dups++
+			if lsn := lsnOf(t, r); lsn < confirmed {
+				t.Errorf("outbox id %s (commit %s) duplicated although the slot had confirmed %s before the crash", id, lsn, confirmed)
+			}
+		}
+	}
+	if dups == 0 {
+		t.Errorf("no duplicates: the crash did not fall between Kafka's acknowledgement and the confirmation (slot at %s, was %s)", confirmed, before)
+	}
+	t.Logf("%d rows, %d records, %d duplicate records, slot confirmed %s at the crash", len(all), len(recs), dups, confirmed)
+	for _, id := range all {
+		if got[strconv.FormatInt(id, 10)] == 0 {
+			t.Errorf("outbox id %d lost", id)
+		}
+	}
+}
