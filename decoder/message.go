@@ -1,0 +1,156 @@
+package decoder
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pglogrepl"
+)
+
+// messageContent is the documented content of an outbox logical message:
+//
+//	{"id": "optional", "key": "aggregate id", "topic": "unless Config.Topic",
+//	 "event_type": "optional", "headers": {"k": "v"}, "payload": <any JSON value>}
+//
+// Every field is kept raw so that absent, null and wrongly typed fields can be told apart.
+type messageContent struct {
+	ID        json.RawMessage `json:"id"`
+	Key       json.RawMessage `json:"key"`
+	Topic     json.RawMessage `json:"topic"`
+	EventType json.RawMessage `json:"event_type"`
+	Headers   json.RawMessage `json:"headers"`
+	Payload   json.RawMessage `json:"payload"`
+}
+
+var errNonTransactional = fmt.Errorf("%w: it was emitted non-transactionally; use pg_logical_emit_message(true, ...) so that it is published only if its transaction commits", ErrBadMessage)
+
+// logicalMessage handles 'M': Int8 flags (1: transactional), Int64 LSN, String prefix, Int32
+// content length, content.
+func (d *Decoder) logicalMessage(walStart pglogrepl.LSN, r *reader) (Output, error) {
+	flags := r.u8()
+	lsn := pglogrepl.LSN(r.u64())
+	prefix := r.cstring()
+	content := r.bytes(r.u32())
+	if !r.done() {
+		return Output{}, protocolError(walStart, pglogrepl.MessageTypeMessage, errTruncated)
+	}
+	if string(prefix) != d.prefix {
+		return Output{}, nil
+	}
+	transactional := flags&1 != 0
+	if transactional && !d.inTx {
+		return Output{}, protocolError(walStart, pglogrepl.MessageTypeMessage, errors.New("transactional message outside a transaction"))
+	}
+	var out Output
+	if transactional {
+		out = d.txOutput(KindEvent)
+	}
+	col, err := d.messageEvent(&out.Event, lsn, content)
+	if !transactional {
+		// Published at once even if its transaction rolls back: refuse it, but keep what was read.
+		col, err = "", errNonTransactional
+	}
+	if err != nil {
+		return out, &RowError{LSN: walStart, Relation: d.msgRelation, Column: col, ID: out.Event.ID, Err: err}
+	}
+	return out, nil
+}
+
+// messageEvent fills ev from a message's content and returns the first problem: the field at
+// fault and the reason.
+func (d *Decoder) messageEvent(ev *Event, lsn pglogrepl.LSN, content []byte) (string, error) {
+	ev.Relation = d.msgRelation
+	ev.ID = lsn.String()
+	var c messageContent
+	if err := json.Unmarshal(content, &c); err != nil {
+		ev.Payload = content // the whole content, for the dead letter
+		return "", fmt.Errorf("%w: %w", ErrBadMessage, err)
+	}
+
+	var bad problem
+	switch s, kind := jsonString(c.ID); kind {
+	case jsonStr, jsonNumber:
+		if s != "" {
+			ev.ID = s
+		}
+	case jsonOther:
+		bad.set("id", fmt.Errorf("%w: id is not a string or a number", ErrBadMessage))
+	}
+	switch s, kind := jsonString(c.Key); kind {
+	case jsonAbsent, jsonNull:
+		bad.set("key", ErrNullKey)
+	case jsonStr:
+		if s == "" {
+			bad.set("key", ErrEmptyKey)
+		}
+		ev.AggregateID = s
+	default:
+		bad.set("key", fmt.Errorf("%w: key is not a string", ErrBadMessage))
+	}
+	if d.topic != "" {
+		ev.Topic = d.topic
+	} else {
+		switch s, kind := jsonString(c.Topic); kind {
+		case jsonAbsent, jsonNull:
+			bad.set("topic", ErrNullTopic)
+		case jsonStr:
+			if s == "" {
+				bad.set("topic", ErrEmptyTopic)
+			}
+			ev.Topic = s
+		default:
+			bad.set("topic", fmt.Errorf("%w: topic is not a string", ErrBadMessage))
+		}
+	}
+	if c.Payload == nil {
+		bad.set("payload", ErrNullPayload)
+	} else {
+		ev.Payload = c.Payload // raw JSON text, null included
+	}
+	switch s, kind := jsonString(c.EventType); kind {
+	case jsonStr:
+		ev.EventType = s
+	case jsonNumber, jsonOther:
+		bad.set("event_type", fmt.Errorf("%w: event_type is not a string", ErrBadMessage))
+	}
+	if c.Headers != nil {
+		hs, err := parseHeaders(c.Headers)
+		if err != nil {
+			bad.set("headers", err)
+		}
+		ev.Headers = hs
+	}
+	return bad.col, bad.err
+}
+
+type jsonKind uint8
+
+const (
+	jsonAbsent jsonKind = iota
+	jsonNull
+	jsonStr
+	jsonNumber
+	jsonOther
+)
+
+// jsonString classifies a raw JSON value and returns the text of a string or a number.
+func jsonString(raw json.RawMessage) (string, jsonKind) {
+	raw = bytes.TrimSpace(raw)
+	switch {
+	case raw == nil:
+		return "", jsonAbsent
+	case string(raw) == "null":
+		return "", jsonNull
+	case raw[0] == '"':
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			return "", jsonOther
+		}
+		return s, jsonStr
+	case raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9':
+		return string(raw), jsonNumber
+	}
+	return "", jsonOther
+}
