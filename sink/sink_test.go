@@ -172,6 +172,3 @@ func TestPingNamesTheBrokers(t *testing.T) {
 		t.Errorf("error %q does not name %s", err, want)
 	}
 }
-
-
-
