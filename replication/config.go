@@ -13,6 +13,9 @@ type Config struct {
 	// ConnString is the PostgreSQL URL or keyword/value string. Required. The Stream adds
 	// replication=database itself.
 	ConnString string
+	// Password, when not empty, replaces the password of ConnString (e.g. read from a
+	// file, so that it is in no URL). It is never logged.
+	Password string
 	// Slot is the logical replication slot (pgoutput). Required.
 	Slot string
 	// Publications are passed to pgoutput as publication_names. Required.

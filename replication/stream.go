@@ -94,6 +94,9 @@ func New(cfg Config) (*Stream, error) {
 		// pgconn's parse errors never include the password.
 		return nil, fmt.Errorf("replication: bad PostgreSQL URL: %w", err)
 	}
+	if cfg.Password != "" {
+		cc.Password = cfg.Password
+	}
 	cc.RuntimeParams["replication"] = "database"
 	if _, ok := cc.RuntimeParams["application_name"]; !ok {
 		cc.RuntimeParams["application_name"] = "cdc-relay"
@@ -220,6 +223,11 @@ func (s *Stream) checkSlot(ctx context.Context) (pglogrepl.LSN, error) {
 		return 0, fmt.Errorf("read slot %q: %w", s.cfg.Slot, err)
 	}
 	if len(res) != 1 || len(res[0].Rows) == 0 {
+		if f := s.Flushed(); f != 0 {
+			return 0, fmt.Errorf("%w: slot %q was dropped while this relay used it (it had confirmed %s): re-create it with "+
+				"`cdc-relay slot create --slot %s --publication ...`; rows committed after %s are not in a new slot: "+
+				"republish them from the outbox table (e.g. with cdc-relay poll)", ErrSlotMissing, s.cfg.Slot, f, s.cfg.Slot, f)
+		}
 		return 0, fmt.Errorf("%w: slot %q in this database (create it with `cdc-relay slot create --slot %s --publication ...`)",
 			ErrSlotMissing, s.cfg.Slot, s.cfg.Slot)
 	}

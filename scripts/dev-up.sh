@@ -8,6 +8,13 @@
 # Data and logs live in .dev/ at the repo root (pg/, pg.log, kafka/, kafka.log, kafka.pid).
 # Env: CDC_RELAY_DEV_PG_PORT (54329), CDC_RELAY_DEV_KAFKA_PORT (19092; controller on port+1, or
 # CDC_RELAY_DEV_KAFKA_CONTROLLER_PORT), CDC_RELAY_DEV_TIMEOUT (120 s per service), CDC_RELAY_DEV_PG_BIN.
+#
+# The secure variant runs in the same servers, next to the plaintext one: a test CA and certificates in
+# .dev/tls/, Postgres with ssl=on and the roles cdc_relay_app (password, hostssl only) and cdc_relay_cert
+# (client certificate), Kafka listeners SASL_SSL on port+2 (SCRAM-SHA-256/512, PLAIN) and SSL with
+# required client certificates on port+3 (CDC_RELAY_DEV_KAFKA_SASL_PORT, CDC_RELAY_DEV_KAFKA_SSL_PORT).
+# Its exports are the CDC_RELAY_TLS_*, CDC_RELAY_MTLS_BROKERS and CDC_RELAY_SCRAM_* lines; passwords are
+# only ever in files (CDC_RELAY_TLS_PG_PASSWORD_FILE, CDC_RELAY_SCRAM_PASSWORD_FILE).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -29,3 +36,4 @@ if ((want_pg)); then pg_up; else resolve_pg_bin; fi
 if ((want_kafka)); then kafka_up; fi
 log "up in $((SECONDS - start))s: $PG_URL, $KAFKA_BROKERS"
 print_exports
+print_tls_exports

@@ -4,7 +4,8 @@
 # stdout belongs to dev-up.sh's export lines.
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
-DEV_DIR="$REPO_ROOT/.dev"
+# CDC_RELAY_DEV_DIR runs a second, private pair (with other ports) in its own data dir.
+DEV_DIR="${CDC_RELAY_DEV_DIR:-$REPO_ROOT/.dev}"
 
 PG_PORT="${CDC_RELAY_DEV_PG_PORT:-54329}"
 PG_DATA="$DEV_DIR/pg"
@@ -23,6 +24,17 @@ KAFKA_PID_FILE="$DEV_DIR/kafka.pid"
 KAFKA_BROKERS="127.0.0.1:${KAFKA_PORT}"
 KAFKA_POM="$REPO_ROOT/scripts/kafka/pom.xml"
 KAFKA_LOG4J="$REPO_ROOT/scripts/kafka/log4j2.yaml"
+
+# The secure variant (the last section of this file): a test CA and certificates under $TLS_DIR,
+# Postgres with ssl=on and least-privilege roles that may only connect over TLS, a SASL_SSL
+# (SCRAM/PLAIN) and an SSL (mTLS) Kafka listener next to the plaintext one.
+TLS_DIR="$DEV_DIR/tls"
+PG_TLS_ROLE="cdc_relay_app"   # LOGIN REPLICATION, password (scram-sha-256) over hostssl only
+PG_CERT_ROLE="cdc_relay_cert" # LOGIN REPLICATION, client certificate (CN) over hostssl only
+PG_TLS_URL="postgres://${PG_TLS_ROLE}@127.0.0.1:${PG_PORT}/${PG_DB}?sslmode=verify-full&sslrootcert=${TLS_DIR}/ca.crt"
+KAFKA_SASL_PORT="${CDC_RELAY_DEV_KAFKA_SASL_PORT:-$((KAFKA_PORT + 2))}"
+KAFKA_SSL_PORT="${CDC_RELAY_DEV_KAFKA_SSL_PORT:-$((KAFKA_PORT + 3))}"
+KAFKA_SCRAM_USER="cdc_relay"
 
 # Seconds to wait for each service to become ready.
 DEV_TIMEOUT="${CDC_RELAY_DEV_TIMEOUT:-120}"
@@ -139,6 +151,7 @@ local   replication  all                  trust
 host    replication  all    127.0.0.1/32  trust
 host    replication  all    ::1/128       trust
 EOF
+	pg_tls_conf
 	if is_root; then chown postgres: "$PG_DATA/cdc_relay_dev.conf" "$PG_DATA/pg_hba.conf"; fi
 }
 
@@ -162,6 +175,7 @@ pg_up() {
 
 	if pg_running && pg_ready; then
 		log "postgres already running on 127.0.0.1:$PG_PORT"
+		pg_refresh_conf
 	else
 		if [[ ! -f "$PG_DATA/PG_VERSION" ]]; then
 			pg_init
@@ -198,6 +212,7 @@ pg_up() {
 	fi
 	[[ "$("${psql[@]}" -d "$PG_DB" -c 'SHOW wal_level')" == logical ]] ||
 		die "postgres on port $PG_PORT does not have wal_level=logical (another server on that port?)"
+	pg_tls_roles
 }
 
 pg_stop() {
@@ -278,11 +293,11 @@ write_kafka_conf() {
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$KAFKA_CONTROLLER_PORT
-listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT
-advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT
+listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT,SASL_SSL://127.0.0.1:$KAFKA_SASL_PORT,SSL://127.0.0.1:$KAFKA_SSL_PORT
+advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,SASL_SSL://127.0.0.1:$KAFKA_SASL_PORT,SSL://127.0.0.1:$KAFKA_SSL_PORT
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,SSL:SSL
 log.dirs=$KAFKA_DATA
 
 auto.create.topics.enable=true
@@ -309,6 +324,14 @@ log.cleaner.dedupe.buffer.size=33554432
 log.retention.hours=8760
 log.retention.check.interval.ms=300000
 EOF
+	# CDC_RELAY_DEV_KAFKA_AUTHORIZER=1: ACLs are enforced where some exist (the fault tests' private pair).
+	if [[ "${CDC_RELAY_DEV_KAFKA_AUTHORIZER:-}" == 1 ]]; then
+		printf '%s\n' authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer \
+			allow.everyone.if.no.acl.found=true >>"$KAFKA_CONF"
+	fi
+	tls_certs
+	kafka_tls_conf >>"$KAFKA_CONF"
+	chmod 0600 "$KAFKA_CONF" # it holds the keystore and PLAIN passwords
 }
 
 # JVM flags as in Kafka's own kafka-server-start.sh / kafka-run-class.sh.
@@ -339,6 +362,7 @@ kafka_up() {
 			sleep 0.2
 		done
 		log "Kafka already running on $KAFKA_BROKERS (pid $pid)"
+		kafka_scram_users
 		return 0
 	fi
 	if kafka_port_busy "$KAFKA_PORT" || kafka_port_busy "$KAFKA_CONTROLLER_PORT"; then
@@ -383,6 +407,7 @@ kafka_up() {
 		sleep 0.2
 	done
 	log "Kafka ready (pid $pid)"
+	kafka_scram_users
 }
 
 # kafka_stop [TERM|KILL]: stop the broker and wait until the JVM has exited.
@@ -419,4 +444,166 @@ dev_lock() {
 	mkdir -p "$DEV_DIR"
 	exec 9>"$DEV_DIR/.lock"
 	flock -w 600 9 || die "could not lock $DEV_DIR/.lock"
+}
+
+# ---------------------------------------------------------------------------------------------------------
+# The secure variant: TLS, SCRAM and least-privilege roles (added to, never replacing, the plaintext setup)
+
+# tls_leaf NAME CN SAN EKU: a key and a certificate signed by the CA in the current directory.
+tls_leaf() {
+	openssl req -new -newkey rsa:2048 -nodes -sha256 -subj "/CN=$2" -keyout "$1.key" -out "$1.csr" &&
+		printf 'subjectAltName=%s\nextendedKeyUsage=%s\nkeyUsage=critical,digitalSignature,keyEncipherment\nbasicConstraints=CA:FALSE\n' \
+			"$3" "$4" >"$1.ext" &&
+		openssl x509 -req -in "$1.csr" -CA ca.crt -CAkey ca.key -set_serial "0x$(openssl rand -hex 8)" -days 3650 -sha256 \
+			-extfile "$1.ext" -out "$1.crt" &&
+		rm -f "$1.csr" "$1.ext"
+}
+
+tls_make() {
+	cd "$1" &&
+		openssl req -x509 -new -newkey rsa:2048 -nodes -sha256 -days 3650 -subj "/CN=cdc-relay dev CA" \
+			-addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" \
+			-keyout ca.key -out ca.crt &&
+		tls_leaf server 127.0.0.1 "IP:127.0.0.1,DNS:localhost" serverAuth &&
+		tls_leaf client "$PG_CERT_ROLE" "DNS:$PG_CERT_ROLE" clientAuth &&
+		tls_leaf wronghost wrong-host.invalid "DNS:wrong-host.invalid" serverAuth &&
+		openssl rand -hex 16 >keystore-password &&
+		openssl pkcs12 -export -in server.crt -inkey server.key -certfile ca.crt -name server \
+			-passout file:keystore-password -out server.p12 &&
+		openssl rand -hex 24 >pg-password &&
+		openssl rand -hex 24 >kafka-password &&
+		chmod 0600 ./*.key ./*-password server.p12
+}
+
+# tls_certs makes, once per data dir, in $TLS_DIR: a test CA (ca.crt), a server certificate for 127.0.0.1
+# and localhost (server.crt, and server.p12 for Kafka), a client certificate with CN $PG_CERT_ROLE
+# (client.crt, client.key: Postgres cert auth and Kafka mTLS), a certificate for another name
+# (wronghost.crt: hostname-mismatch tests), and random passwords (pg-password, kafka-password).
+tls_certs() {
+	if [[ -f "$TLS_DIR/.complete" ]]; then return 0; fi
+	command -v openssl >/dev/null || die "openssl not found (needed to make the test certificates)"
+	log "making a test CA, certificates and passwords in $TLS_DIR"
+	local tmp="$TLS_DIR.tmp"
+	rm -rf "$tmp" "$TLS_DIR"
+	mkdir -p "$tmp"
+	chmod 0700 "$tmp"
+	(tls_make "$tmp") >>"$DEV_DIR/tls.log" 2>&1 || die "making the test certificates failed; see $DEV_DIR/tls.log"
+	touch "$tmp/.complete"
+	mv "$tmp" "$TLS_DIR"
+}
+
+# pg_tls_conf turns TLS on in the settings write_pg_conf wrote and puts the least-privilege roles' rules
+# first in pg_hba.conf: those roles connect over TLS only (a password, or a client certificate) and are
+# rejected otherwise. Every other line (trust for postgres on loopback) stays as it was.
+pg_tls_conf() {
+	tls_certs
+	local f
+	for f in server.crt server.key ca.crt; do
+		cp "$TLS_DIR/$f" "$PG_DATA/$f"
+		chmod 0600 "$PG_DATA/$f"
+		if is_root; then chown postgres: "$PG_DATA/$f"; fi
+	done
+	cat >>"$PG_DATA/cdc_relay_dev.conf" <<EOF
+ssl = on
+ssl_cert_file = 'server.crt'
+ssl_key_file = 'server.key'
+ssl_ca_file = 'ca.crt'
+ssl_min_protocol_version = 'TLSv1.2'
+password_encryption = 'scram-sha-256'
+EOF
+	local roles="$PG_TLS_ROLE,$PG_CERT_ROLE" rest
+	rest="$(cat "$PG_DATA/pg_hba.conf")"
+	cat >"$PG_DATA/pg_hba.conf" <<EOF
+# Written by scripts/dev-up.sh. First match wins: the least-privilege roles may connect over TLS only.
+hostssl all          $PG_TLS_ROLE   127.0.0.1/32  scram-sha-256
+hostssl all          $PG_CERT_ROLE  127.0.0.1/32  cert
+local   all          $roles                       reject
+host    all          $roles         all           reject
+local   replication  $roles                       reject
+host    replication  $roles         all           reject
+$rest
+EOF
+}
+
+# pg_refresh_conf rewrites the settings of a running Postgres and reloads it when they changed
+# (ssl and pg_hba.conf take effect on reload; no restart).
+pg_refresh_conf() {
+	local before after files=("$PG_DATA/cdc_relay_dev.conf" "$PG_DATA/pg_hba.conf" "$PG_DATA/server.crt")
+	before="$({ cat "${files[@]}" 2>/dev/null || true; } | sha256sum)"
+	write_pg_conf
+	after="$({ cat "${files[@]}" 2>/dev/null || true; } | sha256sum)"
+	if [[ "$before" != "$after" ]]; then
+		log "postgres settings changed: reloading"
+		as_pg "$PG_BIN/pg_ctl" reload -D "$PG_DATA" -s >&2 || die "pg_ctl reload failed; see $PG_LOG"
+	fi
+}
+
+# pg_tls_roles makes the least-privilege roles: LOGIN and REPLICATION, nothing else (tests grant SELECT on
+# their own outbox tables), and sets $PG_TLS_ROLE's password from $TLS_DIR/pg-password (read through stdin,
+# so it is in no process listing).
+pg_tls_roles() {
+	local pw
+	pw="$(cat "$TLS_DIR/pg-password")"
+	"$PG_BIN/psql" -X -q -At -w -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PG_PORT" -U postgres -d "$PG_DB" >&2 <<SQL ||
+SELECT format('CREATE ROLE %I', r) FROM unnest(ARRAY['$PG_TLS_ROLE', '$PG_CERT_ROLE']) AS r
+WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = r) \gexec
+ALTER ROLE $PG_TLS_ROLE LOGIN REPLICATION NOSUPERUSER NOCREATEDB NOCREATEROLE NOBYPASSRLS PASSWORD '$pw';
+ALTER ROLE $PG_CERT_ROLE LOGIN REPLICATION NOSUPERUSER NOCREATEDB NOCREATEROLE NOBYPASSRLS PASSWORD NULL;
+SQL
+		die "creating the roles $PG_TLS_ROLE and $PG_CERT_ROLE failed"
+}
+
+# kafka_tls_conf prints the broker settings of the SASL_SSL and SSL listeners (write_kafka_conf appends them).
+kafka_tls_conf() {
+	local ks_pw kafka_pw
+	ks_pw="$(cat "$TLS_DIR/keystore-password")"
+	kafka_pw="$(cat "$TLS_DIR/kafka-password")"
+	cat <<EOF
+
+# The secure listeners (scripts/lib.sh kafka_tls_conf): SASL_SSL (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) on
+# $KAFKA_SASL_PORT and SSL with required client certificates on $KAFKA_SSL_PORT, both with the test CA in $TLS_DIR.
+ssl.keystore.type=PKCS12
+ssl.keystore.location=$TLS_DIR/server.p12
+ssl.keystore.password=$ks_pw
+ssl.key.password=$ks_pw
+ssl.truststore.type=PEM
+ssl.truststore.location=$TLS_DIR/ca.crt
+listener.name.ssl.ssl.client.auth=required
+listener.name.sasl_ssl.sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512
+listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_$KAFKA_SCRAM_USER="$kafka_pw";
+listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+EOF
+}
+
+# kafka_scram_users creates (once per data dir and password: KRaft keeps them across restarts) the
+# SCRAM-SHA-256 and -512 credentials of $KAFKA_SCRAM_USER through the plaintext listener. The tests check
+# them by authenticating and repair them if needed (internal/testenv/secure.go).
+kafka_scram_users() {
+	local stamp="$KAFKA_DATA/.cdc-relay-scram" want m pw
+	want="$KAFKA_SCRAM_USER $(sha256sum <"$TLS_DIR/kafka-password" | cut -d' ' -f1)"
+	if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then return 0; fi
+	log "creating the Kafka SCRAM credentials of $KAFKA_SCRAM_USER"
+	pw="$(cat "$TLS_DIR/kafka-password")"
+	for m in SCRAM-SHA-256 SCRAM-SHA-512; do
+		# One mechanism per request: Kafka refuses to alter a user's credentials twice in one request.
+		kafka_java org.apache.kafka.tools.ConfigCommand --bootstrap-server "$KAFKA_BROKERS" --alter \
+			--entity-type users --entity-name "$KAFKA_SCRAM_USER" --add-config "$m=[password=$pw]" >>"$DEV_DIR/tls.log" 2>&1 ||
+			die "creating the $m credential of $KAFKA_SCRAM_USER failed; see $DEV_DIR/tls.log"
+	done
+	echo "$want" >"$stamp"
+}
+
+# print_tls_exports prints the secure variant's settings. No password is printed: they are in files.
+print_tls_exports() {
+	printf "export CDC_RELAY_TLS_PG_URL='%s'\n" "$PG_TLS_URL"
+	printf "export CDC_RELAY_TLS_PG_PASSWORD_FILE='%s'\n" "$TLS_DIR/pg-password"
+	printf "export CDC_RELAY_TLS_PG_CERT_ROLE='%s'\n" "$PG_CERT_ROLE"
+	printf "export CDC_RELAY_TLS_BROKERS='%s'\n" "127.0.0.1:$KAFKA_SASL_PORT"
+	printf "export CDC_RELAY_MTLS_BROKERS='%s'\n" "127.0.0.1:$KAFKA_SSL_PORT"
+	printf "export CDC_RELAY_TLS_CA='%s'\n" "$TLS_DIR/ca.crt"
+	printf "export CDC_RELAY_TLS_CLIENT_CERT='%s'\n" "$TLS_DIR/client.crt"
+	printf "export CDC_RELAY_TLS_CLIENT_KEY='%s'\n" "$TLS_DIR/client.key"
+	printf "export CDC_RELAY_SCRAM_USER='%s'\n" "$KAFKA_SCRAM_USER"
+	printf "export CDC_RELAY_SCRAM_PASSWORD_FILE='%s'\n" "$TLS_DIR/kafka-password"
 }

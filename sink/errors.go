@@ -40,6 +40,9 @@ type unreachableError struct {
 }
 
 func (e *unreachableError) Error() string {
+	if hint, _ := connectHint(e.err); hint != "" {
+		return fmt.Sprintf("sink: Kafka is unreachable at %v: %v (%s)", e.brokers, e.err, hint)
+	}
 	return fmt.Sprintf("sink: Kafka is unreachable at %v: %v (check that the broker runs and that --brokers names its advertised listener)", e.brokers, e.err)
 }
 

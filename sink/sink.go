@@ -31,7 +31,9 @@ func New(cfg Config) (*Sink, error) {
 func (s *Sink) Client() *kgo.Client { return s.cl }
 
 // Ping asks the cluster for metadata until it answers or ctx ends, and returns an error
-// that names the brokers when it does not.
+// that names the brokers when it does not. A failure that retrying cannot fix (a
+// certificate that is not trusted or does not name the broker, TLS against plaintext,
+// refused credentials) ends it at once; the error then says what to check.
 func (s *Sink) Ping(ctx context.Context) error {
 	var last error
 	for {
@@ -42,6 +44,9 @@ func (s *Sink) Ping(ctx context.Context) error {
 			return nil
 		}
 		last = err
+		if _, permanent := connectHint(err); permanent {
+			return &unreachableError{brokers: s.cfg.Brokers, err: last}
+		}
 		select {
 		case <-ctx.Done():
 			return &unreachableError{brokers: s.cfg.Brokers, err: last}

@@ -82,23 +82,39 @@ type common struct {
 	logFormat string
 	logLevel  string
 	pgTimeout time.Duration
+	// pgPasswordFile is --pg-password-file; loadPGPassword reads it into pgPassword (secret.go).
+	pgPasswordFile string
+	pgPassword     string
 }
 
 func (c *common) register(fs *flag.FlagSet) {
-	fs.StringVar(&c.pgURL, "pg-url", "", "PostgreSQL URL, e.g. postgres://user@host:5432/db (the password is never logged)")
+	c.registerNoSlot(fs)
 	fs.StringVar(&c.slot, "slot", "", "logical replication slot name")
+}
+
+// registerNoSlot registers the shared flags except --slot, for commands without a slot (poll).
+func (c *common) registerNoSlot(fs *flag.FlagSet) {
+	fs.StringVar(&c.pgURL, "pg-url", "", "PostgreSQL URL, e.g. postgres://user@host:5432/db (the password is never logged)")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.DurationVar(&c.pgTimeout, "pg-timeout", 10*time.Second, "how long to wait for PostgreSQL to answer when connecting")
+	fs.StringVar(&c.pgPasswordFile, "pg-password-file", "", "file holding the PostgreSQL password (replaces the URL's; keeps it out of process listings)")
 }
 
 func (c *common) validate() error {
 	var errs []error
-	if c.pgURL == "" {
-		errs = append(errs, errors.New("--pg-url is required (or set CDC_RELAY_PG_URL)"))
-	}
 	if c.slot == "" {
 		errs = append(errs, errors.New("--slot is required (or set CDC_RELAY_SLOT)"))
+	}
+	return c.validateWith(errs)
+}
+
+// validateNoSlot checks the flags registerNoSlot registered.
+func (c *common) validateNoSlot() error { return c.validateWith(nil) }
+
+func (c *common) validateWith(errs []error) error {
+	if c.pgURL == "" {
+		errs = append([]error{errors.New("--pg-url is required (or set CDC_RELAY_PG_URL)")}, errs...)
 	}
 	if c.logFormat != "text" && c.logFormat != "json" {
 		errs = append(errs, fmt.Errorf("--log-format %q: use text or json", c.logFormat))
@@ -106,6 +122,9 @@ func (c *common) validate() error {
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(c.logLevel)); err != nil {
 		errs = append(errs, fmt.Errorf("--log-level %q: use debug, info, warn or error", c.logLevel))
+	}
+	if err := c.loadPGPassword(); err != nil {
+		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return &usageError{err}

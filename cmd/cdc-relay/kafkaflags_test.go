@@ -1,0 +1,205 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"flag"
+	"io"
+	"log/slog"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+const testSecret = "s3cr3t-value-that-must-not-leak"
+
+// writeFile writes content to a new file in dir and returns its path.
+func writeFile(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// selfSigned writes a self-signed certificate and its key as PEM files.
+func selfSigned(t *testing.T, dir string) (certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile = writeFile(t, dir, "cert.pem", string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})))
+	keyFile = writeFile(t, dir, "key.pem", string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder})))
+	return certFile, keyFile
+}
+
+// parseKafka registers the group on a fresh flag set and parses args (no environment).
+func parseKafka(t *testing.T, args ...string) *kafkaSecurity {
+	t.Helper()
+	var k kafkaSecurity
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	k.register(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatalf("parse %q: %v", args, err)
+	}
+	return &k
+}
+
+func TestKafkaSecurityOpts(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cert, key := selfSigned(t, dir)
+	pwFile := writeFile(t, dir, "pw", testSecret+"\n")
+	cases := []struct {
+		name string
+		args []string
+		opts int // options returned: TLS and SASL count one each
+	}{
+		{"none", nil, 0},
+		{"tls with system roots", []string{"--kafka-tls"}, 1},
+		{"ca file implies tls", []string{"--kafka-ca-file", cert}, 1},
+		{"mutual tls", []string{"--kafka-ca-file", cert, "--kafka-cert-file", cert, "--kafka-key-file", key}, 1},
+		{"insecure", []string{"--kafka-tls", "--kafka-tls-insecure-skip-verify"}, 1},
+		{"scram-sha-256 without tls", []string{"--kafka-sasl-mechanism", "SCRAM-SHA-256", "--kafka-user", "u", "--kafka-password-file", pwFile}, 1},
+		{"scram-sha-512 lower case", []string{"--kafka-tls", "--kafka-sasl-mechanism", "scram-sha-512", "--kafka-user", "u", "--kafka-password", testSecret}, 2},
+		{"plain over tls", []string{"--kafka-tls", "--kafka-sasl-mechanism", "PLAIN", "--kafka-user", "u", "--kafka-password-file", pwFile}, 2},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			k := parseKafka(t, tc.args...)
+			o, err := k.opts()
+			if err != nil {
+				t.Fatalf("opts: %v", err)
+			}
+			if len(o) != tc.opts {
+				t.Errorf("got %d options, want %d", len(o), tc.opts)
+			}
+		})
+	}
+}
+
+func TestKafkaSecurityErrors(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cert, _ := selfSigned(t, dir)
+	pwFile := writeFile(t, dir, "pw", testSecret)
+	empty := writeFile(t, dir, "empty", "\n")
+	twoLines := writeFile(t, dir, "two", testSecret+"\nmore\n")
+	notPEM := writeFile(t, dir, "ca.txt", testSecret)
+	missing := filepath.Join(dir, "missing")
+	scram := []string{"--kafka-sasl-mechanism", "SCRAM-SHA-256", "--kafka-user", "u"}
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"plain without tls", []string{"--kafka-sasl-mechanism", "PLAIN", "--kafka-user", "u", "--kafka-password", testSecret}, "needs --kafka-tls"},
+		{"unknown mechanism", []string{"--kafka-sasl-mechanism", "GSSAPI", "--kafka-user", "u", "--kafka-password", testSecret}, `"GSSAPI": use PLAIN`},
+		{"mechanism without user", []string{"--kafka-sasl-mechanism", "SCRAM-SHA-512", "--kafka-password", testSecret}, "needs --kafka-user"},
+		{"mechanism without password", scram, "needs --kafka-password-file"},
+		{"password twice", append(scram[:4:4], "--kafka-password", testSecret, "--kafka-password-file", pwFile), "both given"},
+		{"empty password file", append(scram[:4:4], "--kafka-password-file", empty), "is empty"},
+		{"password file with two lines", append(scram[:4:4], "--kafka-password-file", twoLines), "more than one line"},
+		{"missing password file", append(scram[:4:4], "--kafka-password-file", missing), "--kafka-password-file " + missing},
+		{"user without mechanism", []string{"--kafka-user", "u", "--kafka-password", testSecret}, "need --kafka-sasl-mechanism"},
+		{"cert without key", []string{"--kafka-cert-file", cert}, "needs --kafka-key-file"},
+		{"key without cert", []string{"--kafka-key-file", cert}, "needs --kafka-cert-file"},
+		{"ca file missing", []string{"--kafka-ca-file", missing}, "--kafka-ca-file"},
+		{"ca file not PEM", []string{"--kafka-ca-file", notPEM}, "no PEM certificate"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			k := parseKafka(t, tc.args...)
+			_, err := k.opts()
+			if err == nil {
+				t.Fatal("opts: no error")
+			}
+			if !errors.As(err, new(*usageError)) {
+				t.Errorf("error %q is not a usage error (exit 2)", err)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q does not contain %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), testSecret) {
+				t.Errorf("error %q contains the secret", err)
+			}
+		})
+	}
+}
+
+// TestKafkaLoggerSaysWhy checks that franz-go's reasons for a failed connection reach the
+// relay's log: every retry of an unreachable broker is logged with its cause.
+func TestKafkaLoggerSaysWhy(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	var buf syncBuffer
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kafkaLogger(slog.New(slog.NewTextHandler(&buf, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := cl.Ping(ctx); err == nil {
+		t.Fatal("Ping of a closed port succeeded")
+	}
+	out := buf.String()
+	for _, w := range []string{"level=WARN", "unable to open connection to broker", "component=kafka", "addr=" + addr, "connection refused"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("log does not contain %q:\n%s", w, out)
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for franz-go's goroutines and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

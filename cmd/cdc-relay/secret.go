@@ -1,0 +1,63 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+)
+
+// secretValue is a flag.Value for a password given directly (--kafka-password or its
+// environment twin). String never returns it, so neither --help nor anything that prints
+// flag values can show it.
+type secretValue struct{ v string }
+
+func (s *secretValue) String() string {
+	if s == nil || s.v == "" {
+		return ""
+	}
+	return "(redacted)"
+}
+
+func (s *secretValue) Set(v string) error { s.v = v; return nil }
+
+// Value returns the secret.
+func (s *secretValue) Value() string { return s.v }
+
+// readSecretFile reads a password from a file (a mounted secret, a 0600 file): its
+// content without the trailing line break. Errors name the flag and the file, never the
+// content.
+func readSecretFile(flagName, path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // the path is in the message already
+		}
+		return "", fmt.Errorf("--%s %s: cannot read the password: %w", flagName, path, err)
+	}
+	s := strings.TrimRight(string(b), "\r\n")
+	if s == "" {
+		return "", fmt.Errorf("--%s %s: the file is empty", flagName, path)
+	}
+	if strings.ContainsAny(s, "\r\n") {
+		return "", fmt.Errorf("--%s %s: the file has more than one line; it must hold only the password", flagName, path)
+	}
+	return s, nil
+}
+
+// loadPGPassword reads --pg-password-file into c.pgPassword. The password is merged into
+// the parsed connection configuration of every PostgreSQL connection (it replaces any
+// password of the URL) and is never put into a URL string, so nothing that prints the URL
+// can show it.
+func (c *common) loadPGPassword() error {
+	if c.pgPasswordFile == "" {
+		return nil
+	}
+	pw, err := readSecretFile("pg-password-file", c.pgPasswordFile)
+	if err != nil {
+		return err
+	}
+	c.pgPassword = pw
+	return nil
+}
