@@ -1,0 +1,128 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cdc-relay/cdc-relay/internal/testenv"
+)
+
+// Records Kafka rejects for good are dead-lettered with their original key, value and headers
+// plus the error, the source LSN and the outbox id, and the stream goes on: a payload over the
+// topic's max.message.bytes and a topic name Kafka refuses go to the dead-letter topic; a
+// payload larger than the dead-letter topic accepts too goes to the PostgreSQL table
+// cdc_relay_dead_letters, and only once it is committed there does the slot move past it.
+func TestRejectedRecordsAreDeadLetteredAndTheStreamGoesOn(t *testing.T) {
+	t.Parallel()
+	e := newRelayEnv(t, true)
+	f := e.f
+	ctx := context.Background()
+	small := f.Name + ".small"
+	adm := kadm.NewClient(testenv.Kafka(t))
+	cfg := "2048"
+	if _, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"max.message.bytes": &cfg}, small); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		t.Fatalf("create %s: %v", small, err)
+	}
+	t.Cleanup(func() { adm.DeleteTopics(context.Background(), small) })
+	t.Cleanup(func() {
+		f.Pool.Exec(context.Background(), `DELETE FROM cdc_relay_dead_letters WHERE slot = $1`, f.Slot)
+	})
+
+	p := e.start(t, nil)
+	cons := testenv.Consume(t, f.Topic)
+	dlq := testenv.Consume(t, f.DLQ)
+	insert := func(key, topic, payload string) int64 {
+		t.Helper()
+		var id int64
+		err := f.Pool.QueryRow(ctx, `INSERT INTO `+f.Table+` (aggregate_id, topic, payload, headers) VALUES ($1, $2, $3::jsonb, '{"correlation-id": "c"}') RETURNING id`,
+			key, topic, payload).Scan(&id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	big := func(n int) string { return `{"pad": "` + strings.Repeat("x", n) + `"}` }
+
+	good1 := insert("k1", f.Topic, `{"n": 1}`)
+	tooLarge := insert("k2", small, big(4096))
+	badName := insert("k3", "no spaces allowed!", `{"n": 3}`)
+	huge := insert("k4", f.Topic, big(3<<20)) // over every topic's limit, the dead-letter topic's too
+	good2 := insert("k1", f.Topic, `{"n": 5}`)
+	end := f.CurrentWAL(t)
+
+	recs := dlq.WaitFor(t, 90*time.Second, "two dead letters", func(r []*kgo.Record) bool { return len(r) >= 2 })
+	byID := map[string]*kgo.Record{}
+	for _, r := range recs {
+		byID[testenv.Header(r, "outbox-id")] = r
+	}
+	for _, c := range []struct {
+		id           int64
+		key, topic   string
+		errFragments []string
+	}{
+		{tooLarge, "k2", small, []string{"MESSAGE_TOO_LARGE"}},
+		{badName, "k3", "no spaces allowed!", []string{"INVALID_TOPIC_EXCEPTION"}},
+	} {
+		r := byID[strconv.FormatInt(c.id, 10)]
+		if r == nil {
+			t.Errorf("outbox id %d (%v) not on the dead-letter topic", c.id, c.errFragments)
+			continue
+		}
+		for _, frag := range c.errFragments {
+			if !strings.Contains(testenv.Header(r, "dlq-error"), frag) {
+				t.Errorf("outbox id %d: dlq-error %q lacks %q", c.id, testenv.Header(r, "dlq-error"), frag)
+			}
+		}
+		if string(r.Key) != c.key || testenv.Header(r, "dlq-original-topic") != c.topic || testenv.Header(r, "correlation-id") != "c" {
+			t.Errorf("outbox id %d: key %q, original topic %q, headers %v", c.id, r.Key, testenv.Header(r, "dlq-original-topic"), r.Headers)
+		}
+		if lsnOf(t, r) == 0 {
+			t.Errorf("outbox id %d: no cdc-lsn", c.id)
+		}
+	}
+	if r := byID[strconv.FormatInt(tooLarge, 10)]; r != nil && len(r.Value) < 4096 {
+		t.Errorf("the dead letter lost the original value: %d bytes", len(r.Value))
+	}
+
+	// The huge one is in the PostgreSQL table, whole.
+	var (
+		outboxID, topic, errText, lsn string
+		key, value                    []byte
+		corr                          string
+	)
+	testenv.Eventually(t, 60*time.Second, "the huge record in cdc_relay_dead_letters", func() bool {
+		err := f.Pool.QueryRow(ctx, `SELECT outbox_id, topic, key, value, error, lsn::text, headers->>'correlation-id'
+			FROM cdc_relay_dead_letters WHERE slot = $1`, f.Slot).Scan(&outboxID, &topic, &key, &value, &errText, &lsn, &corr)
+		return err == nil
+	})
+	if outboxID != strconv.FormatInt(huge, 10) || topic != f.Topic || string(key) != "k4" || len(value) < 3<<20 || corr != "c" || lsn == "" {
+		t.Errorf("dead-letter row: outbox_id %s topic %s key %q value %d bytes correlation-id %q lsn %q", outboxID, topic, key, len(value), corr, lsn)
+	}
+	if !strings.Contains(errText, "MESSAGE_TOO_LARGE") || !strings.Contains(errText, "dead-letter topic "+f.DLQ+" refused it too") {
+		t.Errorf("dead-letter row error %q", errText)
+	}
+
+	got := cons.WaitFor(t, 60*time.Second, "the good rows", hasAll([]int64{good1, good2}))
+	if len(got) != 2 {
+		t.Errorf("%d records on the topic, want 2", len(got))
+	}
+	testenv.Eventually(t, 30*time.Second, "the slot to confirm past every row", func() bool { return f.SlotConfirmed(t) >= end })
+	out := p.Output()
+	if n := strings.Count(out, "Kafka rejected a record for good: dead-lettering it"); n != 3 {
+		t.Errorf("%d rejections logged, want 3", n)
+	}
+	if !strings.Contains(out, "dead-letter topic refused a record: parked it in PostgreSQL") {
+		t.Errorf("the table fallback was not logged")
+	}
+	if p.Exited() {
+		t.Fatalf("the relay exited:\n%s", out)
+	}
+}

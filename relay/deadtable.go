@@ -1,0 +1,167 @@
+package relay
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cdc-relay/cdc-relay/sink"
+	"github.com/cdc-relay/cdc-relay/slotstore"
+)
+
+// deadTable parks dead letters that the dead-letter topic refused in PostgreSQL
+// (slotstore.DeadLetterTable), over a normal connection of its own. Promises push (never
+// blocking); the dead-letter goroutine writes. A record's transaction is counted done only
+// once its row is committed, so the position never passes a record that is parked nowhere.
+// While PostgreSQL is unreachable the goroutine retries with backoff and the position holds.
+type deadTable struct {
+	connString string
+	password   string // replaces connString's password when set (replication.Config.Password)
+	slot       string
+	log        *slog.Logger
+	written    func() // called once per row committed
+
+	mu    sync.Mutex
+	items []tableLetter
+
+	conn *pgx.Conn // owned by the dead-letter goroutine
+}
+
+// tableLetter is a dead letter the topic refused, and why.
+type tableLetter struct {
+	rec     *kgo.Record // the dead-letter record (original key, value, headers + dlq-* headers)
+	refusal error       // the dead-letter topic's error
+	txn     *txn
+}
+
+func (d *deadTable) push(l tableLetter) {
+	d.mu.Lock()
+	d.items = append(d.items, l)
+	d.mu.Unlock()
+}
+
+func (d *deadTable) len() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.items)
+}
+
+// write commits every queued letter, retrying with backoff until it succeeds or ctx ends
+// (the letters then stay queued, unconfirmed: a restart replays them). done is called for
+// each letter's transaction after its row is committed.
+func (d *deadTable) write(ctx context.Context, done func(*txn)) error {
+	for attempt := 0; d.len() > 0; attempt++ {
+		err := d.writeOnce(ctx, done)
+		if err == nil {
+			attempt = -1
+			continue
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		wait := min(250*time.Millisecond<<min(attempt, 7), 30*time.Second)
+		d.log.Error("cannot park dead letters in PostgreSQL: retrying; the confirmed position holds until they are parked",
+			"table", slotstore.DeadLetterTable, "queued", d.len(), "retry_in", wait, "cause", err)
+		if d.conn != nil {
+			d.conn.Close(context.Background())
+			d.conn = nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+	return nil
+}
+
+func (d *deadTable) writeOnce(ctx context.Context, done func(*txn)) error {
+	if d.conn == nil {
+		cfg, err := pgx.ParseConfig(d.connString)
+		if err != nil {
+			return fmt.Errorf("parse PostgreSQL URL: %w", err)
+		}
+		if d.password != "" {
+			cfg.Password = d.password
+		}
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		conn, err := pgx.ConnectConfig(cctx, cfg)
+		if err == nil {
+			err = slotstore.New(conn).CreateDeadLetterTable(cctx)
+			if err != nil {
+				conn.Close(context.Background())
+			}
+		}
+		cancel()
+		if err != nil {
+			return err
+		}
+		d.conn = conn
+	}
+	d.mu.Lock()
+	items := append([]tableLetter(nil), d.items...)
+	d.mu.Unlock()
+	for i, l := range items {
+		if err := d.insert(ctx, l); err != nil {
+			d.mu.Lock()
+			d.items = d.items[i:]
+			d.mu.Unlock()
+			return err
+		}
+		d.log.Error("dead-letter topic refused a record: parked it in PostgreSQL",
+			"table", slotstore.DeadLetterTable, "outbox_id", string(sink.Header(l.rec, sink.HeaderOutboxID)),
+			"topic", string(sink.Header(l.rec, sink.HeaderDLQTopic)), "cause", l.refusal)
+		d.written()
+		done(l.txn)
+	}
+	d.mu.Lock()
+	d.items = d.items[len(items):]
+	d.mu.Unlock()
+	return nil
+}
+
+func (d *deadTable) insert(ctx context.Context, l tableLetter) error {
+	r := l.rec
+	hdrs := make(map[string]string, len(r.Headers))
+	for _, h := range r.Headers {
+		if _, dup := hdrs[h.Key]; !dup {
+			hdrs[h.Key] = strings.ToValidUTF8(string(h.Value), "\uFFFD")
+		}
+	}
+	hj, err := json.Marshal(hdrs)
+	if err != nil {
+		return err
+	}
+	msg := fmt.Sprintf("%s; dead-letter topic %s refused it too: %v", sink.Header(r, sink.HeaderDLQError), r.Topic, l.refusal)
+	var lsn *string
+	if v := sink.Header(r, sink.HeaderLSN); v != nil {
+		s := string(v)
+		lsn = &s
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	_, err = d.conn.Exec(wctx, `INSERT INTO `+slotstore.DeadLetterTable+` (slot, outbox_id, topic, key, value, headers, error, lsn)
+		VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8::pg_lsn)`,
+		d.slot, string(sink.Header(r, sink.HeaderOutboxID)), string(sink.Header(r, sink.HeaderDLQTopic)), r.Key, r.Value, string(hj), msg, lsn)
+	if err != nil {
+		return fmt.Errorf("insert into %s: %w", slotstore.DeadLetterTable, err)
+	}
+	return nil
+}
+
+// close closes the connection. It runs after the dead-letter goroutine has stopped.
+func (d *deadTable) close() {
+	if d.conn != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		d.conn.Close(ctx)
+		cancel()
+		d.conn = nil
+	}
+}

@@ -1,0 +1,80 @@
+package relay
+
+import (
+	"context"
+	"time"
+)
+
+// Broker-outage handling (DESIGN.md, "broker unavailable"). The producer itself retries a
+// retriable failure forever (no per-record budget), one request per partition batch, and
+// Produce blocks once its buffers are full, which stops reading the slot; the stream keeps
+// answering keepalives meanwhile and the confirmed position holds, because nothing after the
+// first unacknowledged record is confirmed. watchKafka only makes the outage visible: when
+// records are in flight and no acknowledgement has arrived for kafkaStallAfter, it logs the
+// outage once, then probes the cluster once per cycle (a single metadata request), with the
+// cycle doubling from kafkaProbeMin to kafkaProbeMax, and logs each probe; when
+// acknowledgements resume it logs the end of the outage and its length.
+const (
+	kafkaStallAfter = 5 * time.Second
+	kafkaProbeMin   = time.Second
+	kafkaProbeMax   = 30 * time.Second
+	kafkaProbeWait  = 3 * time.Second
+)
+
+// watchKafka runs on its own goroutine until ctx ends. It never fails the relay.
+func (r *Relay) watchKafka(ctx context.Context) error {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	acked := func() int64 { return r.stats.Published.Load() + r.stats.DeadLettered.Load() }
+	last, lastAt := acked(), time.Now()
+	var down time.Time // zero while Kafka acknowledges
+	var probes int
+	var cycle time.Duration
+	var nextProbe time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case now := <-tick.C:
+			if n := acked(); n != last || r.sink.Buffered() == 0 {
+				last, lastAt = n, now
+				if !down.IsZero() {
+					r.log.Info("Kafka is acknowledging again: publishing the backlog in order",
+						"outage", now.Sub(down).Round(time.Millisecond), "probes", probes, "in_flight", r.sink.Buffered(), "confirmed", r.Confirmed())
+					down = time.Time{}
+				}
+				continue
+			}
+			if down.IsZero() {
+				if now.Sub(lastAt) < kafkaStallAfter {
+					continue
+				}
+				down, probes, cycle, nextProbe = lastAt, 0, kafkaProbeMin, now
+				r.stats.KafkaOutages.Add(1)
+				r.log.Warn("Kafka is not acknowledging: holding the confirmed position, retrying without a per-record budget, probing once per cycle",
+					"since", lastAt.Format(time.RFC3339), "in_flight", r.sink.Buffered(), "confirmed", r.Confirmed())
+			}
+			if now.Before(nextProbe) {
+				continue
+			}
+			probes++
+			r.stats.KafkaProbes.Add(1)
+			started := now
+			pctx, cancel := context.WithTimeout(ctx, kafkaProbeWait)
+			err := r.sink.Client().Ping(pctx)
+			cancel()
+			if ctx.Err() != nil {
+				return nil
+			}
+			nextProbe = started.Add(cycle)
+			if err != nil {
+				r.log.Warn("Kafka unavailable: probe failed", "probe", probes, "outage", time.Since(down).Round(time.Second),
+					"next_probe_in", cycle, "in_flight", r.sink.Buffered(), "confirmed", r.Confirmed(), "cause", err)
+			} else {
+				r.log.Warn("Kafka answers metadata but has not acknowledged the records in flight yet", "probe", probes,
+					"outage", time.Since(down).Round(time.Second), "next_probe_in", cycle, "in_flight", r.sink.Buffered())
+			}
+			cycle = min(2*cycle, kafkaProbeMax)
+		}
+	}
+}
