@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pglogrepl"
 
 	"github.com/cdc-relay/cdc-relay/decoder"
+	"github.com/cdc-relay/cdc-relay/metrics"
 	"github.com/cdc-relay/cdc-relay/replication"
 	"github.com/cdc-relay/cdc-relay/sink"
 )
@@ -29,6 +30,9 @@ type Config struct {
 	StartupTimeout time.Duration
 	// Logger is the relay's logger. Default slog.Default().
 	Logger *slog.Logger
+	// Metrics, when set, receives the latency and produce-error hooks and reads the relay's
+	// counters when scraped. Default nil: no metrics.
+	Metrics *metrics.Relay
 	// BeforeConfirm, when set, runs after Kafka acknowledged a transaction and before its
 	// position is handed to the replication stream. Fault-injection tests use it.
 	BeforeConfirm func(pglogrepl.LSN)

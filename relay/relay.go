@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/cdc-relay/cdc-relay/decoder"
+	"github.com/cdc-relay/cdc-relay/metrics"
 	"github.com/cdc-relay/cdc-relay/replication"
 	"github.com/cdc-relay/cdc-relay/sink"
 )
@@ -23,6 +24,13 @@ type Stats struct {
 	DeadLettered atomic.Int64 // records acknowledged on the dead-letter topic
 	BadRows      atomic.Int64 // rows that could not become records (dead-lettered)
 	Transactions atomic.Int64 // transactions seen
+	// ParkedInTable counts dead letters the dead-letter topic refused too, committed to the
+	// PostgreSQL table slotstore.DeadLetterTable instead.
+	ParkedInTable atomic.Int64
+	// KafkaOutages counts the times Kafka stopped acknowledging while records were in flight;
+	// KafkaProbes the metadata probes sent during those outages (one per backoff cycle).
+	KafkaOutages atomic.Int64
+	KafkaProbes  atomic.Int64
 }
 
 // Relay publishes outbox events from a replication slot to Kafka.
@@ -34,6 +42,7 @@ type Relay struct {
 	dec    *decoder.Decoder
 	track  *tracker
 	dlq    *deadLetters
+	table  *deadTable
 	stats  Stats
 }
 
@@ -59,6 +68,9 @@ func New(cfg Config) (*Relay, error) {
 	r.track = newTracker(stream.Ack)
 	r.track.beforeConfirm = cfg.BeforeConfirm
 	r.dlq = newDeadLetters()
+	r.table = &deadTable{connString: cfg.Replication.ConnString, password: cfg.Replication.Password, slot: cfg.Replication.Slot, log: cfg.Logger,
+		written: func() { r.stats.ParkedInTable.Add(1) }}
+	cfg.Metrics.SetSource(r)
 	return r, nil
 }
 
@@ -76,6 +88,7 @@ func (r *Relay) Sink() *sink.Sink { return r.sink }
 // delivered, and closes both connections.
 func (r *Relay) Run(ctx context.Context) error {
 	defer r.sink.Close()
+	defer r.table.close()
 	pctx, cancel := context.WithTimeout(ctx, r.cfg.StartupTimeout)
 	err := r.sink.Ping(pctx)
 	cancel()
@@ -91,6 +104,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	g.Go(func() error { return r.stream.Run(gctx, msgs) })
 	g.Go(func() error { return r.pipeline(gctx, msgs) })
 	g.Go(func() error { return r.deadLetterLoop(gctx) })
+	g.Go(func() error { return r.watchKafka(gctx) })
 	runErr := g.Wait()
 
 	// Shutdown: reading has stopped. Let Kafka acknowledge what it holds, then confirm it.
@@ -112,10 +126,13 @@ func (r *Relay) drain(ctx context.Context) error {
 		if err := r.sink.Flush(ctx); err != nil {
 			return err
 		}
-		if r.dlq.len() == 0 {
+		if r.dlq.len() == 0 && r.table.len() == 0 {
 			return nil
 		}
 		if err := r.produceDeadLetters(ctx); err != nil {
+			return err
+		}
+		if err := r.table.write(ctx, r.track.done); err != nil {
 			return err
 		}
 	}
@@ -150,7 +167,7 @@ func (r *Relay) pipeline(ctx context.Context, msgs <-chan replication.Message) e
 			}
 			switch out.Kind {
 			case decoder.KindBegin:
-				cur = r.track.begin()
+				cur = r.track.beginAt(out.CommitTime)
 				r.stats.Transactions.Add(1)
 			case decoder.KindEvent:
 				if cur == nil {
@@ -165,6 +182,7 @@ func (r *Relay) pipeline(ctx context.Context, msgs <-chan replication.Message) e
 			case decoder.KindNone:
 				if err != nil {
 					r.stats.BadRows.Add(1)
+					r.cfg.Metrics.ProduceError(metrics.ClassBadRow)
 					r.log.Error("ignored a logical message that cannot be published", "lsn", m.WALStart, "cause", err)
 				}
 			}
@@ -185,22 +203,26 @@ func (r *Relay) produce(ctx context.Context, x *txn, out decoder.Output, badRow 
 	r.track.add(x)
 	if badRow != nil {
 		r.stats.BadRows.Add(1)
+		r.cfg.Metrics.ProduceError(metrics.ClassBadRow)
 		r.log.Error("bad row: dead-lettering it", "lsn", out.CommitLSN, "relation", ev.Relation, "outbox_id", ev.ID, "cause", badRow)
 		r.dlq.push(deadLetter{rec: sink.DeadLetter(r.cfg.DLQTopic, rec, ev.Relation, badRow), txn: x})
 		return
 	}
-	relation := ev.Relation
+	relation, commitAt := ev.Relation, out.CommitTime
 	r.sink.Produce(ctx, rec, func(rec *kgo.Record, err error) {
 		switch {
 		case err == nil:
 			r.stats.Published.Add(1)
 			r.stats.Bytes.Add(int64(len(rec.Value)))
+			r.cfg.Metrics.Acked(commitAt)
 			r.track.done(x)
 		case sink.Rejected(err):
+			r.cfg.Metrics.ProduceError(metrics.ClassRejected)
 			r.log.Error("Kafka rejected a record for good: dead-lettering it", "topic", rec.Topic, "outbox_id", string(sink.Header(rec, sink.HeaderOutboxID)), "cause", err)
 			r.dlq.push(deadLetter{rec: sink.DeadLetter(r.cfg.DLQTopic, rec, relation, err), txn: x})
 		default:
 			// Shutdown (context canceled, client closed) or a producer failure: never confirm past it.
+			r.cfg.Metrics.ProduceError(metrics.ClassUndelivered)
 			r.track.fail(fmt.Errorf("relay: record for %s (outbox id %s) not delivered: %w", rec.Topic, sink.Header(rec, sink.HeaderOutboxID), err))
 		}
 	})
@@ -232,6 +254,14 @@ func (d *deadLetters) push(dl deadLetter) {
 	}
 }
 
+// wake makes the dead-letter goroutine look at its queues.
+func (d *deadLetters) wake() {
+	select {
+	case d.signal <- struct{}{}:
+	default:
+	}
+}
+
 func (d *deadLetters) take() []deadLetter {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -255,17 +285,27 @@ func (r *Relay) deadLetterLoop(ctx context.Context) error {
 			if err := r.produceDeadLetters(ctx); err != nil && ctx.Err() == nil {
 				return err
 			}
+			if err := r.table.write(ctx, r.track.done); err != nil && ctx.Err() == nil {
+				return err
+			}
 		}
 	}
 }
 
-// produceDeadLetters parks the queued records. A dead-letter topic that refuses them too
-// stops the relay without confirming past them: nothing is dropped silently.
+// produceDeadLetters parks the queued records. A record the dead-letter topic refuses for good
+// too goes to the PostgreSQL table (deadTable); any other failure stops the relay without
+// confirming past it: nothing is dropped silently.
 func (r *Relay) produceDeadLetters(ctx context.Context) error {
 	for _, dl := range r.dlq.take() {
 		x := dl.txn
 		r.sink.Produce(ctx, dl.rec, func(rec *kgo.Record, err error) {
 			if err != nil {
+				r.cfg.Metrics.ProduceError(metrics.ClassDeadLetterRefused)
+				if sink.Rejected(err) {
+					r.table.push(tableLetter{rec: rec, refusal: err, txn: x})
+					r.dlq.wake()
+					return
+				}
 				r.track.fail(fmt.Errorf("relay: dead-letter topic %s refused outbox id %s: %w (fix the topic; the relay replays from the last confirmed position)",
 					rec.Topic, sink.Header(rec, sink.HeaderOutboxID), err))
 				return

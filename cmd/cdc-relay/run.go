@@ -11,8 +11,10 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdc-relay/cdc-relay/decoder"
+	"github.com/cdc-relay/cdc-relay/metrics"
 	"github.com/cdc-relay/cdc-relay/relay"
 	"github.com/cdc-relay/cdc-relay/replication"
 	"github.com/cdc-relay/cdc-relay/sink"
@@ -35,11 +37,14 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		scfg     sink.Config
 		rcfg     relay.Config
 		interval time.Duration
+		ops      opsFlags
+		ksec     kafkaSecurity
 	)
 	fs := newFlagSet("run", "run --pg-url URL --brokers HOST:PORT[,..] --slot NAME --publication NAME [flags]", stderr)
 	c.register(fs)
 	fs.Var(&pubs, "publication", "publication(s) to stream, comma-separated")
 	fs.Var(&brokers, "brokers", "Kafka seed brokers, host:port, comma-separated")
+	ksec.register(fs)
 	fs.Var(&tables, "table", "only publish rows of these tables, schema.table, comma-separated (default: every table in the publication)")
 	fs.StringVar(&dcfg.Topic, "topic", "", "publish every event to this topic instead of the row's topic column")
 	fs.StringVar(&rcfg.DLQTopic, "dlq-topic", "cdc-relay.dlq", "dead-letter topic for rows that cannot be published and records Kafka rejects for good")
@@ -57,10 +62,15 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.StringVar(&scfg.ClientID, "kafka-client-id", "cdc-relay", "Kafka client id")
 	fs.DurationVar(&rcfg.StartupTimeout, "kafka-timeout", 10*time.Second, "how long to wait for Kafka to answer at startup")
 	fs.DurationVar(&rcfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for Kafka to acknowledge what it holds")
+	ops.registerMetrics(fs)
+	ops.registerSlot(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if err := c.validate(); err != nil {
+		return err
+	}
+	if err := ops.parsed(fs); err != nil {
 		return err
 	}
 	if len(pubs) == 0 {
@@ -72,9 +82,15 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	log := c.logger(stderr)
 	dcfg.Columns, dcfg.Tables = cols, tables
 	scfg.Brokers = brokers
+	kopts, err := ksec.opts()
+	if err != nil {
+		return err
+	}
+	scfg.Opts = append(append(scfg.Opts, kopts...), kafkaLogger(log))
+	warnInsecure(log, fs, &c, brokers, &ksec)
 	rcfg.Decoder, rcfg.Sink, rcfg.Logger = dcfg, scfg, log
 	rcfg.Replication = replication.Config{
-		ConnString: c.pgURL, Slot: c.slot, Publications: pubs,
+		ConnString: c.pgURL, Password: c.pgPassword, Slot: c.slot, Publications: pubs,
 		StatusInterval: interval, ConnectTimeout: c.pgTimeout, Logger: log,
 	}
 	if v := os.Getenv(crashEnv); v != "" {
@@ -101,20 +117,37 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	var published []string
 	for _, p := range pubs {
-		if _, err = slotstore.New(conn).CheckRun(ctx, c.slot, p); err != nil {
+		var st slotstore.Status
+		if st, err = slotstore.New(conn).CheckRun(ctx, c.slot, p); err != nil {
 			break
+		}
+		if st.Publication != nil {
+			published = append(published, st.Publication.Tables...)
 		}
 	}
 	conn.Close(context.Background())
 	if err != nil {
 		return slotErr(err)
 	}
+	if err := checkTables(tables, published, pubs); err != nil {
+		return err
+	}
 
+	reg := metrics.NewRegistry("run", version)
+	rcfg.Metrics = metrics.NewRelay(reg)
+	rcfg.Sink.Opts = append(rcfg.Sink.Opts, kgo.WithHooks(rcfg.Metrics.KafkaHooks()))
 	r, err := relay.New(rcfg)
 	if err != nil {
 		return &usageError{err}
 	}
+	ops.pgPassword = c.pgPassword
+	stopOps, err := ops.startRun(ctx, reg, r, c.pgURL, c.slot, log)
+	if err != nil {
+		return err
+	}
+	defer stopOps()
 	log.Info("starting", "slot", c.slot, "publications", []string(pubs), "brokers", []string(brokers))
 	if err := r.Run(ctx); err != nil {
 		return fmt.Errorf("run: %w", err)

@@ -19,6 +19,9 @@ func connectPG(ctx context.Context, c *common) (*pgx.Conn, error) {
 	if err != nil {
 		return nil, &usageError{fmt.Errorf("bad --pg-url: %w", err)}
 	}
+	if c.pgPassword != "" {
+		cfg.Password = c.pgPassword
+	}
 	if cfg.ConnectTimeout == 0 || cfg.ConnectTimeout > c.pgTimeout {
 		cfg.ConnectTimeout = c.pgTimeout
 	}
@@ -29,8 +32,7 @@ func connectPG(ctx context.Context, c *common) (*pgx.Conn, error) {
 	defer cancel()
 	conn, err := pgx.ConnectConfig(cctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("connect to PostgreSQL at %s:%d: %w (check that the server runs and that the URL's host, port, user, password and database are right)",
-			cfg.Host, cfg.Port, err)
+		return nil, fmt.Errorf("connect to PostgreSQL at %s:%d: %w (%s)", cfg.Host, cfg.Port, err, pgConnectHint(err))
 	}
 	return conn, nil
 }
@@ -91,6 +93,15 @@ func cmdSlotCreate(ctx context.Context, args []string, stdout, stderr io.Writer)
 	} else {
 		fmt.Fprintf(stdout, "slot %s already exists (pgoutput): nothing to do\n", c.slot)
 	}
+	// The slot and publication are what run needs; the dead-letter table is the last resort
+	// for records the dead-letter topic refuses, and the relay also creates it on first use.
+	if err := slotstore.New(conn).CreateDeadLetterTable(ctx); err != nil {
+		fmt.Fprintf(stderr, "cdc-relay: warning: %v\nThe relay parks a record there only when the dead-letter topic refuses it too, "+
+			"and holds its position while it cannot. Create it as a role that may, and let the relay's role insert into it:\n%s;\n",
+			err, slotstore.DeadLetterTableDDL)
+		return nil
+	}
+	fmt.Fprintf(stdout, "dead-letter table %s is ready\n", slotstore.DeadLetterTable)
 	return nil
 }
 
@@ -98,10 +109,12 @@ func cmdSlotStatus(ctx context.Context, args []string, stdout, stderr io.Writer)
 	var c common
 	var pub string
 	var asJSON bool
-	fs := newFlagSet("slot status", "slot status --pg-url URL --slot NAME [--publication NAME] [--json]", stderr)
+	var ops opsFlags
+	fs := newFlagSet("slot status", "slot status --pg-url URL --slot NAME [--publication NAME] [--json] [--wal-retained-warn-bytes N]", stderr)
 	c.register(fs)
 	fs.StringVar(&pub, "publication", "", "also show this publication")
 	fs.BoolVar(&asJSON, "json", false, "print JSON instead of text")
+	ops.registerWarn(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -126,6 +139,7 @@ func cmdSlotStatus(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return enc.Encode(st)
 	}
 	printStatus(stdout, st)
+	printRetainedCheck(stdout, st, ops.warnBytes)
 	return nil
 }
 

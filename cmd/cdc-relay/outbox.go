@@ -1,0 +1,83 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/cdc-relay/cdc-relay/prune"
+)
+
+const pruneSynopsis = "outbox prune --pg-url URL --older-than 168h [--mode run|poll] [--slot NAME] [--table public.outbox] [--batch 1000]"
+
+func cmdOutbox(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprintf(stdout, "Usage: cdc-relay %s\n\nRun 'cdc-relay outbox prune --help' for its flags.\n", pruneSynopsis)
+		if len(args) == 0 {
+			return usageErr("outbox needs a subcommand: prune")
+		}
+		return nil
+	}
+	if args[0] != "prune" {
+		return usageErr("unknown outbox subcommand %q: use prune", args[0])
+	}
+	return cmdOutboxPrune(ctx, args[1:], stdout, stderr)
+}
+
+// cmdOutboxPrune is `cdc-relay outbox prune`: delete published rows older than --older-than.
+func cmdOutboxPrune(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var (
+		c    common
+		o    prune.Options
+		mode string
+	)
+	fs := newFlagSet("outbox prune", pruneSynopsis, stderr)
+	c.register(fs)
+	fs.StringVar(&mode, "mode", "run", "which publisher marks rows published: run (the slot's confirmed position; needs --slot) or poll (published_at)")
+	fs.StringVar(&o.Table, "table", "public.outbox", "outbox table, schema.table")
+	fs.DurationVar(&o.OlderThan, "older-than", 0, "only delete rows created longer ago than this, e.g. 168h (required)")
+	fs.IntVar(&o.Batch, "batch", 1000, "rows per DELETE (each its own transaction)")
+	fs.DurationVar(&o.Wait, "wait", 2*time.Minute, "mode run: how long to wait for the slot to confirm the current WAL position before giving up")
+	fs.StringVar(&o.ColumnID, "column-id", "id", "outbox id column (batches delete the lowest ids first)")
+	fs.StringVar(&o.ColumnCreatedAt, "column-created-at", "created_at", "creation time column")
+	fs.StringVar(&o.ColumnPublishedAt, "column-published-at", "published_at", "publication time column (mode poll)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	o.Mode, o.Slot = prune.Mode(mode), c.slot
+	validate := c.validate
+	if o.Mode == prune.ModePoll {
+		validate = c.validateNoSlot // --slot is only needed in run mode
+	}
+	if err := validate(); err != nil {
+		return err
+	}
+	if err := o.Validate(); err != nil {
+		return &usageError{err}
+	}
+	log := c.logger(stderr)
+	conn, err := connectPG(ctx, &c)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	o.Progress = func(n int64) { log.Debug("pruning", "table", o.Table, "deleted", n) }
+	res, err := prune.Run(ctx, conn, o)
+	if err != nil {
+		if errors.Is(err, prune.ErrSlotMissing) {
+			return &usageError{err}
+		}
+		return fmt.Errorf("outbox prune: %w", err)
+	}
+	switch o.Mode {
+	case prune.ModeRun:
+		fmt.Fprintf(stdout, "pruned %d rows from %s in %d batches: created before %s and committed before WAL %s, which slot %s confirmed (%s)\n",
+			res.Deleted, o.Table, res.Batches, res.Cutoff.UTC().Format(time.RFC3339), res.MarkLSN, o.Slot, res.Confirmed)
+	case prune.ModePoll:
+		fmt.Fprintf(stdout, "pruned %d rows from %s in %d batches: created before %s and published (published_at set)\n",
+			res.Deleted, o.Table, res.Batches, res.Cutoff.UTC().Format(time.RFC3339))
+	}
+	return nil
+}

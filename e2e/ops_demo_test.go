@@ -1,0 +1,65 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/cdc-relay/cdc-relay/internal/testenv"
+)
+
+// The seed's demo (seed 000) end to end, for the relay and for the polling publisher: COUNT
+// orders, a publisher killed after Kafka acknowledged a batch, a normal publisher, and the
+// inbox consumer. The script checks processed = unique + duplicates, unique = orders, and
+// that the chaos run left duplicates; the test checks its closing line.
+func TestSeedDemoAbsorbsDuplicates(t *testing.T) {
+	for _, mode := range []string{"cdc", "poll"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			name := testenv.Name(t)
+			pool := testenv.Pool(t)
+			root, err := filepath.Abs("..")
+			if err != nil {
+				t.Fatal(err)
+			}
+			env := []string{"MODE=" + mode, "COUNT=20", "BATCH_SIZE=5", "SEED_SCHEMA=" + name, "SEED_TOPIC=" + name + ".orders",
+				"SEED_SLOT=" + name, "SEED_GROUP=" + name, "SEED_BIN=" + t.TempDir()}
+			t.Cleanup(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer cancel()
+				pool.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1 AND NOT active`, name)
+				pool.Exec(ctx, `DROP PUBLICATION IF EXISTS `+pgx.Identifier{name}.Sanitize())
+				pool.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{name}.Sanitize()+` CASCADE`)
+				adm := kadm.NewClient(testenv.Kafka(t))
+				adm.DeleteTopics(ctx, name+".orders", name+".orders.dlq")
+				adm.DeleteGroups(ctx, name)
+				os.Remove(filepath.Join(root, ".dev", "seed-"+name+"-publisher.log"))
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, filepath.Join(root, "scripts", "seed-demo.sh"), "all")
+			cmd.Dir = root
+			cmd.Env = append(os.Environ(), env...)
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("seed-demo.sh all (%s): %v\n%s", mode, err, out)
+			}
+			text := string(out)
+			if !strings.Contains(text, "OK ("+mode+"): 20 orders") || !strings.Contains(text, "inserted=20") {
+				t.Fatalf("unexpected output:\n%s", text)
+			}
+			for _, line := range strings.Split(text, "\n") {
+				if strings.HasPrefix(line, "processed=") || strings.HasPrefix(line, "OK (") {
+					t.Log(line)
+				}
+			}
+		})
+	}
+}

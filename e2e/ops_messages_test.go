@@ -1,0 +1,111 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cdc-relay/cdc-relay/internal/testenv"
+)
+
+// Table-less events: pg_logical_emit_message(true, prefix, content) inside a transaction is
+// published like an outbox row, under the same invariant. A kill -9 after Kafka acknowledged
+// some and before their position was confirmed loses nothing across the restart, duplicates only
+// transactions in the replay window (at or after the confirmed position), and a rolled-back
+// message is never published.
+func TestLogicalMessagesSurviveARestartWithoutLoss(t *testing.T) {
+	t.Parallel()
+	e := newRelayEnv(t, true)
+	// A prefix of its own: every slot in the database receives every logical message, and
+	// tests running in parallel must not publish each other's. (Their relays still see these
+	// transactions, as empty ones; keep them few.)
+	prefix := e.f.Name
+	ctx := context.Background()
+	var want []string
+	for i := 0; i < 60; i++ {
+		tx, err := e.f.Pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j := 0; j < 3; j++ {
+			id := fmt.Sprintf("msg-%d-%d", i, j)
+			content, _ := json.Marshal(map[string]any{
+				"id": id, "key": fmt.Sprintf("agg-%d", (i+j)%5), "topic": e.f.Topic, "event_type": "order.shipped",
+				"headers": map[string]string{"correlation-id": fmt.Sprintf("c-%d", i)}, "payload": map[string]any{"tx": i, "j": j},
+			})
+			if _, err := tx.Exec(ctx, `SELECT pg_logical_emit_message(true, $1, $2::text)`, prefix, string(content)); err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, id)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Rolled back: never published.
+	tx, err := e.f.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT pg_logical_emit_message(true, $1, $2::text)`, prefix,
+		fmt.Sprintf(`{"id": "rolled-back", "key": "agg-0", "topic": %q, "payload": {}}`, e.f.Topic)); err != nil {
+		t.Fatal(err)
+	}
+	tx.Rollback(ctx)
+
+	// kill -9 once Kafka holds some of them; a long status interval keeps their positions from
+	// reaching PostgreSQL, so the restart replays them.
+	cons := testenv.Consume(t, e.f.Topic)
+	p := e.start(t, nil, "--status-interval", "1h", "--message-prefix", prefix)
+	cons.WaitFor(t, 60*time.Second, "the first messages", func(r []*kgo.Record) bool { return len(r) >= 30 })
+	if err := syscall.Kill(p.PID(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if _, sig := p.Wait(t, 30*time.Second); sig != syscall.SIGKILL {
+		t.Fatalf("relay was not killed (signal %v); output:\n%s", sig, p.Output())
+	}
+	confirmed := e.f.SlotConfirmed(t)
+	if confirmed >= e.f.CurrentWAL(t) {
+		t.Fatalf("the slot confirmed %s, everything: the kill came too late to test a replay", confirmed)
+	}
+	e.start(t, nil, "--message-prefix", prefix)
+	recs := cons.WaitFor(t, 60*time.Second, "every committed message after the restart", func(recs []*kgo.Record) bool {
+		got := ids(recs)
+		for _, id := range want {
+			if got[id] == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	got := ids(recs)
+	dups := 0
+	for _, r := range recs {
+		id := testenv.Header(r, "outbox-id")
+		if id == "rolled-back" {
+			t.Error("a message of a rolled-back transaction was published")
+		}
+		if got[id] > 1 {
+			dups++
+			if lsn := lsnOf(t, r); lsn < confirmed {
+				t.Errorf("message %s (commit %s) duplicated although the slot had confirmed %s before the crash", id, lsn, confirmed)
+			}
+		}
+		if testenv.Header(r, "event-type") != "order.shipped" || testenv.Header(r, "correlation-id") == "" || string(r.Key) == "" {
+			t.Errorf("message %s: key %q event-type %q correlation-id %q", id, r.Key, testenv.Header(r, "event-type"), testenv.Header(r, "correlation-id"))
+		}
+		var v map[string]int
+		if err := json.Unmarshal(r.Value, &v); err != nil || fmt.Sprintf("msg-%d-%d", v["tx"], v["j"]) != id {
+			t.Errorf("message %s: value %s is not its payload", id, r.Value)
+		}
+	}
+	if dups == 0 {
+		t.Errorf("no duplicates: the kill did not fall between Kafka's acknowledgement and the confirmation")
+	}
+	t.Logf("%d messages, %d records, %d duplicate records, slot confirmed %s at the crash", len(want), len(recs), dups, confirmed)
+}

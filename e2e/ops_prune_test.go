@@ -1,0 +1,195 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cdc-relay/cdc-relay/internal/testenv"
+)
+
+// insertAged writes n rows created age ago in one transaction and returns their ids.
+func insertAged(t *testing.T, f *testenv.Fixture, n int, age time.Duration, published bool) []int64 {
+	t.Helper()
+	var ids []int64
+	rows, err := f.Pool.Query(context.Background(), `INSERT INTO `+f.Table+` (aggregate_id, topic, payload, created_at, published_at)
+		SELECT 'k' || g, $1, jsonb_build_object('g', g), now() - make_interval(secs => $2), CASE WHEN $3 THEN now() END
+		FROM generate_series(1, $4) g RETURNING id`, f.Topic, age.Seconds(), published, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+// remaining returns which of ids are still in the table.
+func remaining(t *testing.T, f *testenv.Fixture, ids []int64) map[int64]bool {
+	t.Helper()
+	rows, err := f.Pool.Query(context.Background(), `SELECT id FROM `+f.Table+` WHERE id = ANY($1)`, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	left := map[int64]bool{}
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		left[id] = true
+	}
+	return left
+}
+
+// `outbox prune --mode run` deletes old rows only once the slot has confirmed a WAL position
+// taken after they committed: never while the relay is stopped, never a row whose transaction
+// was still open, and a row committed later goes on a later run once Kafka has it.
+func TestPruneRunDeletesOnlyRowsTheSlotConfirmed(t *testing.T) {
+	t.Parallel()
+	e := newRelayEnv(t, true)
+	old := insertAged(t, e.f, 5, 10*24*time.Hour, false)
+	young := insertAged(t, e.f, 3, 0, false)
+	prune := func(wait string) (string, string, int) {
+		return testenv.Run(t, 90*time.Second, e.bin, e.env, "outbox", "prune", "--table", e.f.Table, "--older-than", "168h", "--batch", "2", "--wait", wait)
+	}
+
+	// The relay is not running: nothing is confirmed, nothing may go.
+	out, errOut, code := prune("1s")
+	if code != 1 || !strings.Contains(errOut, "has not confirmed") {
+		t.Fatalf("prune with the relay stopped: exit %d\n%s%s", code, out, errOut)
+	}
+	if left := remaining(t, e.f, append(old, young...)); len(left) != 8 {
+		t.Fatalf("prune deleted rows the relay never published: %d of 8 left", len(left))
+	}
+
+	e.start(t, nil)
+	cons := testenv.Consume(t, e.f.Topic)
+	cons.WaitFor(t, 60*time.Second, "the 8 rows", hasAll(append(old, young...)))
+
+	// An old row in a transaction still open while prune runs.
+	ctx := context.Background()
+	tx, err := e.f.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	var late int64
+	if err := tx.QueryRow(ctx, `INSERT INTO `+e.f.Table+` (aggregate_id, topic, payload, created_at) VALUES ('late', $1, '{}', now() - interval '30 days') RETURNING id`, e.f.Topic).Scan(&late); err != nil {
+		t.Fatal(err)
+	}
+
+	out, errOut, code = prune("60s")
+	if code != 0 || !strings.Contains(out, "pruned 5 rows") {
+		t.Fatalf("prune: exit %d, want 5 rows pruned\n%s%s", code, out, errOut)
+	}
+	left := remaining(t, e.f, append(old, young...))
+	for _, id := range old {
+		if left[id] {
+			t.Errorf("old published row %d not pruned", id)
+		}
+	}
+	for _, id := range young {
+		if !left[id] {
+			t.Errorf("young row %d pruned", id)
+		}
+	}
+
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cons.WaitFor(t, 60*time.Second, "the late row", hasAll([]int64{late}))
+	out, errOut, code = prune("60s")
+	if code != 0 || !strings.Contains(out, "pruned 1 rows") {
+		t.Fatalf("second prune: exit %d, want the late row pruned\n%s%s", code, out, errOut)
+	}
+	if remaining(t, e.f, []int64{late})[late] {
+		t.Error("the late row survived the second prune")
+	}
+	t.Log(strings.TrimSpace(out))
+}
+
+// `outbox prune --mode poll` deletes old rows whose published_at is set, in batches.
+func TestPrunePollDeletesOnlyPublishedRows(t *testing.T) {
+	t.Parallel()
+	f := testenv.NewFixture(t)
+	bin := testenv.Binary(t, false)
+	oldPub := insertAged(t, f, 5, 8*24*time.Hour, true)
+	oldPending := insertAged(t, f, 2, 8*24*time.Hour, false)
+	youngPub := insertAged(t, f, 2, time.Hour, true)
+	out, errOut, code := testenv.Run(t, 60*time.Second, bin, nil, "outbox", "prune", "--mode", "poll", "--table", f.Table, "--older-than", "168h", "--batch", "2")
+	if code != 0 || !strings.Contains(out, "pruned 5 rows") || !strings.Contains(out, "in 3 batches") {
+		t.Fatalf("prune: exit %d, want 5 rows in 3 batches\n%s%s", code, out, errOut)
+	}
+	left := remaining(t, f, append(append(append([]int64{}, oldPub...), oldPending...), youngPub...))
+	if len(left) != 4 {
+		t.Errorf("%d rows left, want the 2 pending and the 2 young", len(left))
+	}
+	for _, id := range append(oldPending, youngPub...) {
+		if !left[id] {
+			t.Errorf("row %d pruned although pending or young", id)
+		}
+	}
+	// Bad usage is exit 2.
+	if _, errOut, code := testenv.Run(t, 30*time.Second, bin, nil, "outbox", "prune", "--mode", "run", "--table", f.Table, "--older-than", "1h"); code != 2 {
+		t.Errorf("--mode run without --slot: exit %d, want 2\n%s", code, errOut)
+	}
+	if _, errOut, code := testenv.Run(t, 30*time.Second, bin, nil, "outbox", "prune", "--mode", "poll", "--table", f.Table); code != 2 {
+		t.Errorf("no --older-than: exit %d, want 2\n%s", code, errOut)
+	}
+}
+
+// A service may insert its outbox row and delete it in the same transaction, so the table
+// never holds published rows: the WAL still carries the INSERT, and the relay publishes it
+// (the publication is insert-only, so the DELETE is not published).
+func TestInsertAndDeleteInOneTransactionIsPublished(t *testing.T) {
+	t.Parallel()
+	e := newRelayEnv(t, true)
+	e.start(t, nil)
+	cons := testenv.Consume(t, e.f.Topic)
+	ctx := context.Background()
+	var ids []int64
+	for i := 0; i < 5; i++ {
+		tx, err := e.f.Pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var id int64
+		if err := tx.QueryRow(ctx, `INSERT INTO `+e.f.Table+` (aggregate_id, topic, payload, event_type) VALUES ($1, $2, $3, 'order.created') RETURNING id`,
+			fmt.Sprintf("order-%d", i), e.f.Topic, fmt.Sprintf(`{"order": %d}`, i)).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM `+e.f.Table+` WHERE id = $1`, id); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	recs := cons.WaitFor(t, 60*time.Second, "the deleted rows' records", hasAll(ids))
+	var n int
+	if err := e.f.Pool.QueryRow(ctx, `SELECT count(*) FROM `+e.f.Table).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Errorf("%d rows in the outbox, want 0", n)
+	}
+	for _, r := range recs {
+		id, _ := strconv.ParseInt(testenv.Header(r, "outbox-id"), 10, 64)
+		if want := fmt.Sprintf(`{"order": %d}`, id-ids[0]); string(r.Value) != want || testenv.Header(r, "event-type") != "order.created" {
+			t.Errorf("record %d: value %s event-type %q, want %s and order.created", id, r.Value, testenv.Header(r, "event-type"), want)
+		}
+	}
+}

@@ -1,0 +1,291 @@
+package inbox_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cdc-relay/cdc-relay/inbox"
+	"github.com/cdc-relay/cdc-relay/internal/testenv"
+)
+
+// fixture is one test's processed table and an effects table the handlers write to.
+type fixture struct {
+	pool    *pgxpool.Pool
+	table   string
+	effects string
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	pool := testenv.Pool(t)
+	n := testenv.Name(t)
+	f := &fixture{pool: pool, table: n + "_inbox", effects: n + "_effects"}
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, `CREATE TABLE `+f.effects+` (outbox_id text, consumer text, applied_at timestamptz DEFAULT now())`); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+f.effects)
+		pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+f.table)
+	})
+	return f
+}
+
+func (f *fixture) inbox(t *testing.T, consumer string) *inbox.Inbox {
+	t.Helper()
+	in, err := inbox.New(inbox.Config{Consumer: consumer, Table: f.table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := in.CreateTable(context.Background(), f.pool); err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
+
+// apply is the business effect: one row per processed event.
+func (f *fixture) apply(consumer, id string) func(context.Context, pgx.Tx) error {
+	return func(ctx context.Context, tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO `+f.effects+` (outbox_id, consumer) VALUES ($1, $2)`, id, consumer)
+		return err
+	}
+}
+
+func (f *fixture) count(t *testing.T, q string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := f.pool.QueryRow(context.Background(), q, args...).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func (f *fixture) process(t *testing.T, in *inbox.Inbox, consumer, id string) bool {
+	t.Helper()
+	var ran bool
+	err := pgx.BeginFunc(context.Background(), f.pool, func(tx pgx.Tx) error {
+		var err error
+		ran, err = in.Process(context.Background(), tx, id, f.apply(consumer, id))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ran
+}
+
+// Injected duplicates, in any order: the handler runs once per id, and the effect table has
+// one row per id.
+func TestProcessRunsTheHandlerOncePerID(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	in := f.inbox(t, "billing")
+	seq := []string{"1", "2", "2", "3", "1", "3", "3", "4"}
+	ran := 0
+	for _, id := range seq {
+		if f.process(t, in, "billing", id) {
+			ran++
+		}
+	}
+	if ran != 4 {
+		t.Errorf("handler ran %d times for %d deliveries of 4 ids, want 4", ran, len(seq))
+	}
+	if n := f.count(t, `SELECT count(*) FROM `+f.effects); n != 4 {
+		t.Errorf("%d effects, want 4", n)
+	}
+	if n := f.count(t, `SELECT count(DISTINCT outbox_id) FROM `+f.effects); n != 4 {
+		t.Errorf("%d distinct effects, want 4", n)
+	}
+}
+
+// Two consumers with different names each process every id once; the inbox is per consumer.
+func TestConsumersAreIndependent(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	a, b := f.inbox(t, "billing"), f.inbox(t, "shipping")
+	for _, id := range []string{"7", "7", "8"} {
+		f.process(t, a, "billing", id)
+		f.process(t, b, "shipping", id)
+	}
+	if n := f.count(t, `SELECT count(*) FROM `+f.effects+` WHERE consumer = 'billing'`); n != 2 {
+		t.Errorf("billing: %d effects, want 2", n)
+	}
+	if n := f.count(t, `SELECT count(*) FROM `+f.effects+` WHERE consumer = 'shipping'`); n != 2 {
+		t.Errorf("shipping: %d effects, want 2", n)
+	}
+}
+
+// Concurrent deliveries of the same id (two consumer instances after a rebalance) serialize on
+// the primary key: exactly one handler runs.
+func TestConcurrentDuplicatesApplyOnce(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	in := f.inbox(t, "billing")
+	const workers = 8
+	var ran atomic.Int32
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	errs := make(chan error, workers)
+	for range workers {
+		wg.Go(func() {
+			<-start
+			err := pgx.BeginFunc(context.Background(), f.pool, func(tx pgx.Tx) error {
+				ok, err := in.Process(context.Background(), tx, "42", f.apply("billing", "42"))
+				if ok {
+					ran.Add(1)
+				}
+				return err
+			})
+			if err != nil {
+				errs <- err
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if ran.Load() != 1 || f.count(t, `SELECT count(*) FROM `+f.effects) != 1 {
+		t.Errorf("handler ran %d times, %d effects; want 1 and 1", ran.Load(), f.count(t, `SELECT count(*) FROM `+f.effects))
+	}
+}
+
+// A failing handler rolls the mark back with its writes: the redelivery runs it again.
+func TestHandlerFailureLeavesTheIDUnprocessed(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	in := f.inbox(t, "billing")
+	boom := errors.New("downstream is down")
+	err := pgx.BeginFunc(context.Background(), f.pool, func(tx pgx.Tx) error {
+		_, err := in.Process(context.Background(), tx, "9", func(ctx context.Context, tx pgx.Tx) error {
+			if err := f.apply("billing", "9")(ctx, tx); err != nil {
+				return err
+			}
+			return boom
+		})
+		return err
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("err = %v, want the handler's", err)
+	}
+	if n := f.count(t, `SELECT count(*) FROM `+f.table); n != 0 {
+		t.Fatalf("the failed id is marked processed (%d rows)", n)
+	}
+	if !f.process(t, in, "billing", "9") {
+		t.Fatal("the redelivery did not run the handler")
+	}
+	if n := f.count(t, `SELECT count(*) FROM `+f.effects); n != 1 {
+		t.Errorf("%d effects, want 1 (the failed attempt's write rolled back)", n)
+	}
+}
+
+func TestRecordWithoutOutboxIDIsRefused(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	in := f.inbox(t, "billing")
+	_, err := in.Handle(context.Background(), f.pool, &kgo.Record{Topic: "x"}, func(context.Context, pgx.Tx, *kgo.Record) error {
+		t.Error("handler ran for a record without an outbox id")
+		return nil
+	})
+	if !errors.Is(err, inbox.ErrNoOutboxID) {
+		t.Errorf("err = %v, want ErrNoOutboxID", err)
+	}
+	if _, err := inbox.New(inbox.Config{}); !errors.Is(err, inbox.ErrNoConsumer) {
+		t.Errorf("New without a consumer: %v", err)
+	}
+}
+
+func TestPruneRemovesOldMarksOfItsConsumer(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	a, b := f.inbox(t, "billing"), f.inbox(t, "shipping")
+	for _, id := range []string{"1", "2"} {
+		f.process(t, a, "billing", id)
+		f.process(t, b, "shipping", id)
+	}
+	if _, err := f.pool.Exec(context.Background(), `UPDATE `+f.table+` SET processed_at = now() - interval '30 days' WHERE outbox_id = '1'`); err != nil {
+		t.Fatal(err)
+	}
+	n, err := a.Prune(context.Background(), f.pool, time.Now().Add(-7*24*time.Hour))
+	if err != nil || n != 1 {
+		t.Fatalf("Prune = %d, %v; want 1", n, err)
+	}
+	if n := f.count(t, `SELECT count(*) FROM `+f.table); n != 3 {
+		t.Errorf("%d marks left, want 3 (shipping's old mark is not billing's to prune)", n)
+	}
+}
+
+// The seed's chaos run on a real Kafka topic: a publisher crashed after its first batch, so
+// the topic holds 20 unique events and 5 duplicates. Two consumer instances read it all
+// concurrently (a rebalance replay): the effect happens exactly 20 times.
+func TestDuplicatesOnARealTopicAreAbsorbed(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	in := f.inbox(t, "orders-consumer")
+	topic := testenv.Name(t)
+	testenv.CreateTopic(t, topic, 3)
+	cl := testenv.Kafka(t)
+	var recs []*kgo.Record
+	add := func(id int) {
+		recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(fmt.Sprintf("order-%d", id)), Value: []byte(`{}`),
+			Headers: []kgo.RecordHeader{{Key: "outbox-id", Value: []byte(strconv.Itoa(id))}}})
+	}
+	for id := 1; id <= 5; id++ { // the crashed publisher's batch
+		add(id)
+	}
+	for id := 1; id <= 20; id++ { // the restarted publisher sends everything unmarked
+		add(id)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	cons := testenv.Consume(t, topic)
+	got := cons.WaitFor(t, 60*time.Second, "25 records", func(r []*kgo.Record) bool { return len(r) >= 25 })
+
+	var inserted, skipped atomic.Int32
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			for _, r := range got {
+				ran, err := in.Handle(ctx, f.pool, r, func(ctx context.Context, tx pgx.Tx, r *kgo.Record) error {
+					return f.apply("orders-consumer", inbox.OutboxID(r))(ctx, tx)
+				})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if ran {
+					inserted.Add(1)
+				} else {
+					skipped.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	processed := inserted.Load() + skipped.Load()
+	t.Logf("processed=%d inserted=%d skipped=%d", processed, inserted.Load(), skipped.Load())
+	if processed != 50 || inserted.Load() != 20 || skipped.Load() != 30 {
+		t.Errorf("processed=%d inserted=%d skipped=%d; want 50, 20, 30 (2 readers x 25 records, 20 unique)", processed, inserted.Load(), skipped.Load())
+	}
+	if n := f.count(t, `SELECT count(*) FROM `+f.effects); n != 20 {
+		t.Errorf("%d effects, want 20", n)
+	}
+	if n := f.count(t, `SELECT count(DISTINCT outbox_id) FROM `+f.effects); n != 20 {
+		t.Errorf("%d distinct effects, want 20", n)
+	}
+}

@@ -1,0 +1,219 @@
+package prune
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+)
+
+// Mode says which publisher marks rows published.
+type Mode string
+
+const (
+	ModeRun  Mode = "run"  // the replication slot's confirmed position
+	ModePoll Mode = "poll" // the published_at column
+)
+
+var (
+	// ErrNotConfirmed means the slot did not confirm the mark within Options.Wait: the relay is
+	// stopped, behind, or a standby is not streaming. Nothing was deleted.
+	ErrNotConfirmed = errors.New("prune: the slot has not confirmed the current WAL position")
+	// ErrSlotLost means the slot is invalidated: which rows were published is unknown.
+	ErrSlotLost = errors.New("prune: the slot is lost")
+	// ErrSlotMissing means the slot does not exist.
+	ErrSlotMissing = errors.New("prune: the slot does not exist")
+)
+
+// Options say what to prune. Zero fields take the defaults stated.
+type Options struct {
+	Mode      Mode          // required
+	Table     string        // "schema.table" or "table"; default "public.outbox"
+	Slot      string        // ModeRun: the slot whose relay publishes the table. Required there.
+	OlderThan time.Duration // only rows with created_at older than this; required, > 0
+	Batch     int           // rows per DELETE; default 1000
+	Wait      time.Duration // ModeRun: how long to wait for the slot to confirm the mark; default 2m
+
+	ColumnID          string // default "id" (unique, ordered: batches walk it)
+	ColumnCreatedAt   string // default "created_at"
+	ColumnPublishedAt string // default "published_at" (ModePoll)
+
+	// Progress, when set, is called after each batch with the rows deleted so far.
+	Progress func(deleted int64)
+	// PollInterval is how often the slot is read while waiting; default 200ms.
+	PollInterval time.Duration
+}
+
+// Validate reports options that cannot work.
+func (o Options) Validate() error {
+	var errs []error
+	switch o.Mode {
+	case ModeRun:
+		if o.Slot == "" {
+			errs = append(errs, errors.New("prune: --slot is required with --mode run (the slot whose relay publishes the table)"))
+		}
+	case ModePoll:
+	default:
+		errs = append(errs, fmt.Errorf("prune: mode %q: use run or poll", o.Mode))
+	}
+	if o.OlderThan <= 0 {
+		errs = append(errs, errors.New("prune: --older-than must be positive (e.g. 168h)"))
+	}
+	if o.Batch < 0 || o.Wait < 0 {
+		errs = append(errs, errors.New("prune: --batch and --wait must not be negative"))
+	}
+	return errors.Join(errs...)
+}
+
+func (o Options) withDefaults() Options {
+	def := func(v *string, d string) {
+		if *v == "" {
+			*v = d
+		}
+	}
+	def(&o.Table, "public.outbox")
+	def(&o.ColumnID, "id")
+	def(&o.ColumnCreatedAt, "created_at")
+	def(&o.ColumnPublishedAt, "published_at")
+	if o.Batch == 0 {
+		o.Batch = 1000
+	}
+	if o.Wait == 0 {
+		o.Wait = 2 * time.Minute
+	}
+	if o.PollInterval == 0 {
+		o.PollInterval = 200 * time.Millisecond
+	}
+	return o
+}
+
+// Result says what Run did.
+type Result struct {
+	Deleted int64
+	Batches int
+	Cutoff  time.Time // rows created before this were candidates
+	// ModeRun only: the mark and the slot position that covered it.
+	MarkXmin  uint64        // pg_snapshot_xmin at the mark (xid8)
+	MarkLSN   pglogrepl.LSN // pg_current_wal_insert_lsn after it
+	Confirmed pglogrepl.LSN // the slot's confirmed_flush_lsn when deletion started
+}
+
+// Run deletes published rows older than OlderThan in batches on conn (a normal connection,
+// not in a transaction) and returns how many. See the package documentation for how ModeRun
+// decides that a row was published.
+func Run(ctx context.Context, conn *pgx.Conn, o Options) (Result, error) {
+	if err := o.Validate(); err != nil {
+		return Result{}, err
+	}
+	o = o.withDefaults()
+	tbl := quoteTable(o.Table)
+	id, created := pgx.Identifier{o.ColumnID}.Sanitize(), pgx.Identifier{o.ColumnCreatedAt}.Sanitize()
+	var res Result
+	if err := conn.QueryRow(ctx, `SELECT now() - make_interval(secs => $1)`, o.OlderThan.Seconds()).Scan(&res.Cutoff); err != nil {
+		return res, fmt.Errorf("prune: read the server's clock: %w", err)
+	}
+
+	// $1 cutoff, $2 batch size, $3 mark xid (ModeRun).
+	var published string
+	args := []any{res.Cutoff, o.Batch}
+	switch o.Mode {
+	case ModePoll:
+		published = pgx.Identifier{o.ColumnPublishedAt}.Sanitize() + ` IS NOT NULL`
+	case ModeRun:
+		if err := mark(ctx, conn, o, &res); err != nil {
+			return res, err
+		}
+		// xmin precedes the mark; a negative age is a row older than 2^31 transactions.
+		published = `(age(xmin) > age($3::text::xid) OR age(xmin) < 0)`
+		args = append(args, strconv.FormatUint(res.MarkXmin&0xFFFFFFFF, 10))
+	}
+	q := `WITH batch AS (
+    SELECT ` + id + ` FROM ` + tbl + `
+    WHERE ` + created + ` < $1 AND ` + published + `
+    ORDER BY ` + id + ` LIMIT $2)
+DELETE FROM ` + tbl + ` t USING batch WHERE t.` + id + ` = batch.` + id
+	for {
+		tag, err := conn.Exec(ctx, q, args...)
+		if err != nil {
+			return res, fmt.Errorf("prune: delete from %s: %w", o.Table, err)
+		}
+		n := tag.RowsAffected()
+		if n == 0 {
+			return res, nil
+		}
+		res.Deleted += n
+		res.Batches++
+		if o.Progress != nil {
+			o.Progress(res.Deleted)
+		}
+		if n < int64(o.Batch) {
+			return res, nil
+		}
+	}
+}
+
+// mark takes the mark (xmin0, then lsn0) and waits until the slot confirms lsn0.
+func mark(ctx context.Context, conn *pgx.Conn, o Options, res *Result) error {
+	var xmin string
+	if err := conn.QueryRow(ctx, `SELECT pg_snapshot_xmin(pg_current_snapshot())::text`).Scan(&xmin); err != nil {
+		return fmt.Errorf("prune: read the oldest running transaction: %w", err)
+	}
+	x, err := strconv.ParseUint(xmin, 10, 64)
+	if err != nil {
+		return fmt.Errorf("prune: snapshot xmin %q: %w", xmin, err)
+	}
+	res.MarkXmin = x
+	var lsn string
+	if err := conn.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&lsn); err != nil {
+		return fmt.Errorf("prune: read the WAL position: %w", err)
+	}
+	if res.MarkLSN, err = pglogrepl.ParseLSN(lsn); err != nil {
+		return fmt.Errorf("prune: WAL position %q: %w", lsn, err)
+	}
+	deadline := time.Now().Add(o.Wait)
+	for {
+		var confirmed *string
+		var walStatus string
+		err := conn.QueryRow(ctx, `SELECT confirmed_flush_lsn::text, coalesce(wal_status, '') FROM pg_replication_slots WHERE slot_name = $1`, o.Slot).Scan(&confirmed, &walStatus)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("%w: %q (check --slot)", ErrSlotMissing, o.Slot)
+		}
+		if err != nil {
+			return fmt.Errorf("prune: read slot %q: %w", o.Slot, err)
+		}
+		if walStatus == "lost" {
+			return fmt.Errorf("%w: slot %q is invalidated, so which rows reached Kafka is unknown; re-create it and republish before pruning (see `cdc-relay slot status`)", ErrSlotLost, o.Slot)
+		}
+		if confirmed != nil {
+			if res.Confirmed, err = pglogrepl.ParseLSN(*confirmed); err != nil {
+				return fmt.Errorf("prune: slot %q confirmed_flush_lsn %q: %w", o.Slot, *confirmed, err)
+			}
+			if res.Confirmed >= res.MarkLSN {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w: slot %q confirmed %s, the mark is %s (waited %s; is `cdc-relay run` streaming from it?); nothing was deleted",
+				ErrNotConfirmed, o.Slot, res.Confirmed, res.MarkLSN, o.Wait)
+		}
+		t := time.NewTimer(o.PollInterval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+func quoteTable(t string) string {
+	if schema, name, ok := strings.Cut(t, "."); ok {
+		return pgx.Identifier{schema, name}.Sanitize()
+	}
+	return pgx.Identifier{"public", t}.Sanitize()
+}
