@@ -3,7 +3,7 @@
 
 COUNT ?= 100
 
-.PHONY: demo test build up down vet
+.PHONY: demo test faults faults-full chaos build up down faults-down vet
 
 ## demo: run the main job end to end on local services: COUNT orders through the relay to Kafka.
 demo:
@@ -12,6 +12,20 @@ demo:
 ## test: the full suite (unit + integration against real Postgres and Kafka) with -race.
 test:
 	scripts/test.sh
+
+## faults: only the fault-injection suite (e2e/faults), against the private pair of
+## scripts/faults-up.sh (.dev/faults/: Postgres 54339, Kafka 19192 with an ACL authorizer).
+faults:
+	eval "$$(scripts/faults-up.sh)" && go test -race -count=1 -p 1 -timeout 30m ./e2e/faults
+
+## faults-full: the broker-outage tests with the seed's full 60 s outage.
+faults-full:
+	eval "$$(scripts/faults-up.sh)" && CDC_RELAY_FAULTS_OUTAGE=60s go test -race -count=1 -timeout 30m -run TestBroker ./e2e/faults
+
+## chaos: the 100,000-row soak: relay kill -9 every few seconds, Kafka paused, Postgres restarted.
+chaos:
+	go build -o bin/cdc-relay ./cmd/cdc-relay
+	eval "$$(scripts/faults-up.sh)" && go run ./cmd/cdc-chaos --relay-bin bin/cdc-relay
 
 ## build: the binaries into bin/.
 build:
@@ -22,6 +36,8 @@ up:
 	@scripts/dev-up.sh
 down:
 	scripts/dev-down.sh
+faults-down:
+	scripts/faults-down.sh
 
 vet:
 	go vet ./...

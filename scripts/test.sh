@@ -2,16 +2,21 @@
 # The full test suite: starts Postgres and Kafka if they are not running, then runs every
 # unit and integration test with the race detector. Integration tests fail (never skip)
 # without the services, so a green run means they ran.
+#
+# Two pairs of services: the shared pair (scripts/dev-up.sh) for everything that leaves the
+# services alone, run in parallel; and a private pair (scripts/faults-up.sh, with an ACL
+# authorizer) for e2e/faults, whose tests pause, kill and restart the services, one at a time.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-eval "$(scripts/dev-up.sh)"
+faults='/e2e/faults$'
 go vet ./...
-# Packages whose tests pause, kill or restart the shared services run alone, after the rest.
-disruptive='/e2e/faults$'
-mapfile -t quiet < <(go list ./... | grep -Ev "$disruptive")
-mapfile -t loud < <(go list ./... | grep -E "$disruptive" || true)
-go test -race -count=1 -timeout 40m "${quiet[@]}"
-if ((${#loud[@]})); then
-	go test -race -count=1 -p 1 -timeout 40m "${loud[@]}"
-fi
+(
+	eval "$(scripts/dev-up.sh)"
+	mapfile -t quiet < <(go list ./... | grep -Ev "$faults")
+	go test -race -count=1 -timeout 40m "${quiet[@]}"
+)
+(
+	eval "$(scripts/faults-up.sh)"
+	go test -race -count=1 -p 1 -timeout 30m ./e2e/faults
+)
