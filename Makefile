@@ -3,7 +3,7 @@
 
 COUNT ?= 100
 
-.PHONY: demo test faults faults-full chaos build up down faults-down vet
+.PHONY: demo test bench faults faults-full chaos build up down faults-down vet
 
 ## demo: run the main job end to end on local services: COUNT orders through the relay to Kafka.
 demo:
@@ -12,6 +12,11 @@ demo:
 ## test: the full suite (unit + integration against real Postgres and Kafka) with -race.
 test:
 	scripts/test.sh
+
+## bench: run vs poll vs pg_recvlogical on the local services; prints the table and writes
+## results/<date>/ (table.md, latency-cdf.svg/png, report.json). BENCH_FLAGS=--quick for a short run.
+bench:
+	eval "$$(scripts/dev-up.sh)" && go run ./cmd/cdc-bench $(BENCH_FLAGS)
 
 ## faults: only the fault-injection suite (e2e/faults), against the private pair of
 ## scripts/faults-up.sh (.dev/faults/: Postgres 54339, Kafka 19192 with an ACL authorizer).

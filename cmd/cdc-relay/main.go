@@ -5,6 +5,8 @@
 //	cdc-relay slot status --pg-url URL --slot NAME [--json]
 //	cdc-relay slot drop   --pg-url URL --slot NAME [--publication NAME]
 //	cdc-relay run  --pg-url URL --brokers HOST:PORT[,..] --slot NAME --publication NAME
+//	cdc-relay poll --pg-url URL --brokers HOST:PORT[,..] [--table public.outbox] [--interval 100ms] [--batch 100]
+//	cdc-relay outbox prune --pg-url URL --older-than 168h [--mode run|poll] [--slot NAME]
 //
 // Every flag has an environment twin CDC_RELAY_<FLAG> (dashes become underscores); a flag
 // given on the command line wins. Exit codes: 0 clean shutdown, 1 runtime failure, 2 bad
@@ -28,7 +30,13 @@ Usage:
   cdc-relay slot create --pg-url URL --slot NAME --publication NAME [--table public.outbox]
   cdc-relay slot status --pg-url URL --slot NAME [--publication NAME] [--json]
   cdc-relay slot drop   --pg-url URL --slot NAME [--publication NAME]
-  cdc-relay run         --pg-url URL --brokers HOST:PORT[,..] --slot NAME --publication NAME
+  cdc-relay run         --pg-url URL --brokers HOST:PORT[,..] --slot NAME --publication NAME [--metrics-addr ADDR]
+  cdc-relay poll        --pg-url URL --brokers HOST:PORT[,..] [--table public.outbox] [--interval 100ms] [--batch 100]
+  cdc-relay poll --create-index --pg-url URL [--table public.outbox]
+  cdc-relay outbox prune --pg-url URL --older-than 168h [--mode run|poll] [--slot NAME] [--table public.outbox] [--batch 1000]
+
+'run' reads the WAL; 'poll' is the polling publisher it replaces (SELECT ... FOR UPDATE SKIP
+LOCKED on published_at IS NULL), for comparison and for republishing rows a lost slot missed.
 
 Every flag has an environment twin: CDC_RELAY_<FLAG>, upper case, dashes as underscores
 (--pg-url is CDC_RELAY_PG_URL). A flag on the command line wins over its twin.
@@ -85,6 +93,10 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return nil
 	case "run":
 		return cmdRun(ctx, args[1:], stdout, stderr)
+	case "poll":
+		return cmdPoll(ctx, args[1:], stdout, stderr)
+	case "outbox":
+		return cmdOutbox(ctx, args[1:], stdout, stderr)
 	case "slot":
 		if len(args) < 2 {
 			fmt.Fprint(stderr, usage)

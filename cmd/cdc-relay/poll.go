@@ -1,0 +1,156 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/cdc-relay/cdc-relay/poller"
+	"github.com/cdc-relay/cdc-relay/sink"
+)
+
+// pollCrashEnv names the poller's fault-injection hook: the process kills itself with SIGKILL
+// right after Kafka acknowledged the Nth batch and before its rows are marked published.
+// For tests only.
+const pollCrashEnv = "CDC_RELAY_TEST_CRASH_AFTER_BATCHES"
+
+const pollSynopsis = "poll --pg-url URL --brokers HOST:PORT[,..] [--table public.outbox] [--interval 100ms] [--batch 100] [flags]\n" +
+	"       cdc-relay poll --create-index --pg-url URL [--table public.outbox]"
+
+func cmdPoll(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var (
+		c           common
+		brokers     listFlag
+		cfg         poller.Config
+		createIndex bool
+		kafkaWait   time.Duration
+		ksec        kafkaSecurity
+	)
+	cols := &cfg.Columns
+	var ops opsFlags
+	fs := newFlagSet("poll", pollSynopsis, stderr)
+	c.registerNoSlot(fs)
+	fs.Var(&brokers, "brokers", "Kafka seed brokers, host:port, comma-separated")
+	ksec.register(fs)
+	fs.StringVar(&cfg.Table, "table", "public.outbox", "outbox table, schema.table")
+	fs.StringVar(&cfg.Topic, "topic", "", "publish every row to this topic instead of the row's topic column")
+	fs.StringVar(&cfg.DLQTopic, "dlq-topic", "cdc-relay.dlq", "dead-letter topic for rows that cannot be published and records Kafka rejects for good")
+	fs.DurationVar(&cfg.Interval, "interval", 100*time.Millisecond, "time between the starts of two cycles; after a full batch the next cycle starts at once")
+	fs.IntVar(&cfg.Batch, "batch", 100, "rows per cycle (one transaction)")
+	fs.BoolVar(&createIndex, "create-index", false, "create the partial index on pending rows (CREATE INDEX CONCURRENTLY IF NOT EXISTS <table>_pending_idx ON <table> (id) WHERE published_at IS NULL) and exit")
+	fs.StringVar(&cols.ID, "column-id", "id", "outbox id column")
+	fs.StringVar(&cols.AggregateID, "column-aggregate-id", "aggregate_id", "aggregate id column (the Kafka key)")
+	fs.StringVar(&cols.Topic, "column-topic", "topic", "topic column")
+	fs.StringVar(&cols.Payload, "column-payload", "payload", "payload column (the Kafka value)")
+	fs.StringVar(&cols.EventType, "column-event-type", "event_type", "optional event type column")
+	fs.StringVar(&cols.Headers, "column-headers", "headers", "optional jsonb headers column")
+	fs.StringVar(&cols.CreatedAt, "column-created-at", "created_at", "creation time column (becomes cdc-commit-time)")
+	fs.StringVar(&cols.PublishedAt, "column-published-at", "published_at", "publication time column (NULL means pending)")
+	fs.DurationVar(&cfg.AckTimeout, "ack-timeout", 10*time.Second, "how long a cycle waits for Kafka's acknowledgements before it rolls back and treats Kafka as unavailable")
+	fs.DurationVar(&cfg.ProbeTimeout, "probe-timeout", 2*time.Second, "how long the probe of an unavailable Kafka waits for an answer")
+	fs.IntVar(&cfg.Sink.MaxBufferedBytes, "max-buffered-bytes", 32<<20, "bytes the producer may hold")
+	fs.DurationVar(&cfg.Sink.Linger, "linger", 0, "how long a partition waits for more records before sending")
+	fs.StringVar(&cfg.Sink.ClientID, "kafka-client-id", "cdc-relay-poll", "Kafka client id")
+	fs.DurationVar(&kafkaWait, "kafka-timeout", 10*time.Second, "how long to wait for PostgreSQL and Kafka to answer at startup")
+	ops.registerMetrics(fs)
+	ops.registerPending(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := c.validateNoSlot(); err != nil {
+		return err
+	}
+	if err := ops.parsed(fs); err != nil {
+		return err
+	}
+	if createIndex {
+		return pollCreateIndex(ctx, &c, cfg, stdout)
+	}
+	if len(brokers) == 0 {
+		return usageErr("--brokers is required (or set CDC_RELAY_BROKERS)")
+	}
+	log := c.logger(stderr)
+	cfg.ConnString, cfg.ConnectTimeout, cfg.Logger = c.pgURL, c.pgTimeout, log
+	cfg.Password = c.pgPassword
+	cfg.Sink.Brokers = brokers
+	kopts, err := ksec.opts()
+	if err != nil {
+		return err
+	}
+	cfg.Sink.Opts = append(append(cfg.Sink.Opts, kopts...), kafkaLogger(log))
+	warnInsecure(log, fs, &c, brokers, &ksec)
+	if cfg.Batch < 1 {
+		return usageErr("--batch %d: use a positive number of rows", cfg.Batch)
+	}
+	if cfg.Interval <= 0 {
+		return usageErr("--interval %s: use a positive duration", cfg.Interval)
+	}
+	if v := os.Getenv(pollCrashEnv); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return usageErr("%s=%q: want a positive count", pollCrashEnv, v)
+		}
+		var seen atomic.Int64
+		cfg.BeforeCommit = func(rows int) {
+			if seen.Add(1) == int64(n) {
+				log.Warn("test hook: killing the process after Kafka acknowledged a batch, before its rows are marked", "rows", rows)
+				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+				select {}
+			}
+		}
+	}
+	p, err := poller.New(cfg)
+	if err != nil {
+		return &usageError{err}
+	}
+	if err := p.Check(ctx, kafkaWait); err != nil {
+		p.Close()
+		if ctx.Err() != nil {
+			return nil
+		}
+		return pollErr(err)
+	}
+	stopOps, err := ops.startPoll(ctx, p, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer stopOps()
+	log.Info("polling", "table", cfg.Table, "interval", cfg.Interval, "batch", cfg.Batch, "brokers", []string(brokers))
+	if err := p.Run(ctx); err != nil {
+		return fmt.Errorf("poll: %w", pollErr(err))
+	}
+	return nil
+}
+
+// pollCreateIndex is `cdc-relay poll --create-index`.
+func pollCreateIndex(ctx context.Context, c *common, cfg poller.Config, stdout io.Writer) error {
+	conn, err := connectPG(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	name, created, err := poller.CreateIndex(ctx, conn, cfg.Table, cfg.Columns)
+	if err != nil {
+		return pollErr(err)
+	}
+	if created {
+		fmt.Fprintf(stdout, "created index %s on %s (pending rows)\n", name, cfg.Table)
+	} else {
+		fmt.Fprintf(stdout, "index %s on %s already exists: nothing to do\n", name, cfg.Table)
+	}
+	return nil
+}
+
+// pollErr turns the poller's configuration findings into usage errors (exit 2).
+func pollErr(err error) error {
+	if errors.Is(err, poller.ErrNoTable) || errors.Is(err, poller.ErrMissingColumn) || errors.Is(err, sink.ErrNoBrokers) {
+		return &usageError{err}
+	}
+	return err
+}

@@ -1,0 +1,47 @@
+// Package poller is `cdc-relay poll`: the polling outbox publisher that the relay replaces,
+// kept as a baseline for the benchmark and as a way to republish rows the slot cannot give
+// back (a lost slot). It reads pending rows from the outbox table instead of the WAL.
+//
+// # A cycle
+//
+// Each cycle is one PostgreSQL transaction:
+//
+//	SELECT ... FROM outbox WHERE published_at IS NULL ORDER BY id LIMIT $batch FOR UPDATE SKIP LOCKED
+//	produce every row with sink.NewRecord; wait for Kafka's acknowledgements of the whole batch
+//	UPDATE outbox SET published_at = now() WHERE id = ANY($1)
+//	COMMIT
+//
+// Records are the relay's records (sink.NewRecord): the same topic, key, value and headers,
+// except that there is no cdc-lsn and cdc-commit-time is the row's created_at.
+//
+// # Guarantees
+//
+//   - At least once. A row is marked published only after Kafka acknowledged its record (or
+//     its dead-letter record), in the same transaction that locked it. A crash between the
+//     acknowledgement and the COMMIT publishes the batch again: duplicates, never loss.
+//   - Several pollers may run at once: FOR UPDATE SKIP LOCKED gives each cycle rows no other
+//     cycle holds, so a clean run publishes every row once. Per-key order holds for one
+//     poller (rows go out in id order and a batch is acknowledged before the next is
+//     selected); with several pollers, two rows of one key may be published by different
+//     pollers in either order.
+//   - Broker unavailable: a batch that Kafka does not acknowledge within AckTimeout is rolled
+//     back, so its rows stay pending and no per-row budget exists to be spent. The client's
+//     buffered copies are aborted, and every following cycle first probes Kafka with one
+//     metadata request (ProbeTimeout) and touches no row until the probe answers.
+//   - Rejected for good (too large, invalid or unauthorised topic) and bad rows (NULL or empty
+//     key, NULL payload, headers that are not a JSON object): parked on the dead-letter topic
+//     with the reason, the same as the relay, and then marked published. A dead-letter topic
+//     that refuses them too stops the poller with an error: nothing is dropped silently.
+//
+// # Index
+//
+// The SELECT needs a partial index on the pending rows, or each cycle scans every published
+// row too. CreateIndex makes it (`cdc-relay poll --create-index`):
+//
+//	CREATE INDEX CONCURRENTLY IF NOT EXISTS outbox_pending_idx ON public.outbox (id) WHERE published_at IS NULL
+//
+// # Context
+//
+// Run polls until its context ends. The cycle in progress is finished (within AckTimeout) so
+// the rows Kafka already holds are marked; then the producer is flushed and closed.
+package poller

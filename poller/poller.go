@@ -1,0 +1,384 @@
+package poller
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cdc-relay/cdc-relay/decoder"
+	"github.com/cdc-relay/cdc-relay/sink"
+)
+
+// Stats are the poller's counters. All fields are read atomically.
+type Stats struct {
+	Published    atomic.Int64 // rows acknowledged on their own topic and marked published
+	DeadLettered atomic.Int64 // rows acknowledged on the dead-letter topic and marked published
+	BadRows      atomic.Int64 // rows that could not become records (dead-lettered)
+	Cycles       atomic.Int64 // cycles that selected rows (probes and empty polls excluded)
+	RolledBack   atomic.Int64 // cycles rolled back (Kafka or PostgreSQL unavailable)
+}
+
+// Poller publishes pending outbox rows to Kafka. Its state belongs to the goroutine in Run.
+type Poller struct {
+	cfg   Config
+	log   *slog.Logger
+	tbl   table
+	sink  *sink.Sink
+	pool  *pgxpool.Pool
+	stats Stats
+
+	q     *queries // nil until read; dropped when the table changes under it
+	probe bool     // Kafka was found unavailable: probe before touching rows
+}
+
+// New validates cfg and builds the parts. Nothing is contacted until Run.
+func New(cfg Config) (*Poller, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	tbl, _ := parseTable(cfg.Table)
+	pcfg, err := pgxpool.ParseConfig(cfg.ConnString)
+	if err != nil {
+		// pgconn's parse errors never include the password.
+		return nil, fmt.Errorf("poller: bad PostgreSQL URL: %w", err)
+	}
+	cc := pcfg.ConnConfig
+	if cfg.Password != "" {
+		cc.Password = cfg.Password
+	}
+	if cc.ConnectTimeout == 0 || cc.ConnectTimeout > cfg.ConnectTimeout {
+		cc.ConnectTimeout = cfg.ConnectTimeout
+	}
+	if _, ok := cc.RuntimeParams["application_name"]; !ok {
+		cc.RuntimeParams["application_name"] = "cdc-relay poll"
+	}
+	pcfg.MaxConns, pcfg.MinConns = 1, 0
+	pool, err := pgxpool.NewWithConfig(context.Background(), pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("poller: configure PostgreSQL pool: %w", err)
+	}
+	snk, err := sink.New(cfg.Sink)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return &Poller{cfg: cfg, log: cfg.Logger.With("table", tbl.String()), tbl: tbl, sink: snk, pool: pool}, nil
+}
+
+// Stats returns the live counters.
+func (p *Poller) Stats() *Stats { return &p.stats }
+
+// Close closes the Kafka client (records still buffered fail) and the PostgreSQL pool. Run
+// closes them when it returns; call Close only for a Poller that is not run. It is
+// idempotent.
+func (p *Poller) Close() {
+	p.sink.Close()
+	p.pool.Close()
+}
+
+// Check connects to PostgreSQL and Kafka within timeout, reads the table's columns and
+// reports a configuration that cannot work (ErrNoTable, ErrMissingColumn) or a service that
+// does not answer. It warns when the table has no pending-rows index.
+func (p *Poller) Check(ctx context.Context, timeout time.Duration) error {
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	q, err := buildQueries(cctx, p.pool, p.tbl, p.cfg.Columns, p.cfg.Topic)
+	if err != nil {
+		return err
+	}
+	p.q = q
+	if !q.hasIndex {
+		p.log.Warn("no partial index on the pending rows: every cycle scans the published rows too; create it with `cdc-relay poll --create-index`",
+			"index", IndexName(p.cfg.Table))
+	}
+	return p.sink.Ping(cctx)
+}
+
+// Run polls until ctx ends (a clean stop returns nil) or a failure that retrying cannot fix.
+// A cycle in progress when ctx ends is finished, within AckTimeout. Then the producer is
+// flushed and both connections are closed.
+func (p *Poller) Run(ctx context.Context) error {
+	defer p.Close()
+	defer func() {
+		p.log.Info("stopped", "published", p.stats.Published.Load(), "dead_lettered", p.stats.DeadLettered.Load())
+	}()
+	failures := 0
+	for ctx.Err() == nil {
+		start := time.Now()
+		n, err := p.cycle(ctx)
+		var wait time.Duration
+		switch {
+		case err == nil:
+			if failures > 0 {
+				p.log.Info("publishing again", "rows", n)
+			}
+			failures = 0
+			if n < p.cfg.Batch {
+				wait = p.cfg.Interval - time.Since(start)
+			}
+		case ctx.Err() != nil:
+			return nil
+		case !IsRetryable(err):
+			return err
+		default:
+			wait = p.backoff(failures)
+			failures++
+			p.log.Warn("cycle failed: rows stay pending", "retry_in", wait.Round(time.Millisecond), "cause", err)
+		}
+		if wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+			case <-t.C:
+			}
+		}
+	}
+	return nil
+}
+
+// backoff is the wait after the nth consecutive failed cycle: Interval doubling, up to
+// MaxBackoff, at least 100ms.
+func (p *Poller) backoff(n int) time.Duration {
+	d := max(p.cfg.Interval, 100*time.Millisecond) << min(n, 16)
+	if d > p.cfg.MaxBackoff || d <= 0 {
+		d = p.cfg.MaxBackoff
+	}
+	return d
+}
+
+// pending is one selected row and the record made of it.
+type pending struct {
+	id  string
+	rec *kgo.Record
+	dlq bool // rec is already the dead-letter record (a bad row)
+}
+
+// cycle runs one transaction and returns how many rows it selected. On any error the
+// transaction is rolled back: the rows stay pending.
+func (p *Poller) cycle(ctx context.Context) (int, error) {
+	if p.probe {
+		pctx, cancel := context.WithTimeout(ctx, p.cfg.ProbeTimeout)
+		err := p.sink.Client().Ping(pctx)
+		cancel()
+		if err != nil {
+			return 0, fmt.Errorf("%w: probe: %w", ErrUnavailable, err)
+		}
+		p.probe = false
+		p.log.Info("Kafka answers the probe")
+	}
+	if p.q == nil {
+		q, err := buildQueries(ctx, p.pool, p.tbl, p.cfg.Columns, p.cfg.Topic)
+		if err != nil {
+			return 0, err
+		}
+		p.q = q
+	}
+
+	tx, err := p.pool.Begin(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("poller: begin: %w", err)
+	}
+	// Once rows are selected the cycle runs to its end even if ctx ends, so that rows Kafka
+	// acknowledged are marked; AckTimeout bounds it.
+	bg := context.WithoutCancel(ctx)
+	defer tx.Rollback(bg)
+
+	batch, err := p.selectRows(ctx, tx)
+	if err != nil || len(batch) == 0 {
+		return 0, err
+	}
+	p.stats.Cycles.Add(1)
+	if err := p.publish(bg, batch); err != nil {
+		p.stats.RolledBack.Add(1)
+		return len(batch), err
+	}
+	if p.cfg.BeforeCommit != nil {
+		p.cfg.BeforeCommit(len(batch))
+	}
+	ids := make([]string, len(batch))
+	dead := 0
+	for i, b := range batch {
+		ids[i] = b.id
+		if b.dlq {
+			dead++
+		}
+	}
+	uctx, cancel := context.WithTimeout(bg, p.cfg.AckTimeout)
+	defer cancel()
+	if _, err := tx.Exec(uctx, p.q.upd, ids); err != nil {
+		p.dropQueriesOn(err)
+		p.stats.RolledBack.Add(1)
+		return len(batch), fmt.Errorf("poller: mark %d rows published: %w (Kafka holds them; they will be published again)", len(batch), err)
+	}
+	if err := tx.Commit(uctx); err != nil {
+		p.stats.RolledBack.Add(1)
+		return len(batch), fmt.Errorf("poller: commit: %w (Kafka holds the batch; it will be published again)", err)
+	}
+	p.stats.Published.Add(int64(len(batch) - dead))
+	p.stats.DeadLettered.Add(int64(dead))
+	return len(batch), nil
+}
+
+// selectRows locks up to Batch pending rows and makes their records.
+func (p *Poller) selectRows(ctx context.Context, tx pgx.Tx) ([]pending, error) {
+	rows, err := tx.Query(ctx, p.q.sel, p.cfg.Batch)
+	if err != nil {
+		p.dropQueriesOn(err)
+		return nil, fmt.Errorf("poller: select pending rows: %w", err)
+	}
+	defer rows.Close()
+	batch := make([]pending, 0, p.cfg.Batch)
+	for rows.Next() {
+		var id, key, topic, payload, evType, headers *string
+		var created *time.Time
+		if err := rows.Scan(&id, &key, &topic, &payload, &evType, &headers, &created); err != nil {
+			return nil, fmt.Errorf("poller: read pending row: %w", err)
+		}
+		if id == nil {
+			continue // cannot be marked; a NULL id is outside the contract (the id is the primary key)
+		}
+		batch = append(batch, p.record(*id, key, topic, payload, evType, headers, created))
+	}
+	if err := rows.Err(); err != nil {
+		p.dropQueriesOn(err)
+		return nil, fmt.Errorf("poller: select pending rows: %w", err)
+	}
+	return batch, nil
+}
+
+// record maps a row to its record, or to its dead-letter record when the row is bad.
+func (p *Poller) record(id string, key, topic, payload, evType, headers *string, created *time.Time) pending {
+	c := p.cfg.Columns
+	ev := sink.Event{ID: id, Topic: p.cfg.Topic}
+	var bad *RowError
+	setBad := func(col string, err error) {
+		if bad == nil {
+			bad = &RowError{Table: p.tbl.String(), ID: id, Column: col, Err: err}
+		}
+	}
+	switch {
+	case key == nil:
+		setBad(c.AggregateID, decoder.ErrNullKey)
+	case *key == "":
+		setBad(c.AggregateID, decoder.ErrEmptyKey)
+	default:
+		ev.AggregateID = *key
+	}
+	if p.cfg.Topic == "" {
+		switch {
+		case topic == nil:
+			setBad(c.Topic, decoder.ErrNullTopic)
+		case *topic == "":
+			setBad(c.Topic, decoder.ErrEmptyTopic)
+		default:
+			ev.Topic = *topic
+		}
+	}
+	if payload == nil {
+		setBad(c.Payload, decoder.ErrNullPayload)
+	} else {
+		ev.Payload = []byte(*payload)
+	}
+	if evType != nil {
+		ev.EventType = *evType
+	}
+	if headers != nil {
+		hs, err := parseHeaders([]byte(*headers))
+		if err != nil {
+			setBad(c.Headers, err)
+		}
+		ev.Headers = hs
+	}
+	if created != nil {
+		ev.CommitTime = *created
+	} else {
+		ev.CommitTime = time.Now()
+	}
+	rec := sink.NewRecord(ev)
+	if bad != nil {
+		p.stats.BadRows.Add(1)
+		p.log.Error("bad row: dead-lettering it", "outbox_id", id, "cause", bad)
+		return pending{id: id, rec: sink.DeadLetter(p.cfg.DLQTopic, rec, p.tbl.String(), bad), dlq: true}
+	}
+	return pending{id: id, rec: rec}
+}
+
+// result is one record's outcome.
+type result struct {
+	i   int
+	rec *kgo.Record
+	err error
+}
+
+// publish produces the batch and waits until Kafka acknowledged every record, dead-lettering
+// those it rejects for good. A batch not acknowledged within AckTimeout means Kafka is
+// unavailable: the records still buffered are aborted and the next cycle probes first.
+func (p *Poller) publish(ctx context.Context, batch []pending) error {
+	deadline := time.Now().Add(p.cfg.AckTimeout)
+	// The deadline also bounds Produce's wait for buffer space; a buffered record is never
+	// failed by it (sink.Produce).
+	pctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	results := make(chan result, len(batch)) // promises never block
+	produce := func(i int, rec *kgo.Record) {
+		p.sink.Produce(pctx, rec, func(rec *kgo.Record, err error) { results <- result{i, rec, err} })
+	}
+	for i, b := range batch {
+		produce(i, b.rec)
+	}
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	for left := len(batch); left > 0; {
+		var r result
+		select {
+		case r = <-results:
+		case <-timer.C:
+			p.abort(ctx)
+			return fmt.Errorf("%w: %d of %d records not acknowledged within %s", ErrUnavailable, left, len(batch), p.cfg.AckTimeout)
+		}
+		switch {
+		case r.err == nil:
+			left--
+		case batch[r.i].dlq:
+			p.abort(ctx)
+			return fmt.Errorf("%w: %s refused outbox id %s: %w (fix the topic; the row stays pending)",
+				ErrDeadLetterRefused, r.rec.Topic, batch[r.i].id, r.err)
+		case sink.Rejected(r.err):
+			p.log.Error("Kafka rejected a record for good: dead-lettering it", "topic", r.rec.Topic, "outbox_id", batch[r.i].id, "cause", r.err)
+			batch[r.i].rec = sink.DeadLetter(p.cfg.DLQTopic, r.rec, p.tbl.String(), r.err)
+			batch[r.i].dlq = true
+			produce(r.i, batch[r.i].rec)
+		default:
+			p.abort(ctx)
+			return fmt.Errorf("poller: record for %s (outbox id %s) not delivered: %w", r.rec.Topic, batch[r.i].id, r.err)
+		}
+	}
+	return nil
+}
+
+// abort fails what the producer still holds, so that a rolled-back batch is not delivered
+// behind the poller's back later, and makes the next cycle probe Kafka first. Records
+// already in flight may still land: they are duplicates of rows that stay pending.
+func (p *Poller) abort(ctx context.Context) {
+	p.probe = true
+	actx, cancel := context.WithTimeout(ctx, p.cfg.AckTimeout+p.cfg.ProbeTimeout)
+	defer cancel()
+	if err := p.sink.Client().AbortBufferedRecords(actx); err != nil {
+		p.log.Warn("records of the rolled-back batch are still buffered; they may be delivered twice", "cause", err)
+	}
+}
+
+// dropQueriesOn forgets the prepared statements when err says the table changed.
+func (p *Poller) dropQueriesOn(err error) {
+	if schemaChanged(err) {
+		p.q = nil
+	}
+}

@@ -1,0 +1,212 @@
+package poller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// querier is what the table inspection needs: a *pgx.Conn, a *pgxpool.Pool or a pgx.Tx.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// queries are the statements of a cycle, built for the table's columns as they are now.
+type queries struct {
+	sel string // $1 = batch size
+	upd string // $1 = ids as text[]
+	// hasIndex reports whether a valid partial index on the pending rows exists.
+	hasIndex bool
+}
+
+// columnsOf returns the table's live columns and their types (format_type).
+func columnsOf(ctx context.Context, q querier, t table) (map[string]string, error) {
+	rows, err := q.Query(ctx, `SELECT a.attname, format_type(a.atttypid, a.atttypmod)
+		FROM pg_attribute a WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`, t.sanitize())
+	if err != nil {
+		return nil, fmt.Errorf("poller: read the columns of %s: %w", t, err)
+	}
+	cols := map[string]string{}
+	for rows.Next() {
+		var name, typ string
+		if err := rows.Scan(&name, &typ); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("poller: read the columns of %s: %w", t, err)
+		}
+		cols[name] = typ
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("poller: read the columns of %s: %w", t, err)
+	}
+	if len(cols) == 0 {
+		return nil, fmt.Errorf("%w: %s (check --table and that the user may read it)", ErrNoTable, t)
+	}
+	return cols, nil
+}
+
+// buildQueries reads the table's columns and writes the cycle's statements. Optional
+// columns the table lacks (event type, headers) are read as NULL; a missing required column
+// is ErrMissingColumn.
+func buildQueries(ctx context.Context, q querier, t table, c Columns, fixedTopic string) (*queries, error) {
+	cols, err := columnsOf(ctx, q, t)
+	if err != nil {
+		return nil, err
+	}
+	required := []struct{ col, flag string }{
+		{c.ID, "--column-id"}, {c.AggregateID, "--column-aggregate-id"}, {c.Payload, "--column-payload"},
+		{c.CreatedAt, "--column-created-at"}, {c.PublishedAt, "--column-published-at"},
+	}
+	if fixedTopic == "" {
+		required = append(required, struct{ col, flag string }{c.Topic, "--column-topic (or set --topic)"})
+	}
+	var missing []error
+	for _, r := range required {
+		if _, ok := cols[r.col]; !ok {
+			missing = append(missing, fmt.Errorf("%w: %s has no column %q (map it with %s)", ErrMissingColumn, t, r.col, r.flag))
+		}
+	}
+	if err := errors.Join(missing...); err != nil {
+		return nil, err
+	}
+	col := func(name string) string { return "o." + pgx.Identifier{name}.Sanitize() }
+	text := func(name string, use bool) string {
+		if _, ok := cols[name]; !ok || !use {
+			return "NULL::text"
+		}
+		return col(name) + "::text"
+	}
+	tbl, id, pub := t.sanitize(), col(c.ID), pgx.Identifier{c.PublishedAt}.Sanitize()
+	// Output columns have their own names so that ORDER BY reaches the table's id column
+	// (and its index), never the text output column.
+	sel := fmt.Sprintf(`SELECT %s AS p_id, %s AS p_key, %s AS p_topic, %s AS p_payload, %s AS p_event_type, %s AS p_headers, %s::timestamptz AS p_created_at
+  FROM %s o
+ WHERE o.%s IS NULL
+ ORDER BY %s
+ LIMIT $1
+ FOR UPDATE SKIP LOCKED`,
+		text(c.ID, true), text(c.AggregateID, true), text(c.Topic, fixedTopic == ""), text(c.Payload, true),
+		text(c.EventType, true), text(c.Headers, true), col(c.CreatedAt), tbl, pub, id)
+	upd := fmt.Sprintf(`UPDATE %s SET %s = now() WHERE %s = ANY($1::text[]::%s[])`,
+		tbl, pub, pgx.Identifier{c.ID}.Sanitize(), cols[c.ID])
+	has, err := hasPendingIndex(ctx, q, t, c)
+	if err != nil {
+		return nil, err
+	}
+	return &queries{sel: sel, upd: upd, hasIndex: has}, nil
+}
+
+// hasPendingIndex reports whether a valid partial index with the predicate
+// "published_at IS NULL" exists on the table.
+func hasPendingIndex(ctx context.Context, q querier, t table, c Columns) (bool, error) {
+	var n int
+	err := q.QueryRow(ctx, `SELECT count(*) FROM pg_index i
+		WHERE i.indrelid = to_regclass($1) AND i.indisvalid AND i.indpred IS NOT NULL
+		  AND pg_get_expr(i.indpred, i.indrelid) = '(' || quote_ident($2) || ' IS NULL)'`,
+		t.sanitize(), c.PublishedAt).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("poller: look for the pending-rows index on %s: %w", t, err)
+	}
+	return n > 0, nil
+}
+
+// IndexName is the name CreateIndex gives the pending-rows index of a table:
+// "<table>_pending_idx", shortened to PostgreSQL's 63 bytes.
+func IndexName(tableName string) string {
+	t, err := parseTable(tableName)
+	if err != nil {
+		return ""
+	}
+	const suffix = "_pending_idx"
+	n := t.name
+	if len(n)+len(suffix) > 63 {
+		n = n[:63-len(suffix)]
+	}
+	return n + suffix
+}
+
+// CreateIndex creates the partial index the cycle's SELECT uses, unless it exists:
+//
+//	CREATE INDEX CONCURRENTLY IF NOT EXISTS <table>_pending_idx ON <table> (id) WHERE published_at IS NULL
+//
+// CONCURRENTLY lets writers go on while it builds; conn must not be inside a transaction. It
+// reports whether it created the index. An index of that name left invalid by a failed
+// concurrent build is ErrInvalidIndex.
+func CreateIndex(ctx context.Context, conn *pgx.Conn, tableName string, c Columns) (name string, created bool, err error) {
+	t, err := parseTable(tableName)
+	if err != nil {
+		return "", false, err
+	}
+	c = c.withDefaults()
+	cols, err := columnsOf(ctx, conn, t)
+	if err != nil {
+		return "", false, err
+	}
+	for _, col := range []string{c.ID, c.PublishedAt} {
+		if _, ok := cols[col]; !ok {
+			return "", false, fmt.Errorf("%w: %s has no column %q", ErrMissingColumn, t, col)
+		}
+	}
+	name = IndexName(tableName)
+	valid, exists, err := indexState(ctx, conn, t, name)
+	if err != nil {
+		return name, false, err
+	}
+	if !exists {
+		sql := fmt.Sprintf(`CREATE INDEX CONCURRENTLY IF NOT EXISTS %s ON %s (%s) WHERE %s IS NULL`,
+			pgx.Identifier{name}.Sanitize(), t.sanitize(), pgx.Identifier{c.ID}.Sanitize(), pgx.Identifier{c.PublishedAt}.Sanitize())
+		if _, err := conn.Exec(ctx, sql); err != nil && !concurrentCreate(err) {
+			return name, false, fmt.Errorf("poller: create index %s on %s: %w", name, t, err)
+		}
+		if valid, exists, err = indexState(ctx, conn, t, name); err != nil {
+			return name, false, err
+		}
+		created = true
+	}
+	if !exists || !valid {
+		return name, false, fmt.Errorf("%w: %s on %s (DROP INDEX CONCURRENTLY %s; then create it again)", ErrInvalidIndex, name, t, name)
+	}
+	return name, created, nil
+}
+
+// concurrentCreate reports an error from a CREATE INDEX that another session ran at the
+// same moment (duplicate name in pg_class).
+func concurrentCreate(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "42P07" || pe.Code == "23505")
+}
+
+func indexState(ctx context.Context, q querier, t table, name string) (valid, exists bool, err error) {
+	err = q.QueryRow(ctx, `SELECT i.indisvalid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		JOIN pg_index i ON i.indexrelid = c.oid WHERE n.nspname = $1 AND c.relname = $2`, t.schema, name).Scan(&valid)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, false, nil
+	}
+	if err != nil {
+		return false, false, fmt.Errorf("poller: look up index %s: %w", name, err)
+	}
+	return valid, true, nil
+}
+
+// sqlState returns the SQLSTATE of a server error, or "".
+func sqlState(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return ""
+}
+
+// schemaChanged reports a server error that means the table or a column changed under the
+// prepared statements: rebuild them before the next cycle.
+func schemaChanged(err error) bool {
+	switch sqlState(err) {
+	case "42P01", "42703", "0A000", "42804": // undefined table/column, cached plan changed, datatype mismatch
+		return true
+	}
+	return strings.Contains(err.Error(), "cached plan must not change result type")
+}
