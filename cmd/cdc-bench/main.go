@@ -1,0 +1,195 @@
+// Command cdc-bench compares cdc-relay's `run` with the polling publisher (`poll`) and with
+// the limit of one walsender (pg_recvlogical) on the local PostgreSQL and Kafka:
+//
+//	eval "$(scripts/dev-up.sh)"
+//	go run ./cmd/cdc-bench [--quick] [--out results]
+//
+// It writes table.md, report.json, latency-cdf.svg and the publishers' logs into
+// <out>/<UTC date and time>/, points <out>/latest at it, prints the table on stdout and its
+// progress on stderr. Exit codes: 0 done (targets met or not: the table says), 1 a phase
+// failed, 2 bad usage.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/cdc-relay/cdc-relay/internal/bench"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	var (
+		cfg     bench.Config
+		quick   bool
+		out     string
+		brokers string
+		rates   string
+		sizes   string
+		pubs    string
+		runArgs string
+		pollArg string
+	)
+	fs := flag.NewFlagSet("cdc-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&cfg.PGURL, "pg-url", os.Getenv("CDC_RELAY_PG_URL"), "PostgreSQL URL (default $CDC_RELAY_PG_URL)")
+	fs.StringVar(&brokers, "brokers", os.Getenv("CDC_RELAY_BROKERS"), "Kafka brokers, comma-separated (default $CDC_RELAY_BROKERS)")
+	fs.BoolVar(&quick, "quick", false, "shorten the suite: 5s per rate, a 20,000-row backlog drained once (flags given explicitly still win)")
+	fs.DurationVar(&cfg.Duration, "duration", 20*time.Second, "how long each steady rate is held")
+	fs.StringVar(&rates, "rates", "500,2000,5000", "steady rates, rows per second, comma-separated")
+	fs.IntVar(&cfg.Backlog, "backlog", 200_000, "rows in the backlog drain test")
+	fs.StringVar(&sizes, "tx-sizes", "1,100", "transaction sizes the backlog is written with, comma-separated")
+	fs.IntVar(&cfg.Repeats, "repeats", 3, "drains of each backlog per publisher, interleaved; the table shows the median")
+	fs.StringVar(&pubs, "publishers", "run,poll:100ms,poll:10ms",
+		"publishers to compare, comma-separated: run or poll:<interval>, each optionally followed by +ARG for extra arguments, #BINARY for another cdc-relay build and @VAR=value[;VAR=value] for its environment (e.g. run+--linger=2ms#/tmp/cdc-relay-old@GOGC=400)")
+	fs.StringVar(&runArgs, "run-args", "", "extra arguments for every `cdc-relay run`, space-separated (e.g. \"--linger 1ms\")")
+	fs.StringVar(&pollArg, "poll-args", "", "extra arguments for every `cdc-relay poll`, space-separated (e.g. \"--batch 1000\")")
+	fs.IntVar(&cfg.Writers, "writers", 8, "connections writing the steady load")
+	fs.IntVar(&cfg.Partitions, "partitions", 3, "partitions per benchmark topic")
+	fs.BoolVar(&cfg.SkipSteady, "skip-steady", false, "leave out the steady-load part")
+	fs.BoolVar(&cfg.SkipBacklog, "skip-backlog", false, "leave out the backlog part")
+	fs.StringVar(&out, "out", "results", "results folder: the run goes into <out>/<date>/ and <out>/latest points at it")
+	fs.StringVar(&cfg.PGBin, "pg-bin", "", "directory of pg_recvlogical (default $CDC_RELAY_DEV_PG_BIN, else pg_config --bindir)")
+	fs.StringVar(&cfg.RelayBin, "relay-bin", "", "cdc-relay binary to benchmark (default: built from this module)")
+	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", 2*time.Minute, "how long to wait for the last records of a phase")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if quick {
+		q := cfg.Quick()
+		if !set["duration"] {
+			cfg.Duration = q.Duration
+		}
+		if !set["backlog"] {
+			cfg.Backlog = q.Backlog
+		}
+		if !set["repeats"] {
+			cfg.Repeats = q.Repeats
+		}
+	}
+	var err error
+	if cfg.Rates, err = ints(rates); err != nil {
+		fmt.Fprintf(stderr, "cdc-bench: --rates: %v\n", err)
+		return 2
+	}
+	if cfg.TxSizes, err = ints(sizes); err != nil {
+		fmt.Fprintf(stderr, "cdc-bench: --tx-sizes: %v\n", err)
+		return 2
+	}
+	if cfg.Publishers, err = publishers(pubs); err != nil {
+		fmt.Fprintf(stderr, "cdc-bench: --publishers: %v\n", err)
+		return 2
+	}
+	for i, p := range cfg.Publishers {
+		if p.Poll {
+			cfg.Publishers[i].Args = append(strings.Fields(pollArg), p.Args...)
+		} else {
+			cfg.Publishers[i].Args = append(strings.Fields(runArgs), p.Args...)
+		}
+	}
+	if brokers != "" {
+		cfg.Brokers = strings.Split(brokers, ",")
+	}
+	stamp := time.Now().UTC().Format("2006-01-02T150405Z")
+	cfg.OutDir = filepath.Join(out, stamp)
+	cfg.Progress = stderr
+	cfg.Command = strings.Join(append([]string{"cdc-bench"}, args...), " ")
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintf(stderr, "cdc-bench: %v\n", err)
+		return 2
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rep, err := bench.Run(ctx, cfg)
+	if rep != nil {
+		fmt.Fprint(stdout, rep.Markdown())
+		latest := filepath.Join(out, "latest")
+		_ = os.Remove(latest)
+		if lerr := os.Symlink(stamp, latest); lerr != nil {
+			fmt.Fprintf(stderr, "cdc-bench: link %s: %v\n", latest, lerr)
+		}
+		fmt.Fprintf(stderr, "cdc-bench: results in %s\n", cfg.OutDir)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "cdc-bench: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func ints(s string) ([]int, error) {
+	var out []int
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		n, err := strconv.Atoi(strings.ReplaceAll(p, "_", ""))
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("%q is not a positive number", p)
+		}
+		out = append(out, n)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("empty list")
+	}
+	return out, nil
+}
+
+// publishers parses "run,poll:100ms,poll:10ms,run@GOMAXPROCS=1".
+func publishers(s string) ([]bench.Publisher, error) {
+	var out []bench.Publisher
+	for _, p := range strings.Split(s, ",") {
+		spec, env, _ := strings.Cut(strings.TrimSpace(p), "@")
+		spec, bin, _ := strings.Cut(spec, "#")
+		spec, extra, _ := strings.Cut(spec, "+")
+		var pub bench.Publisher
+		switch kind, arg, _ := strings.Cut(spec, ":"); {
+		case kind == "run" && arg == "":
+			pub = bench.Publisher{Name: "run"}
+		case kind == "poll":
+			d, err := time.ParseDuration(arg)
+			if err != nil || d <= 0 {
+				return nil, fmt.Errorf("%q: want poll:<interval>, e.g. poll:100ms", p)
+			}
+			pub = bench.Publisher{Name: "poll " + d.String(), Poll: true, Interval: d}
+		default:
+			return nil, fmt.Errorf("%q: want run or poll:<interval>", p)
+		}
+		if bin != "" {
+			pub.Bin = bin
+			pub.Name += " [" + filepath.Base(bin) + "]"
+		}
+		if extra != "" {
+			pub.Args = strings.Split(extra, "+")
+			pub.Name += " " + strings.Join(pub.Args, " ")
+		}
+		if env != "" {
+			pub.Env = strings.Split(env, ";")
+			pub.Name += " " + strings.Join(pub.Env, " ")
+		}
+		out = append(out, pub)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("empty list")
+	}
+	return out, nil
+}

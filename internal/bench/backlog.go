@@ -1,0 +1,231 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sync/atomic"
+	"time"
+)
+
+// RecvLogical labels pg_recvlogical in backlog results.
+const RecvLogical = "pg_recvlogical"
+
+// BacklogResult is one publisher draining one backlog: the median of Repeats drains.
+type BacklogResult struct {
+	TxSize    int             `json:"tx_size"`
+	Rows      int             `json:"rows"`
+	Publisher string          `json:"publisher"`
+	Elapsed   time.Duration   `json:"elapsed_ns"` // median: process start to all rows acknowledged (or received)
+	Runs      []time.Duration `json:"runs_ns"`    // every drain, in the order run
+	Rate      float64         `json:"rows_per_s"` // Rows / Elapsed
+	PeakRSS   int64           `json:"peak_rss_bytes"`
+	CPU       time.Duration   `json:"cpu_ns"` // median
+}
+
+// drainRun is one drain's measurements.
+type drainRun struct {
+	elapsed time.Duration
+	rss     int64
+	cpu     time.Duration
+}
+
+// backlog writes cfg.Backlog rows in transactions of txSize with no publisher running, then
+// times pg_recvlogical and each publisher draining them, Repeats times each, interleaved
+// (recv, run, poll, poll, recv, run, ...) so that noise from other load on the machine
+// falls on all of them alike. Each relay and pg_recvlogical drain has its own slot, made
+// before the rows were written; each poll drain finds the rows pending again.
+func (e *env) backlog(ctx context.Context, txSize int) ([]BacklogResult, error) {
+	defer e.cleanupTo(e.mark())
+	n, reps := e.cfg.Backlog, e.cfg.Repeats
+	phase := fmt.Sprintf("backlog %d rows in %d-row transactions", n, txSize)
+	f, err := e.newFixture(ctx, fmt.Sprintf("b_tx%d", txSize))
+	if err != nil {
+		return nil, err
+	}
+	// The slots exist before the rows are written, so that each keeps the backlog.
+	slots := map[string][]string{}
+	for k := 0; k < reps; k++ {
+		for _, pub := range e.cfg.Publishers {
+			if !pub.Poll {
+				slot := fmt.Sprintf("%s_%s_%d", f.base, slug(pub.Name), k)
+				if err := e.createRelaySlot(ctx, f, slot); err != nil {
+					return nil, err
+				}
+				slots[pub.Name] = append(slots[pub.Name], slot)
+			}
+		}
+		slot := fmt.Sprintf("%s_recv_%d", f.base, k)
+		if err := e.createPlainSlot(ctx, slot); err != nil {
+			return nil, err
+		}
+		slots[RecvLogical] = append(slots[RecvLogical], slot)
+	}
+
+	e.progress("%s: writing", phase)
+	start := time.Now()
+	var last atomic.Int64
+	err = backlogLoad(ctx, e.pool, f, n, txSize, func(done int) {
+		if now := time.Now().UnixNano(); now-last.Load() >= int64(time.Second) || done >= n {
+			last.Store(now)
+			e.progress("%s: %d/%d rows written", phase, done, n)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	var end string
+	if err := e.pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&end); err != nil {
+		return nil, err
+	}
+	e.progress("%s: written in %.1fs, WAL end %s", phase, time.Since(start).Seconds(), end)
+
+	names := []string{RecvLogical}
+	for _, pub := range e.cfg.Publishers {
+		names = append(names, pub.Name)
+	}
+	runs := map[string][]drainRun{}
+	for k := 0; k < reps; k++ {
+		// Rotate the order each round, so that no publisher always goes first.
+		for i := range names {
+			name := names[(i+k)%len(names)]
+			label := fmt.Sprintf("%s: %s (%d/%d)", phase, name, k+1, reps)
+			var r drainRun
+			var err error
+			if name == RecvLogical {
+				r, err = e.recvLogical(ctx, label, f, slots[name][k], end)
+			} else {
+				pub := publisherNamed(e.cfg.Publishers, name)
+				slot, topic, target := "", fmt.Sprintf("%s.%s.%d", f.topic, slug(name), k), f
+				if pub.Poll {
+					// Each poll drain gets its own copy of the backlog, written as the
+					// original was: re-marking rows pending would leave dead index entries
+					// that only VACUUM removes, and any long transaction on the server
+					// stops VACUUM (that is a weakness of polling, but not this test).
+					if target, err = e.copyBacklog(ctx, label, f, fmt.Sprintf("%s_%d", slug(name), k)); err != nil {
+						return nil, err
+					}
+				} else {
+					slot = slots[name][k]
+				}
+				if err := e.createTopic(ctx, topic); err != nil {
+					return nil, err
+				}
+				r, err = e.drain(ctx, label, pub, target, slot, topic)
+				if pub.Poll {
+					e.pool.Exec(ctx, `DROP TABLE IF EXISTS `+target.outbox)
+				}
+			}
+			if err != nil {
+				return nil, err
+			}
+			runs[name] = append(runs[name], r)
+			if s, ok := slots[name]; ok {
+				e.dropSlot(ctx, s[k]) // drained: its WAL is no longer needed
+			}
+		}
+	}
+
+	var out []BacklogResult
+	for _, name := range names {
+		out = append(out, summarize(name, txSize, n, runs[name]))
+	}
+	return out, nil
+}
+
+func publisherNamed(pubs []Publisher, name string) Publisher {
+	for _, p := range pubs {
+		if p.Name == name {
+			return p
+		}
+	}
+	return Publisher{}
+}
+
+// summarize takes the median drain (and median CPU, peak RSS) of a publisher's runs.
+func summarize(name string, txSize, n int, runs []drainRun) BacklogResult {
+	r := BacklogResult{TxSize: txSize, Rows: n, Publisher: name}
+	var el, cpu []time.Duration
+	for _, x := range runs {
+		r.Runs = append(r.Runs, x.elapsed)
+		el, cpu = append(el, x.elapsed), append(cpu, x.cpu)
+		r.PeakRSS = max(r.PeakRSS, x.rss)
+	}
+	slices.Sort(el)
+	slices.Sort(cpu)
+	r.Elapsed, r.CPU = el[len(el)/2], cpu[len(cpu)/2]
+	r.Rate = float64(n) / r.Elapsed.Seconds()
+	return r
+}
+
+// copyBacklog copies the backlog's outbox table (rows, pending-rows index) for one poll
+// drain; the copy is dropped at cleanup if the caller does not drop it first.
+func (e *env) copyBacklog(ctx context.Context, label string, f *fixture, suffix string) (*fixture, error) {
+	c := *f
+	name := f.base + "_" + suffix
+	c.outbox = "public." + name
+	e.onClose(func(ctx context.Context) { e.pool.Exec(ctx, `DROP TABLE IF EXISTS `+c.outbox) })
+	e.progress("%s: copying the backlog for it", label)
+	_, err := e.pool.Exec(ctx, `CREATE TABLE `+c.outbox+` (LIKE `+f.outbox+` INCLUDING DEFAULTS);
+INSERT INTO `+c.outbox+` SELECT * FROM `+f.outbox+` ORDER BY id;
+ALTER TABLE `+c.outbox+` ADD PRIMARY KEY (id);
+CREATE INDEX `+name+`_pending_idx ON `+c.outbox+` (id) WHERE published_at IS NULL;
+ANALYZE `+c.outbox)
+	if err != nil {
+		return nil, fmt.Errorf("bench: copy the backlog: %w", err)
+	}
+	return &c, nil
+}
+
+// recvLogical times pg_recvlogical streaming the backlog to /dev/null up to end.
+func (e *env) recvLogical(ctx context.Context, label string, f *fixture, slot, end string) (drainRun, error) {
+	p, err := startProc(RecvLogical, filepath.Join(e.logDir, "backlog-"+slot+".log"), nil, filepath.Join(e.cfg.PGBin, RecvLogical),
+		"-d", e.cfg.PGURL, "--slot", slot, "--start", "--no-loop", "--endpos", end,
+		"-o", "proto_version=1", "-o", "publication_names="+f.base, "-f", "/dev/null")
+	if err != nil {
+		return drainRun{}, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, e.cfg.DrainTimeout)
+	defer cancel()
+	if err := p.wait(wctx); err != nil {
+		return drainRun{}, err
+	}
+	r := drainRun{elapsed: p.ended.Sub(p.started), rss: p.peakRSS(), cpu: p.cpu()}
+	e.progress("%s: %.2fs (%.0f rows/s)", label, r.elapsed.Seconds(), float64(e.cfg.Backlog)/r.elapsed.Seconds())
+	return r, nil
+}
+
+// drain starts pub (run on slot) publishing to topic and times it until Kafka holds every
+// row of the backlog there.
+func (e *env) drain(ctx context.Context, label string, pub Publisher, f *fixture, slot, topic string) (drainRun, error) {
+	n := int64(e.cfg.Backlog)
+	p, err := e.startPublisher(pub, f, slot, topic, "backlog-"+f.base+"-"+slug(pub.Name)+"-"+topic)
+	if err != nil {
+		return drainRun{}, err
+	}
+	defer p.stop(30 * time.Second)
+	var acked atomic.Int64
+	stopTicker := e.tickProgress(label, func() string { return fmt.Sprintf("%d/%d acknowledged by Kafka", acked.Load(), n) })
+	var done time.Time
+	err = waitUntil(ctx, e.cfg.DrainTimeout, p, fmt.Sprintf("%s to drain %d rows", pub.Name, n), func() (bool, error) {
+		v, err := e.endOffsets(ctx, topic)
+		if err != nil {
+			return false, nil // a transient metadata error: ask again
+		}
+		acked.Store(v)
+		done = time.Now()
+		return v >= n, nil
+	})
+	stopTicker()
+	if err != nil {
+		return drainRun{}, err
+	}
+	rss := p.peakRSS()
+	if err := p.stop(30 * time.Second); err != nil {
+		return drainRun{}, err
+	}
+	r := drainRun{elapsed: done.Sub(p.started), rss: max(rss, p.peakRSS()), cpu: p.cpu()}
+	e.progress("%s: %.2fs (%.0f rows/s), peak RSS %.1f MB", label, r.elapsed.Seconds(), float64(n)/r.elapsed.Seconds(), mb(r.rss))
+	return r, nil
+}

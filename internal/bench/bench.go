@@ -1,0 +1,110 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Run runs the suite and writes table.md, report.json and latency-cdf.svg into cfg.OutDir.
+// It returns the report even when a phase failed (with the results up to then) together
+// with the error.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	if err := os.MkdirAll(filepath.Join(cfg.OutDir, "logs"), 0o755); err != nil {
+		return nil, err
+	}
+	rep := &Report{Started: time.Now(), Machine: machine(), Command: cfg.Command, LoadAvg: [2]float64{loadAvg(), 0}, Config: ReportConfig{
+		Duration: cfg.Duration, Rates: cfg.Rates, Backlog: cfg.Backlog, TxSizes: cfg.TxSizes, Repeats: cfg.Repeats,
+		Writers: cfg.Writers, Partitions: cfg.Partitions,
+	}}
+	if cfg.SkipSteady {
+		rep.Config.Rates = nil
+	}
+	if cfg.SkipBacklog {
+		rep.Config.TxSizes = nil
+	}
+	if cfg.RelayBin == "" {
+		dir, err := os.MkdirTemp("", "cdc-bench")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		fmt.Fprintf(cfg.Progress, "cdc-bench: building cdc-relay\n")
+		if cfg.RelayBin, err = BuildRelay(ctx, dir); err != nil {
+			return nil, err
+		}
+	}
+	e, err := newEnv(ctx, cfg, cfg.RelayBin)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		e.progress("cleaning up (tables, slots, publications and topics named %s_*)", e.prefix)
+		e.close()
+	}()
+	rep.Services, rep.Prefix = e.serverInfo(ctx), e.prefix
+
+	err = e.suite(ctx, rep)
+	rep.Elapsed = time.Since(rep.Started)
+	rep.LoadAvg[1] = loadAvg()
+	rep.evaluate()
+	if werr := rep.write(cfg.OutDir); werr != nil {
+		err = errors.Join(err, werr)
+	}
+	return rep, err
+}
+
+func (e *env) suite(ctx context.Context, rep *Report) error {
+	if !e.cfg.SkipSteady {
+		for _, rate := range e.cfg.Rates {
+			for _, pub := range e.cfg.Publishers {
+				r, err := e.steady(ctx, pub, rate)
+				if err != nil {
+					return fmt.Errorf("steady %s at %d rows/s: %w", pub.Name, rate, err)
+				}
+				rep.Steady = append(rep.Steady, r)
+			}
+		}
+	}
+	if !e.cfg.SkipBacklog {
+		for _, size := range e.cfg.TxSizes {
+			rs, err := e.backlog(ctx, size)
+			if err != nil {
+				return fmt.Errorf("backlog in %d-row transactions: %w", size, err)
+			}
+			rep.Backlog = append(rep.Backlog, rs...)
+		}
+	}
+	return nil
+}
+
+// write stores the report files in dir.
+func (r *Report) write(dir string) error {
+	var errs []error
+	errs = append(errs, os.WriteFile(filepath.Join(dir, "table.md"), []byte(r.Markdown()), 0o644))
+	js, err := json.MarshalIndent(r, "", "  ")
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, "report.json"), append(js, '\n'), 0o644)
+	}
+	errs = append(errs, err)
+	if len(r.Steady) > 0 {
+		for name, png := range map[string]bool{"latency-cdf.svg": false, "latency-cdf.png": true} {
+			var buf bytes.Buffer
+			err := WriteCDF(&buf, r.Steady, png)
+			if err == nil {
+				err = os.WriteFile(filepath.Join(dir, name), buf.Bytes(), 0o644)
+			}
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

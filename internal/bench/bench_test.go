@@ -1,0 +1,181 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// testWriter sends progress lines to the test log.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// The whole suite, shrunk, against the real services: every table row is there and every
+// number is plausible. It fails, never skips, when the services are missing.
+func TestQuickSuite(t *testing.T) {
+	if os.Getenv("CDC_RELAY_PG_URL") == "" || os.Getenv("CDC_RELAY_BROKERS") == "" {
+		t.Fatal(`CDC_RELAY_PG_URL and CDC_RELAY_BROKERS must be set: run: eval "$(scripts/dev-up.sh)"`)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	out := t.TempDir()
+	cfg := Config{
+		Duration: 1500 * time.Millisecond, Rates: []int{200, 2000}, Backlog: 2000, TxSizes: []int{1, 100}, Repeats: 1,
+		OutDir: out, Progress: testWriter{t}, DrainTimeout: time.Minute,
+	}
+	rep, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if got, want := len(rep.Steady), len(cfg.Rates)*len(DefaultPublishers); got != want {
+		t.Fatalf("%d steady results, want %d", got, want)
+	}
+	for _, s := range rep.Steady {
+		name := fmt.Sprintf("%s at %d rows/s", s.Publisher, s.Rate)
+		// Other tests share the machine: the writers may fall behind, never ahead.
+		wantRecords := int(float64(s.Rate) * cfg.Duration.Seconds())
+		if s.Records < wantRecords/3 || s.Records > wantRecords {
+			t.Errorf("%s: %d records, want at most %d and not far fewer", name, s.Records, wantRecords)
+		}
+		if s.Achieved < float64(s.Rate)/3 || s.Achieved > float64(s.Rate)*1.1 {
+			t.Errorf("%s: achieved %.0f rows/s", name, s.Achieved)
+		}
+		if !(0 < s.P50 && s.P50 <= s.P90 && s.P90 <= s.P99 && s.P99 <= s.Max && s.Max < 30*time.Second) {
+			t.Errorf("%s: implausible latencies p50 %s p90 %s p99 %s max %s", name, s.P50, s.P90, s.P99, s.Max)
+		}
+		if s.PeakRSS < 1<<20 || s.PeakRSS > 1<<30 || s.CPU <= 0 || s.Events < int64(s.Records) {
+			t.Errorf("%s: RSS %d, CPU %s, events %d", name, s.PeakRSS, s.CPU, s.Events)
+		}
+		if len(s.Latencies) != s.Records {
+			t.Errorf("%s: %d latencies for %d records", name, len(s.Latencies), s.Records)
+		}
+	}
+	// A polling publisher at 100ms cannot beat its own interval by much: its median waits
+	// for the next cycle, the relay's does not.
+	run, _ := rep.steadyOf("run", 200)
+	poll, _ := rep.steadyOf("poll 100ms", 200)
+	if poll.P50 < 20*time.Millisecond || poll.P50 > 5*time.Second || run.P50 >= poll.P50 {
+		t.Errorf("p50 run %s, poll 100ms %s: implausible", run.P50, poll.P50)
+	}
+
+	if got, want := len(rep.Backlog), len(cfg.TxSizes)*(len(DefaultPublishers)+1); got != want {
+		t.Fatalf("%d backlog results, want %d", got, want)
+	}
+	for _, b := range rep.Backlog {
+		if b.Rows != cfg.Backlog || b.Elapsed <= 0 || b.Elapsed > time.Minute || b.Rate <= 0 || len(b.Runs) != 1 {
+			t.Errorf("backlog %d-row tx, %s: %+v", b.TxSize, b.Publisher, b)
+		}
+	}
+
+	md, err := os.ReadFile(filepath.Join(out, "table.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := string(md)
+	for _, s := range rep.Steady {
+		if row := fmt.Sprintf("| %s | %d |", s.Publisher, s.Rate); !strings.Contains(table, row) {
+			t.Errorf("table.md has no row %q", row)
+		}
+	}
+	for _, b := range rep.Backlog {
+		if row := fmt.Sprintf("| %d | %s |", b.TxSize, b.Publisher); !strings.Contains(table, row) {
+			t.Errorf("table.md has no row %q", row)
+		}
+	}
+	for _, tg := range []string{"p50 ≤ 5 ms", "p99 ≤ 25 ms", "10× lower", "≥ 0.7 × pg_recvlogical", "≥ 2 × best poll", "RSS ≤ 64 MB"} {
+		if !strings.Contains(table, tg) {
+			t.Errorf("table.md has no target %q", tg)
+		}
+	}
+	for _, f := range []string{"report.json", "latency-cdf.svg", "latency-cdf.png"} {
+		if st, err := os.Stat(filepath.Join(out, f)); err != nil || st.Size() < 100 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	// Nothing is left behind.
+	e, err := newEnv(ctx, cfg.withDefaults(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.close()
+	var slots, tables int
+	if err := e.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM pg_replication_slots WHERE starts_with(slot_name, $1)),
+		(SELECT count(*) FROM pg_tables WHERE starts_with(tablename, $1))`, rep.Prefix).Scan(&slots, &tables); err != nil {
+		t.Fatal(err)
+	}
+	topics, err := e.adm.ListTopics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for _, name := range topics.Names() {
+		if strings.HasPrefix(name, rep.Prefix) {
+			left = append(left, name)
+		}
+	}
+	if slots != 0 || tables != 0 || len(left) != 0 {
+		t.Errorf("left behind: %d slots, %d tables, topics %v named %s*", slots, tables, left, rep.Prefix)
+	}
+	t.Logf("\n%s", table)
+}
+
+func TestQuantile(t *testing.T) {
+	var d []time.Duration
+	for i := 1; i <= 100; i++ {
+		d = append(d, time.Duration(i)*time.Millisecond)
+	}
+	for q, want := range map[float64]time.Duration{0.5: 50 * time.Millisecond, 0.9: 90 * time.Millisecond, 0.99: 99 * time.Millisecond, 1: 100 * time.Millisecond, 0: time.Millisecond} {
+		if got := quantile(d, q); got != want {
+			t.Errorf("q%.2f = %s, want %s", q, got, want)
+		}
+	}
+	if quantile(nil, 0.5) != 0 {
+		t.Error("empty input")
+	}
+}
+
+func TestSummarizeTakesTheMedian(t *testing.T) {
+	r := summarize("run", 1, 1000, []drainRun{{elapsed: 3 * time.Second, rss: 10, cpu: 3}, {elapsed: time.Second, rss: 30, cpu: 1}, {elapsed: 2 * time.Second, rss: 20, cpu: 2}})
+	if r.Elapsed != 2*time.Second || r.Rate != 500 || r.PeakRSS != 30 || r.CPU != 2 || len(r.Runs) != 3 || r.Runs[0] != 3*time.Second {
+		t.Errorf("%+v", r)
+	}
+}
+
+func TestTargets(t *testing.T) {
+	rep := &Report{Config: ReportConfig{TxSizes: []int{1}}}
+	rep.Steady = []SteadyResult{
+		{Publisher: "run", Rate: 2000, P50: 2 * time.Millisecond, P99: 30 * time.Millisecond, PeakRSS: 30 << 20},
+		{Publisher: "poll 100ms", Rate: 2000, P50: 55 * time.Millisecond},
+	}
+	rep.Backlog = []BacklogResult{
+		{TxSize: 1, Publisher: RecvLogical, Rate: 100},
+		{TxSize: 1, Publisher: "run", Rate: 80},
+		{TxSize: 1, Publisher: "poll 100ms", Rate: 30},
+		{TxSize: 1, Publisher: "poll 10ms", Rate: 45},
+	}
+	rep.evaluate()
+	want := map[string]bool{
+		"run at 2,000 rows/s: p50 ≤ 5 ms": true, "run at 2,000 rows/s: p99 ≤ 25 ms": false,
+		"run at 2,000 rows/s: p50 ≥ 10× lower than poll 100ms":    true,
+		"backlog, 1-row transactions: run ≥ 0.7 × pg_recvlogical": true,
+		"backlog, 1-row transactions: run ≥ 2 × best poll":        false, // 80 / 45
+		"run: peak RSS ≤ 64 MB during the steady runs":            true,
+	}
+	if len(rep.Targets) != len(want) {
+		t.Fatalf("targets %+v", rep.Targets)
+	}
+	for _, tg := range rep.Targets {
+		if met, ok := want[tg.Name]; !ok || met != tg.Met {
+			t.Errorf("%s: met %v (%s)", tg.Name, tg.Met, tg.Measured)
+		}
+	}
+}

@@ -1,0 +1,112 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cdc-relay/cdc-relay/sink"
+)
+
+// latencyConsumer reads a topic from its start and records, for each record with an outbox
+// id above a threshold, the time from its cdc-commit-time to the return of the fetch that
+// brought it. It runs in its own goroutine until close.
+type latencyConsumer struct {
+	cl     *kgo.Client
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	after    atomic.Int64 // ids <= after are warm-up
+	records  atomic.Int64 // every record read
+	measured atomic.Int64 // distinct ids above after
+
+	mu   sync.Mutex
+	seen map[int64]struct{}
+	lat  []time.Duration
+	prod []time.Duration // commit to the record's timestamp (the producer's Produce call, ms precision)
+	bad  error           // first record without a usable header
+}
+
+func (e *env) consume(topic string) (*latencyConsumer, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.cfg.Brokers...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
+	if err != nil {
+		return nil, fmt.Errorf("bench: consumer: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &latencyConsumer{cl: cl, cancel: cancel, done: make(chan struct{}), seen: map[int64]struct{}{}}
+	c.after.Store(-1)
+	go c.loop(ctx)
+	return c, nil
+}
+
+func (c *latencyConsumer) loop(ctx context.Context) {
+	defer close(c.done)
+	for ctx.Err() == nil {
+		fs := c.cl.PollFetches(ctx)
+		now := time.Now()
+		after := c.after.Load()
+		c.mu.Lock()
+		fs.EachRecord(func(r *kgo.Record) {
+			c.records.Add(1)
+			id, err := strconv.ParseInt(string(sink.Header(r, sink.HeaderOutboxID)), 10, 64)
+			if err != nil {
+				c.badRecord(fmt.Errorf("record without a numeric outbox-id: %w", err))
+				return
+			}
+			if after < 0 || id <= after {
+				c.seen[id] = struct{}{}
+				return
+			}
+			ct, err := time.Parse(time.RFC3339Nano, string(sink.Header(r, sink.HeaderCommitTime)))
+			if err != nil {
+				c.badRecord(fmt.Errorf("outbox id %d: cdc-commit-time: %w", id, err))
+				return
+			}
+			if _, dup := c.seen[id]; dup {
+				return
+			}
+			c.seen[id] = struct{}{}
+			c.lat = append(c.lat, now.Sub(ct))
+			c.prod = append(c.prod, r.Timestamp.Sub(ct))
+			c.measured.Add(1)
+		})
+		c.mu.Unlock()
+	}
+}
+
+func (c *latencyConsumer) badRecord(err error) {
+	if c.bad == nil {
+		c.bad = err
+	}
+}
+
+// has reports whether id has been read.
+func (c *latencyConsumer) has(id int64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.seen[id]
+	return ok
+}
+
+// measureAfter starts measuring the records with ids above id.
+func (c *latencyConsumer) measureAfter(id int64) { c.after.Store(id) }
+
+// result returns the latencies measured (commit to receipt, and commit to the record's
+// timestamp) and the first malformed record, if any.
+func (c *latencyConsumer) result() (lat, prod []time.Duration, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]time.Duration(nil), c.lat...), append([]time.Duration(nil), c.prod...), c.bad
+}
+
+func (c *latencyConsumer) close() {
+	c.cancel()
+	<-c.done
+	c.cl.Close()
+}

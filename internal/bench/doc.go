@@ -1,0 +1,27 @@
+// Package bench is the project's benchmark (cmd/cdc-bench, `make bench`): the relay
+// (`cdc-relay run`) against the polling publisher (`cdc-relay poll`) and against the physical
+// limit of one walsender (pg_recvlogical), on the local PostgreSQL and Kafka that
+// scripts/dev-up.sh starts.
+//
+// It measures, in one run:
+//
+//   - Steady load: orders and outbox rows written in single-row transactions at fixed rates
+//     while a consumer measures each record's latency from commit to receipt: the
+//     cdc-commit-time header (the commit time for run, created_at for poll) to the moment
+//     the consumer's fetch returned it. Percentiles, the rate achieved, and the publisher's
+//     peak RSS (VmHWM) and CPU time (utime+stime) per 10,000 events.
+//   - Backlog drain: N rows written while no publisher runs, in single-row and in 100-row
+//     transactions; then the time from starting each publisher until Kafka has acknowledged
+//     all N records, measured as the sum of the topic's high watermarks (a fresh topic per
+//     publisher, so the sum is the records Kafka holds). The same backlog streamed by
+//     pg_recvlogical (pgoutput, to /dev/null, --endpos at the end of the backlog) is the
+//     limit of one walsender.
+//
+// Publishers run as subprocesses of a freshly built cdc-relay binary, each with its own
+// tables, slot, publication and topics, all removed at the end (also when the run is
+// interrupted). The report is a markdown table (table.md), the raw numbers (report.json)
+// and a latency CDF per publisher (latency-cdf.svg).
+//
+// Run blocks until the suite is done or its context ends; cancelling the context stops the
+// publishers and cleans up.
+package bench

@@ -1,0 +1,219 @@
+package bench
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// Report is the outcome of a benchmark run.
+type Report struct {
+	Started  time.Time     `json:"started"`
+	Elapsed  time.Duration `json:"elapsed_ns"`
+	Machine  string        `json:"machine"`
+	Services string        `json:"services"`
+	Command  string        `json:"command,omitempty"`
+	Prefix   string        `json:"prefix"` // of every table, slot, publication and topic the run made
+	// LoadAvg is /proc/loadavg's 1-minute load at the start and at the end: other work on
+	// the machine shows in the numbers.
+	LoadAvg [2]float64      `json:"load_avg"`
+	Config  ReportConfig    `json:"config"`
+	Steady  []SteadyResult  `json:"steady"`
+	Backlog []BacklogResult `json:"backlog"`
+	Targets []Target        `json:"targets"`
+}
+
+// ReportConfig is the part of Config the numbers depend on.
+type ReportConfig struct {
+	Duration   time.Duration `json:"duration_ns"`
+	Rates      []int         `json:"rates"`
+	Backlog    int           `json:"backlog"`
+	TxSizes    []int         `json:"tx_sizes"`
+	Repeats    int           `json:"repeats"`
+	Writers    int           `json:"writers"`
+	Partitions int           `json:"partitions"`
+}
+
+// Target is one of the issue's targets with the measured value.
+type Target struct {
+	Name     string `json:"name"`
+	Measured string `json:"measured"`
+	Met      bool   `json:"met"`
+}
+
+// steadyOf returns the steady result of publisher at rate.
+func (r *Report) steadyOf(publisher string, rate int) (SteadyResult, bool) {
+	for _, s := range r.Steady {
+		if s.Publisher == publisher && s.Rate == rate {
+			return s, true
+		}
+	}
+	return SteadyResult{}, false
+}
+
+// evaluate fills Targets from the results present.
+func (r *Report) evaluate() {
+	r.Targets = nil
+	add := func(name, measured string, met bool) {
+		r.Targets = append(r.Targets, Target{Name: name, Measured: measured, Met: met})
+	}
+	if run, ok := r.steadyOf("run", 2000); ok {
+		add("run at 2,000 rows/s: p50 ≤ 5 ms", ms(run.P50), run.P50 <= 5*time.Millisecond)
+		add("run at 2,000 rows/s: p99 ≤ 25 ms", ms(run.P99), run.P99 <= 25*time.Millisecond)
+		if poll, ok := r.steadyOf("poll 100ms", 2000); ok && run.P50 > 0 {
+			x := float64(poll.P50) / float64(run.P50)
+			add("run at 2,000 rows/s: p50 ≥ 10× lower than poll 100ms", fmt.Sprintf("%.1f× (%s vs %s)", x, ms(run.P50), ms(poll.P50)), x >= 10)
+		}
+	}
+	for _, size := range r.Config.TxSizes {
+		var run, recv, bestPoll BacklogResult
+		for _, b := range r.Backlog {
+			if b.TxSize != size {
+				continue
+			}
+			switch {
+			case b.Publisher == "run":
+				run = b
+			case b.Publisher == RecvLogical:
+				recv = b
+			case strings.HasPrefix(b.Publisher, "poll") && b.Rate > bestPoll.Rate:
+				bestPoll = b
+			}
+		}
+		if run.Rate == 0 {
+			continue
+		}
+		if recv.Rate > 0 {
+			x := run.Rate / recv.Rate
+			add(fmt.Sprintf("backlog, %d-row transactions: run ≥ 0.7 × pg_recvlogical", size),
+				fmt.Sprintf("%.2f× (%.0f vs %.0f rows/s)", x, run.Rate, recv.Rate), x >= 0.7)
+		}
+		if bestPoll.Rate > 0 {
+			x := run.Rate / bestPoll.Rate
+			add(fmt.Sprintf("backlog, %d-row transactions: run ≥ 2 × best poll", size),
+				fmt.Sprintf("%.1f× (%.0f vs %s %.0f rows/s)", x, run.Rate, bestPoll.Publisher, bestPoll.Rate), x >= 2)
+		}
+	}
+	var peak int64
+	seen := false
+	for _, s := range r.Steady {
+		if s.Publisher == "run" {
+			peak, seen = max(peak, s.PeakRSS), true
+		}
+	}
+	if seen {
+		add("run: peak RSS ≤ 64 MB during the steady runs", fmt.Sprintf("%.1f MB", mb(peak)), peak <= 64<<20)
+	}
+}
+
+// Markdown renders the report as the table.md document.
+func (r *Report) Markdown() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# cdc-relay benchmark, %s\n\n", r.Started.UTC().Format("2006-01-02 15:04 MST"))
+	fmt.Fprintf(&b, "%s; %s. Suite took %s; load average %.2f at the start, %.2f at the end.\n\n",
+		r.Machine, r.Services, r.Elapsed.Round(time.Second), r.LoadAvg[0], r.LoadAvg[1])
+	if r.Command != "" {
+		fmt.Fprintf(&b, "Command: `%s`\n\n", r.Command)
+	}
+
+	if len(r.Steady) > 0 {
+		fmt.Fprintf(&b, "## Steady load: commit to consumer latency\n\n")
+		fmt.Fprintf(&b, "Single-row transactions (one order and its outbox row) at a fixed rate for %s each, from %d connections; "+
+			"latency is the consumer's receipt minus the record's cdc-commit-time (commit time for run, created_at for poll). "+
+			"'To produce' is commit to the record's timestamp, when the publisher handed it to its Kafka client (millisecond precision): "+
+			"the part spent before Kafka. Peak RSS is the publisher's VmHWM; CPU is its utime+stime over its whole life per 10,000 records it published. "+
+			"Server WAL is all the WAL the server wrote during the load, by anyone: a walsender decodes all of it, so other writers on the server delay run, not poll.\n\n",
+			r.Config.Duration, r.Config.Writers)
+		b.WriteString("| publisher | target rows/s | achieved rows/s | records | p50 ms | p90 ms | p99 ms | max ms | to produce p50 / p99 ms | peak RSS MB | CPU s / 10k events | server WAL MB/s |\n")
+		b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		for _, s := range r.Steady {
+			fmt.Fprintf(&b, "| %s | %d | %.0f | %d | %.1f | %.1f | %.1f | %.1f | %.0f / %.0f | %.1f | %.3f | %.1f |\n",
+				s.Publisher, s.Rate, s.Achieved, s.Records, msf(s.P50), msf(s.P90), msf(s.P99), msf(s.Max),
+				max(0, msf(s.ToProduceP50)), max(0, msf(s.ToProduceP99)), mb(s.PeakRSS), cpuPer10k(s.CPU, s.Events), s.WALRate/(1<<20))
+		}
+		b.WriteString("\n")
+		for _, s := range r.Steady {
+			if s.SpillBytes > 0 {
+				fmt.Fprintf(&b, "- %s at %d rows/s: its slot spilled %.1f MB to disk while decoding (a transaction larger than logical_decoding_work_mem, from any session).\n",
+					s.Publisher, s.Rate, mb(s.SpillBytes))
+			}
+		}
+	}
+	if len(r.Backlog) > 0 {
+		fmt.Fprintf(&b, "## Backlog drain\n\n")
+		fmt.Fprintf(&b, "%d rows written with no publisher running; time from starting the publisher until Kafka has acknowledged "+
+			"all of them (sum of the topic's high watermarks, a fresh topic per publisher). pg_recvlogical (pgoutput, to /dev/null, "+
+			"--endpos at the end of the backlog) is the limit of one walsender. poll runs with --batch 100 on its own fresh copy of the backlog table. Each drain ran %d times, "+
+			"interleaved with the others; seconds is the median (all runs in brackets) and the ratios are of medians.\n\n", r.Config.Backlog, r.Config.Repeats)
+		b.WriteString("| tx size | publisher | seconds | rows/s | ÷ pg_recvlogical | run ÷ this | peak RSS MB | CPU s / 10k events |\n")
+		b.WriteString("|---:|---|---|---:|---:|---:|---:|---:|\n")
+		for _, x := range r.Backlog {
+			var recv, run float64
+			for _, y := range r.Backlog {
+				if y.TxSize == x.TxSize && y.Publisher == RecvLogical {
+					recv = y.Rate
+				}
+				if y.TxSize == x.TxSize && y.Publisher == "run" {
+					run = y.Rate
+				}
+			}
+			fmt.Fprintf(&b, "| %d | %s | %s | %.0f | %s | %s | %.1f | %.3f |\n", x.TxSize, x.Publisher, seconds(x), x.Rate,
+				ratio(x.Rate, recv), ratio(run, x.Rate), mb(x.PeakRSS), cpuPer10k(x.CPU, int64(x.Rows)))
+		}
+		b.WriteString("\n")
+	}
+	if len(r.Targets) > 0 {
+		b.WriteString("## Targets\n\n| target | measured | met |\n|---|---|---|\n")
+		for _, t := range r.Targets {
+			met := "yes"
+			if !t.Met {
+				met = "**no**"
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s |\n", t.Name, t.Measured, met)
+		}
+		b.WriteString("\n")
+	}
+	if len(r.Steady) > 0 {
+		b.WriteString("![latency CDF](latency-cdf.svg)\n")
+	}
+	return b.String()
+}
+
+func msf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func ratio(a, b float64) string {
+	if a == 0 || b == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f×", a/b)
+}
+
+// loadAvg returns the 1-minute load average, or 0.
+func loadAvg() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	var l float64
+	fmt.Sscan(string(b), &l)
+	return l
+}
+
+func machine() string {
+	return fmt.Sprintf("%d CPUs, %s/%s, %s", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version())
+}
+
+// seconds is the median drain time, with every run in brackets when there were several.
+func seconds(x BacklogResult) string {
+	s := fmt.Sprintf("%.2f", x.Elapsed.Seconds())
+	if len(x.Runs) > 1 {
+		parts := make([]string, len(x.Runs))
+		for i, r := range x.Runs {
+			parts[i] = fmt.Sprintf("%.2f", r.Seconds())
+		}
+		s += " (" + strings.Join(parts, ", ") + ")"
+	}
+	return s
+}

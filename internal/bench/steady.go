@@ -1,0 +1,174 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// SteadyResult is one publisher at one steady rate.
+type SteadyResult struct {
+	Publisher string  `json:"publisher"`
+	Rate      int     `json:"target_rows_per_s"`
+	Achieved  float64 `json:"achieved_rows_per_s"` // rows committed per second of load
+	Records   int     `json:"records"`             // distinct records measured
+	// Latency percentiles from commit (cdc-commit-time) to consumer receipt.
+	P50 time.Duration `json:"p50_ns"`
+	P90 time.Duration `json:"p90_ns"`
+	P99 time.Duration `json:"p99_ns"`
+	Max time.Duration `json:"max_ns"`
+	// ToProduce are the p50 and p99 from commit to the record's timestamp, the moment the
+	// publisher handed it to its Kafka client (millisecond precision): the part of the
+	// latency spent before Kafka.
+	ToProduceP50 time.Duration `json:"to_produce_p50_ns"`
+	ToProduceP99 time.Duration `json:"to_produce_p99_ns"`
+	// PeakRSS is the publisher's VmHWM in bytes; CPU its utime+stime over its life, which
+	// published Events records (warm-up included).
+	PeakRSS int64         `json:"peak_rss_bytes"`
+	CPU     time.Duration `json:"cpu_ns"`
+	Events  int64         `json:"events"`
+	// WALRate is the server's WAL bytes per second during the load, all databases and
+	// sessions: a walsender decodes all of it, the benchmark's rows and anyone else's.
+	WALRate float64 `json:"wal_bytes_per_s"`
+	// SpillBytes is what the relay's slot spilled to disk while decoding
+	// (pg_stat_replication_slots): transactions larger than logical_decoding_work_mem,
+	// anyone's.
+	SpillBytes int64 `json:"spill_bytes"`
+
+	Latencies []time.Duration `json:"-"` // sorted
+}
+
+// CPUPer10k is the publisher's CPU seconds per 10,000 events.
+func cpuPer10k(cpu time.Duration, events int64) float64 {
+	if events == 0 {
+		return 0
+	}
+	return cpu.Seconds() / float64(events) * 10_000
+}
+
+// slug makes a publisher name usable in table, slot and topic names.
+func slug(s string) string {
+	return strings.Trim(nonName.ReplaceAllString(strings.ToLower(s), "_"), "_")
+}
+
+var nonName = regexp.MustCompile(`[^a-z0-9]+`)
+
+// steady runs pub against single-row transactions at rate for the configured duration.
+func (e *env) steady(ctx context.Context, pub Publisher, rate int) (SteadyResult, error) {
+	res := SteadyResult{Publisher: pub.Name, Rate: rate}
+	phase := fmt.Sprintf("steady %s at %d rows/s", pub.Name, rate)
+	defer e.cleanupTo(e.mark())
+	f, err := e.newFixture(ctx, fmt.Sprintf("s_%s_%d", slug(pub.Name), rate))
+	if err != nil {
+		return res, err
+	}
+	if !pub.Poll {
+		if err := e.createRelaySlot(ctx, f, f.base); err != nil {
+			return res, err
+		}
+	}
+	cons, err := e.consume(f.topic)
+	if err != nil {
+		return res, err
+	}
+	defer cons.close()
+	p, err := e.startPublisher(pub, f, f.base, "", "steady-"+slug(pub.Name)+"-"+fmt.Sprint(rate))
+	if err != nil {
+		return res, err
+	}
+	defer p.stop(30 * time.Second)
+
+	// Warm-up: the publisher is connected and one record went through end to end.
+	e.progress("%s: starting %s", phase, pub.Name)
+	w0, err := insertOne(ctx, e.pool, f, "warm-up")
+	if err != nil {
+		return res, err
+	}
+	if err := waitUntil(ctx, 60*time.Second, p, "the warm-up record", func() (bool, error) { return cons.has(w0), nil }); err != nil {
+		return res, err
+	}
+	cons.measureAfter(w0)
+
+	var written atomic.Int64
+	stopTicker := e.tickProgress(phase, func() string {
+		return fmt.Sprintf("%d rows written, %d consumed", written.Load(), cons.measured.Load())
+	})
+	wal0, _ := e.walPosition(ctx)
+	elapsed, err := steadyLoad(ctx, e.pool, f, rate, e.cfg.Duration, e.cfg.Writers, &written)
+	if wal1, werr := e.walPosition(ctx); werr == nil && wal0 > 0 {
+		res.WALRate = float64(wal1-wal0) / elapsed.Seconds()
+	}
+	if err != nil {
+		stopTicker()
+		return res, err
+	}
+	n := written.Load()
+	err = waitUntil(ctx, e.cfg.DrainTimeout, p, fmt.Sprintf("%d records of %s", n, phase), func() (bool, error) {
+		return cons.measured.Load() >= n, nil
+	})
+	stopTicker()
+	if err != nil {
+		return res, err
+	}
+	res.PeakRSS = p.peakRSS()
+	if !pub.Poll {
+		_ = e.pool.QueryRow(ctx, `SELECT coalesce(sum(spill_bytes), 0) FROM pg_stat_replication_slots WHERE slot_name = $1`, f.base).Scan(&res.SpillBytes)
+	}
+	if err := p.stop(30 * time.Second); err != nil {
+		return res, err
+	}
+	res.CPU, res.Events = p.cpu(), cons.records.Load()
+	res.PeakRSS = max(res.PeakRSS, p.peakRSS())
+	lat, prod, bad := cons.result()
+	if bad != nil {
+		return res, fmt.Errorf("bench: %s: %w", phase, bad)
+	}
+	slices.Sort(lat)
+	slices.Sort(prod)
+	res.ToProduceP50, res.ToProduceP99 = quantile(prod, 0.5), quantile(prod, 0.99)
+	res.Latencies = lat
+	res.Records = len(lat)
+	res.Achieved = float64(n) / elapsed.Seconds()
+	res.P50, res.P90, res.P99, res.Max = quantile(lat, 0.50), quantile(lat, 0.90), quantile(lat, 0.99), quantile(lat, 1)
+	e.progress("%s: %.0f rows/s achieved, p50 %s p99 %s max %s (commit to produce: p50 %s p99 %s), peak RSS %.1f MB",
+		phase, res.Achieved, ms(res.P50), ms(res.P99), ms(res.Max), ms(res.ToProduceP50), ms(res.ToProduceP99), mb(res.PeakRSS))
+	return res, nil
+}
+
+// quantile returns the q-quantile (nearest rank) of sorted durations.
+func quantile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(q*float64(len(sorted)) + 0.5)
+	i = min(max(i-1, 0), len(sorted)-1)
+	return sorted[i]
+}
+
+// tickProgress prints what() every second under phase until the returned func is called.
+func (e *env) tickProgress(phase string, what func() string) func() {
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	start := time.Now()
+	go func() {
+		defer close(done)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				e.progress("%s: %4.0fs %s", phase, time.Since(start).Seconds(), what())
+			}
+		}
+	}()
+	return func() { close(stop); <-done }
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond)) }
+func mb(b int64) float64        { return float64(b) / (1 << 20) }
