@@ -27,6 +27,7 @@ func TestKill9AfterKafkaAckReplaysWithoutLoss(t *testing.T) {
 		all = append(all, e.f.Insert(t, false, rows...)...)
 	}
 	before := e.f.SlotConfirmed(t)
+	written := e.f.CurrentWAL(t)
 
 	// The hook kills the process with SIGKILL when the 5th acknowledged position is about to
 	// be confirmed. A long status interval keeps earlier positions from reaching Postgres.
@@ -44,7 +45,7 @@ func TestKill9AfterKafkaAckReplaysWithoutLoss(t *testing.T) {
 	cons.WaitFor(t, 30*time.Second, "records acknowledged before the crash", func(r []*kgo.Record) bool { return len(r) >= 5 })
 
 	e.start(t, nil)
-	recs := cons.WaitFor(t, 60*time.Second, "every committed row after the restart", hasAll(all))
+	recs := e.settle(t, cons, written)
 	got := ids(recs)
 	dups := 0
 	for _, r := range recs {

@@ -79,3 +79,13 @@ func lsnLess(t *testing.T, a, b string) bool {
 	}
 	return x < y
 }
+
+// settle waits until the relay has confirmed past upTo (so everything committed before it is in
+// Kafka, replays included) and the consumer has read every record the topic holds, and returns
+// them. Without it a test can judge duplicates before a restarted relay has replayed anything.
+func (e *relayEnv) settle(t *testing.T, cons *testenv.Consumer, upTo pglogrepl.LSN) []*kgo.Record {
+	t.Helper()
+	testenv.Eventually(t, 60*time.Second, "the slot to confirm past "+upTo.String(), func() bool { return e.f.SlotConfirmed(t) >= upTo })
+	end := testenv.EndOffset(t, e.f.Topic)
+	return cons.WaitFor(t, 60*time.Second, "every record on the topic", func(r []*kgo.Record) bool { return int64(len(r)) >= end })
+}

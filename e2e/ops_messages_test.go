@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/cdc-relay/cdc-relay/internal/testenv"
 )
 
@@ -57,33 +55,27 @@ func TestLogicalMessagesSurviveARestartWithoutLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	tx.Rollback(ctx)
+	written := e.f.CurrentWAL(t)
 
-	// kill -9 once Kafka holds some of them; a long status interval keeps their positions from
-	// reaching PostgreSQL, so the restart replays them.
+	// kill -9 between Kafka's acknowledgement of a batch and its confirmation (the test hook),
+	// so the restart must replay what Kafka already holds.
 	cons := testenv.Consume(t, e.f.Topic)
-	p := e.start(t, nil, "--status-interval", "1h", "--message-prefix", prefix)
-	cons.WaitFor(t, 60*time.Second, "the first messages", func(r []*kgo.Record) bool { return len(r) >= 30 })
-	if err := syscall.Kill(p.PID(), syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	if _, sig := p.Wait(t, 30*time.Second); sig != syscall.SIGKILL {
-		t.Fatalf("relay was not killed (signal %v); output:\n%s", sig, p.Output())
+	p := e.start(t, []string{"CDC_RELAY_TEST_CRASH_AFTER_CONFIRMS=3"}, "--status-interval", "1h", "--message-prefix", prefix)
+	if _, sig := p.Wait(t, 60*time.Second); sig != syscall.SIGKILL {
+		t.Fatalf("relay was not killed by the hook (signal %v); output:\n%s", sig, p.Output())
 	}
 	confirmed := e.f.SlotConfirmed(t)
 	if confirmed >= e.f.CurrentWAL(t) {
 		t.Fatalf("the slot confirmed %s, everything: the kill came too late to test a replay", confirmed)
 	}
 	e.start(t, nil, "--message-prefix", prefix)
-	recs := cons.WaitFor(t, 60*time.Second, "every committed message after the restart", func(recs []*kgo.Record) bool {
-		got := ids(recs)
-		for _, id := range want {
-			if got[id] == 0 {
-				return false
-			}
-		}
-		return true
-	})
+	recs := e.settle(t, cons, written)
 	got := ids(recs)
+	for _, id := range want {
+		if got[id] == 0 {
+			t.Errorf("message %s lost", id)
+		}
+	}
 	dups := 0
 	for _, r := range recs {
 		id := testenv.Header(r, "outbox-id")

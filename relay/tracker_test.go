@@ -209,3 +209,24 @@ func TestTrackerConcurrentAcks(t *testing.T) {
 		t.Fatalf("final confirmation %s, want %d", c.got[len(c.got)-1], n*10)
 	}
 }
+
+// Regression: the crash hook counted confirmations of transactions without outbox events (other
+// relays' logical messages reach every slot), so it killed the relay before it published anything.
+func TestTrackerHookCountsOnlyPositionsRecordsEarned(t *testing.T) {
+	var c confirms
+	tr := newTracker(c.add)
+	var hooked []pglogrepl.LSN
+	tr.beforeConfirm = func(l pglogrepl.LSN) { hooked = append(hooked, l) }
+	tr.commit(tr.begin(), 10) // no records
+	tr.idle(20)               // a keepalive
+	x := tr.begin()
+	tr.add(x)
+	tr.commit(x, 30)
+	tr.done(x)
+	if len(hooked) != 1 || hooked[0] != 30 {
+		t.Fatalf("hook saw %v, want only 0/1E", hooked)
+	}
+	if c.last() != 30 || len(c.got) != 3 {
+		t.Fatalf("confirmed %v", c.got)
+	}
+}

@@ -315,3 +315,18 @@ func Header(r *kgo.Record, key string) string {
 	}
 	return ""
 }
+
+// EndOffset returns the number of records Kafka holds for topic (the sum of its partitions'
+// high watermarks; the test topics are never compacted or truncated).
+func EndOffset(t testing.TB, topic string) int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ends, err := kadm.NewClient(Kafka(t)).ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatalf("list end offsets of %s: %v", topic, err)
+	}
+	var n int64
+	ends.Each(func(o kadm.ListedOffset) { n += o.Offset })
+	return n
+}
