@@ -261,8 +261,8 @@ func (c *consumer) topicCreate(ctx context.Context, reset bool) error {
 	}
 	defer closeAdm()
 	if reset {
-		if _, err := adm.DeleteGroups(ctx, c.group); err != nil {
-			return fmt.Errorf("delete group %s: %w", c.group, err)
+		if err := deleteGroup(ctx, adm, c.group); err != nil {
+			return err
 		}
 		resp, err := adm.DeleteTopics(ctx, c.topic)
 		if err != nil {
@@ -287,6 +287,32 @@ func (c *consumer) topicCreate(ctx context.Context, reset bool) error {
 			time.Sleep(200 * time.Millisecond)
 		default:
 			return fmt.Errorf("create topic %s: %w", c.topic, err)
+		}
+	}
+}
+
+// deleteGroup deletes a consumer group if it exists. A broker that has just started may not have
+// its group coordinator yet (COORDINATOR_NOT_AVAILABLE, a retriable error): retry for a while.
+func deleteGroup(ctx context.Context, adm *kadm.Client, group string) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := adm.DeleteGroups(ctx, group)
+		if err == nil {
+			if r, ok := resp[group]; ok && r.Err != nil {
+				err = r.Err
+			}
+		}
+		switch {
+		case err == nil, errors.Is(err, kerr.GroupIDNotFound):
+			return nil
+		case kerr.IsRetriable(err) && time.Now().Before(deadline):
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(250 * time.Millisecond):
+			}
+		default:
+			return fmt.Errorf("delete group %s: %w", group, err)
 		}
 	}
 }
