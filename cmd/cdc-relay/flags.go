@@ -7,7 +7,10 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -140,4 +143,36 @@ func (c *common) logger(w io.Writer) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// registerColumns registers the column-mapping flags that run and poll share.
+func registerColumns(fs *flag.FlagSet, id, aggregateID, topic, payload, eventType, headers *string) {
+	fs.StringVar(id, "column-id", "id", "outbox id column")
+	fs.StringVar(aggregateID, "column-aggregate-id", "aggregate_id", "aggregate id column (the Kafka key)")
+	fs.StringVar(topic, "column-topic", "topic", "topic column")
+	fs.StringVar(payload, "column-payload", "payload", "payload column (the Kafka value)")
+	fs.StringVar(eventType, "column-event-type", "event_type", "optional event type column")
+	fs.StringVar(headers, "column-headers", "headers", "optional jsonb headers column")
+}
+
+// crashHook reads the test-only environment variable env, a count N, and returns a function that
+// kills the process with SIGKILL on its Nth call (nil when env is unset). The fault-injection
+// tests use it to stop the process between Kafka's acknowledgement and the bookkeeping after it.
+func crashHook(env string, log *slog.Logger, what string) (func(attrs ...any), error) {
+	v := os.Getenv(env)
+	if v == "" {
+		return nil, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return nil, usageErr("%s=%q: want a positive count", env, v)
+	}
+	var seen atomic.Int64
+	return func(attrs ...any) {
+		if seen.Add(1) == int64(n) {
+			log.Warn("test hook: killing the process "+what, attrs...)
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {}
+		}
+	}, nil
 }

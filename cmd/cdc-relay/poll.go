@@ -5,10 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"strconv"
-	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/cdc-relay/cdc-relay/poller"
@@ -44,12 +40,7 @@ func cmdPoll(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.DurationVar(&cfg.Interval, "interval", 100*time.Millisecond, "time between the starts of two cycles; after a full batch the next cycle starts at once")
 	fs.IntVar(&cfg.Batch, "batch", 100, "rows per cycle (one transaction)")
 	fs.BoolVar(&createIndex, "create-index", false, "create the partial index on pending rows (CREATE INDEX CONCURRENTLY IF NOT EXISTS <table>_pending_idx ON <table> (id) WHERE published_at IS NULL) and exit")
-	fs.StringVar(&cols.ID, "column-id", "id", "outbox id column")
-	fs.StringVar(&cols.AggregateID, "column-aggregate-id", "aggregate_id", "aggregate id column (the Kafka key)")
-	fs.StringVar(&cols.Topic, "column-topic", "topic", "topic column")
-	fs.StringVar(&cols.Payload, "column-payload", "payload", "payload column (the Kafka value)")
-	fs.StringVar(&cols.EventType, "column-event-type", "event_type", "optional event type column")
-	fs.StringVar(&cols.Headers, "column-headers", "headers", "optional jsonb headers column")
+	registerColumns(fs, &cols.ID, &cols.AggregateID, &cols.Topic, &cols.Payload, &cols.EventType, &cols.Headers)
 	fs.StringVar(&cols.CreatedAt, "column-created-at", "created_at", "creation time column (becomes cdc-commit-time)")
 	fs.StringVar(&cols.PublishedAt, "column-published-at", "published_at", "publication time column (NULL means pending)")
 	fs.DurationVar(&cfg.AckTimeout, "ack-timeout", 10*time.Second, "how long a cycle waits for Kafka's acknowledgements before it rolls back and treats Kafka as unavailable")
@@ -91,19 +82,12 @@ func cmdPoll(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if cfg.Interval <= 0 {
 		return usageErr("--interval %s: use a positive duration", cfg.Interval)
 	}
-	if v := os.Getenv(pollCrashEnv); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return usageErr("%s=%q: want a positive count", pollCrashEnv, v)
-		}
-		var seen atomic.Int64
-		cfg.BeforeCommit = func(rows int) {
-			if seen.Add(1) == int64(n) {
-				log.Warn("test hook: killing the process after Kafka acknowledged a batch, before its rows are marked", "rows", rows)
-				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-				select {}
-			}
-		}
+	crash, err := crashHook(pollCrashEnv, log, "after Kafka acknowledged a batch, before its rows are marked")
+	if err != nil {
+		return err
+	}
+	if crash != nil {
+		cfg.BeforeCommit = func(rows int) { crash("rows", rows) }
 	}
 	p, err := poller.New(cfg)
 	if err != nil {

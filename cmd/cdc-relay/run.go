@@ -4,10 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"strconv"
-	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -49,12 +45,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.StringVar(&dcfg.Topic, "topic", "", "publish every event to this topic instead of the row's topic column")
 	fs.StringVar(&rcfg.DLQTopic, "dlq-topic", "cdc-relay.dlq", "dead-letter topic for rows that cannot be published and records Kafka rejects for good")
 	fs.StringVar(&dcfg.MessagePrefix, "message-prefix", "outbox", "prefix of pg_logical_emit_message events to publish")
-	fs.StringVar(&cols.ID, "column-id", "id", "outbox id column")
-	fs.StringVar(&cols.AggregateID, "column-aggregate-id", "aggregate_id", "aggregate id column (the Kafka key)")
-	fs.StringVar(&cols.Topic, "column-topic", "topic", "topic column")
-	fs.StringVar(&cols.Payload, "column-payload", "payload", "payload column (the Kafka value)")
-	fs.StringVar(&cols.EventType, "column-event-type", "event_type", "optional event type column")
-	fs.StringVar(&cols.Headers, "column-headers", "headers", "optional jsonb headers column")
+	registerColumns(fs, &cols.ID, &cols.AggregateID, &cols.Topic, &cols.Payload, &cols.EventType, &cols.Headers)
 	fs.DurationVar(&interval, "status-interval", 10*time.Second, "how often the confirmed position is sent to PostgreSQL")
 	fs.IntVar(&scfg.MaxBufferedRecords, "max-buffered-records", 10_000, "records the producer may hold before reading pauses")
 	fs.IntVar(&scfg.MaxBufferedBytes, "max-buffered-bytes", 32<<20, "bytes the producer may hold before reading pauses")
@@ -93,19 +84,12 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		ConnString: c.pgURL, Password: c.pgPassword, Slot: c.slot, Publications: pubs,
 		StatusInterval: interval, ConnectTimeout: c.pgTimeout, Logger: log,
 	}
-	if v := os.Getenv(crashEnv); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return usageErr("%s=%q: want a positive count", crashEnv, v)
-		}
-		var seen atomic.Int64
-		rcfg.BeforeConfirm = func(lsn pglogrepl.LSN) {
-			if seen.Add(1) == int64(n) {
-				log.Warn("test hook: killing the process after Kafka acknowledged, before the position is confirmed", "lsn", lsn)
-				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-				select {}
-			}
-		}
+	crash, err := crashHook(crashEnv, log, "after Kafka acknowledged, before the position is confirmed")
+	if err != nil {
+		return err
+	}
+	if crash != nil {
+		rcfg.BeforeConfirm = func(lsn pglogrepl.LSN) { crash("lsn", lsn) }
 	}
 	if err := rcfg.Validate(); err != nil {
 		return &usageError{err}
