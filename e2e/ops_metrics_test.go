@@ -143,6 +143,11 @@ func TestPollServesPendingMetrics(t *testing.T) {
 	addr := metricsAddr(t, p)
 	cons.WaitFor(t, 60*time.Second, "every row", hasAll(all))
 	m := metricAtLeast(t, addr, "cdc_relay_records_published_total", float64(len(all)))
+	// The poller reports its own bytes and latency as it publishes (not only the counters).
+	if m["cdc_relay_published_bytes_total"] <= 0 || m["cdc_relay_commit_to_ack_seconds_count"] < float64(len(all)) {
+		t.Errorf("poll: published_bytes_total %v, commit_to_ack_seconds_count %v, want > 0 and >= %d",
+			m["cdc_relay_published_bytes_total"], m["cdc_relay_commit_to_ack_seconds_count"], len(all))
+	}
 	if m[`cdc_relay_info{mode="poll",version="dev"}`] != 1 {
 		t.Errorf("cdc_relay_info{mode=poll} missing")
 	}

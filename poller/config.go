@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/cdc-relay/cdc-relay/metrics"
 	"github.com/cdc-relay/cdc-relay/sink"
 )
 
@@ -80,6 +81,9 @@ type Config struct {
 	Sink sink.Config
 	// Logger is the poller's logger. Default slog.Default().
 	Logger *slog.Logger
+	// Metrics, when set, observes published bytes, the created_at-to-ack latency and produce
+	// errors by class. Default nil: none.
+	Metrics *metrics.Poller
 	// BeforeCommit, when set, runs after Kafka acknowledged a batch and before the rows are
 	// marked published. Fault-injection tests use it.
 	BeforeCommit func(rows int)

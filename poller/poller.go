@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdc-relay/cdc-relay/decoder"
+	"github.com/cdc-relay/cdc-relay/metrics"
 	"github.com/cdc-relay/cdc-relay/sink"
 )
 
@@ -156,9 +157,10 @@ func (p *Poller) backoff(n int) time.Duration {
 
 // pending is one selected row and the record made of it.
 type pending struct {
-	id  string
-	rec *kgo.Record
-	dlq bool // rec is already the dead-letter record (a bad row)
+	id      string
+	rec     *kgo.Record
+	dlq     bool      // rec is already the dead-letter record (a bad row)
+	created time.Time // the row's created_at, for the latency metric
 }
 
 // cycle runs one transaction and returns how many rows it selected. On any error the
@@ -305,10 +307,11 @@ func (p *Poller) record(id string, key, topic, payload, evType, headers *string,
 	rec := sink.NewRecord(ev)
 	if bad != nil {
 		p.stats.BadRows.Add(1)
+		p.cfg.Metrics.ProduceError(metrics.ClassBadRow)
 		p.log.Error("bad row: dead-lettering it", "outbox_id", id, "cause", bad)
 		return pending{id: id, rec: sink.DeadLetter(p.cfg.DLQTopic, rec, p.tbl.String(), bad), dlq: true}
 	}
-	return pending{id: id, rec: rec}
+	return pending{id: id, rec: rec, created: ev.CommitTime}
 }
 
 // result is one record's outcome.
@@ -341,17 +344,23 @@ func (p *Poller) publish(ctx context.Context, batch []pending) error {
 		select {
 		case r = <-results:
 		case <-timer.C:
+			p.cfg.Metrics.ProduceError(metrics.ClassBroker)
 			p.abort(ctx)
 			return fmt.Errorf("%w: %d of %d records not acknowledged within %s", ErrUnavailable, left, len(batch), p.cfg.AckTimeout)
 		}
 		switch {
 		case r.err == nil:
 			left--
+			if !batch[r.i].dlq {
+				p.cfg.Metrics.Published(len(r.rec.Value), batch[r.i].created)
+			}
 		case batch[r.i].dlq:
+			p.cfg.Metrics.ProduceError(metrics.ClassDeadLetterRefused)
 			p.abort(ctx)
 			return fmt.Errorf("%w: %s refused outbox id %s: %w (fix the topic; the row stays pending)",
 				ErrDeadLetterRefused, r.rec.Topic, batch[r.i].id, r.err)
 		case sink.Rejected(r.err):
+			p.cfg.Metrics.ProduceError(metrics.ClassRejected)
 			p.log.Error("Kafka rejected a record for good: dead-lettering it", "topic", r.rec.Topic, "outbox_id", batch[r.i].id, "cause", r.err)
 			batch[r.i].rec = sink.DeadLetter(p.cfg.DLQTopic, r.rec, p.tbl.String(), r.err)
 			batch[r.i].dlq = true

@@ -76,9 +76,9 @@ func (o *opsFlags) startRun(ctx context.Context, reg *prometheus.Registry, r *re
 
 // startPoll serves the polling publisher's metrics and health and counts its pending rows.
 // Ready means the pending rows were counted lately (PostgreSQL answers, the table is readable).
-func (o *opsFlags) startPoll(ctx context.Context, p *poller.Poller, cfg poller.Config, log *slog.Logger) (stop func(), err error) {
-	reg := metrics.NewRegistry("poll", version)
-	m := metrics.NewPoller(reg)
+// cfg.Metrics, registered in reg, is the poller's.
+func (o *opsFlags) startPoll(ctx context.Context, reg *prometheus.Registry, p *poller.Poller, cfg poller.Config, log *slog.Logger) (stop func(), err error) {
+	m := cfg.Metrics
 	m.SetSource(func() metrics.PollerSnapshot {
 		s := p.Stats()
 		return metrics.PollerSnapshot{Published: s.Published.Load(), DeadLettered: s.DeadLettered.Load(),

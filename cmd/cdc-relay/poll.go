@@ -7,6 +7,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/cdc-relay/cdc-relay/metrics"
 	"github.com/cdc-relay/cdc-relay/poller"
 	"github.com/cdc-relay/cdc-relay/sink"
 )
@@ -89,6 +90,8 @@ func cmdPoll(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if crash != nil {
 		cfg.BeforeCommit = func(rows int) { crash("rows", rows) }
 	}
+	reg := metrics.NewRegistry("poll", version)
+	cfg.Metrics = metrics.NewPoller(reg)
 	p, err := poller.New(cfg)
 	if err != nil {
 		return &usageError{err}
@@ -100,7 +103,7 @@ func cmdPoll(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		return pollErr(err)
 	}
-	stopOps, err := ops.startPoll(ctx, p, cfg, log)
+	stopOps, err := ops.startPoll(ctx, reg, p, cfg, log)
 	if err != nil {
 		return err
 	}
