@@ -18,6 +18,10 @@ go build -o bin/ ./cmd/cdc-relay ./cmd/outbox-demo
 echo "== outbox table and topic" >&2
 bin/outbox-demo setup --topic "$TOPIC"
 
+# A slot left by an earlier demo would first read all the WAL written since (make test writes
+# gigabytes); the demo starts from now instead. A real deployment keeps its slot.
+bin/cdc-relay slot drop --slot "$SLOT" >/dev/null 2>&1 || true
+
 echo "== cdc-relay slot create" >&2
 bin/cdc-relay slot create --slot "$SLOT" --publication "$PUB" --table public.outbox
 
