@@ -2,49 +2,22 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/cdc-relay/cdc-relay/internal/build"
 )
 
 // BuildRelay builds cmd/cdc-relay of the module around the working directory into dir and
 // returns the binary's path.
 func BuildRelay(ctx context.Context, dir string) (string, error) {
-	root, err := moduleRoot()
-	if err != nil {
-		return "", err
-	}
-	out := filepath.Join(dir, "cdc-relay")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/cdc-relay")
-	cmd.Dir = root
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("bench: build cdc-relay: %w\n%s", err, b)
-	}
-	return out, nil
-}
-
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("bench: go.mod not found above the working directory")
-		}
-		dir = parent
-	}
+	return build.Relay(ctx, dir, false)
 }
 
 // proc is a publisher or pg_recvlogical running as a child process, its output in a log file.

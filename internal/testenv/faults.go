@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cdc-relay/cdc-relay/internal/build"
 )
 
 // FreePort returns a loopback TCP port nobody listens on right now.
@@ -29,7 +31,7 @@ func FreePort(t testing.TB) int {
 // CDC_RELAY_DEV_DIR and the CDC_RELAY_DEV_*_PORT variables select which pair it controls).
 func script(t testing.TB, timeout time.Duration, name string, args ...string) string {
 	t.Helper()
-	root, err := moduleRoot()
+	root, err := build.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}

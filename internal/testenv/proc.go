@@ -6,13 +6,14 @@ import (
 	"errors"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cdc-relay/cdc-relay/internal/build"
 )
 
 var (
@@ -29,43 +30,16 @@ func Binary(t testing.TB, race bool) string {
 	if p, ok := built[race]; ok {
 		return p
 	}
-	root, err := moduleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir, err := os.MkdirTemp("", "cdc-relay-bin")
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := filepath.Join(dir, "cdc-relay")
-	args := []string{"build", "-o", out}
-	if race {
-		args = append(args, "-race")
-	}
-	cmd := exec.Command("go", append(args, "./cmd/cdc-relay")...)
-	cmd.Dir = root
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build cdc-relay: %v\n%s", err, b)
+	out, err := build.Relay(context.Background(), dir, race)
+	if err != nil {
+		t.Fatal(err)
 	}
 	built[race] = out
 	return out
-}
-
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("go.mod not found above the working directory")
-		}
-		dir = parent
-	}
 }
 
 // syncBuffer is a bytes.Buffer safe for the writer goroutine and readers.
