@@ -20,15 +20,15 @@ func TestMillionRowTransactionInBoundedMemory(t *testing.T) {
 	const rows = 1_000_000
 	const limit = 200 << 20
 	// Without the race detector: its shadow memory would be measured, not the relay's.
-	e := newRelayEnv(t, false)
+	e := testenv.NewRelayEnv(t, false)
 
 	ctx := context.Background()
 	var first, last int64
-	err := e.f.Pool.QueryRow(ctx, `WITH ins AS (
-		INSERT INTO `+e.f.Table+` (aggregate_id, topic, payload, event_type)
+	err := e.F.Pool.QueryRow(ctx, `WITH ins AS (
+		INSERT INTO `+e.F.Table+` (aggregate_id, topic, payload, event_type)
 		SELECT 'agg-' || (g % 1000), $1, jsonb_build_object('n', g, 'pad', repeat('p', 64)), 'bulk.loaded'
 		FROM generate_series(1, $2::int) g RETURNING id)
-		SELECT min(id), max(id) FROM ins`, e.f.Topic, rows).Scan(&first, &last)
+		SELECT min(id), max(id) FROM ins`, e.F.Topic, rows).Scan(&first, &last)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func TestMillionRowTransactionInBoundedMemory(t *testing.T) {
 	// Count distinct ids in a bitmap rather than keeping a million records.
 	seen := make([]uint64, (rows+63)/64)
 	var distinct atomic.Int64
-	cl := testenv.Kafka(t, kgo.ConsumeTopics(e.f.Topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	cl := testenv.Kafka(t, kgo.ConsumeTopics(e.F.Topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	cctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -61,7 +61,7 @@ func TestMillionRowTransactionInBoundedMemory(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-done })
 
 	began := time.Now()
-	p := e.start(t, nil)
+	p := e.Start(t, nil)
 	var peak int64
 	testenv.Eventually(t, 10*time.Minute, "a million records on the topic", func() bool {
 		if rss, err := testenv.RSSPeak(p.PID()); err == nil {

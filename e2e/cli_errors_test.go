@@ -15,19 +15,19 @@ import (
 // reached, and a message on stderr that says what to fix.
 func TestRunConfigurationErrorsExitFastWithAFix(t *testing.T) {
 	t.Parallel()
-	e := newRelayEnv(t, true)
+	e := testenv.NewRelayEnv(t, true)
 	pg := testenv.PGURL(t)
 	brokers := strings.Join(testenv.Brokers(t), ",")
 	closed := testenv.FreePort(t)
-	other := e.f.Table + "_other"
-	if _, err := e.f.Pool.Exec(context.Background(), `CREATE TABLE `+other+` (id bigserial primary key)`); err != nil {
+	other := e.F.Table + "_other"
+	if _, err := e.F.Pool.Exec(context.Background(), `CREATE TABLE `+other+` (id bigserial primary key)`); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { e.f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+other) })
+	t.Cleanup(func() { e.F.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+other) })
 	// A server of the test's own with wal_level = replica: the shared one must stay logical.
 	replica := testenv.TempPostgres(t, "wal_level = replica")
 
-	base := []string{"run", "--pg-url", pg, "--brokers", brokers, "--slot", e.f.Slot, "--publication", e.f.Publication}
+	base := []string{"run", "--pg-url", pg, "--brokers", brokers, "--slot", e.F.Slot, "--publication", e.F.Publication}
 	with := func(extra ...string) []string { return append(append([]string{}, base...), extra...) }
 	cases := []struct {
 		name string
@@ -38,7 +38,7 @@ func TestRunConfigurationErrorsExitFastWithAFix(t *testing.T) {
 	}{
 		{"unknown flag", with("--bogus"), nil, 2, []string{"flag provided but not defined: -bogus", "cdc-relay run --help"}},
 		{"unknown command", []string{"runn"}, nil, 2, []string{`unknown command "runn"`}},
-		{"missing brokers", []string{"run", "--pg-url", pg, "--slot", e.f.Slot, "--publication", e.f.Publication}, []string{"CDC_RELAY_BROKERS="}, 2,
+		{"missing brokers", []string{"run", "--pg-url", pg, "--slot", e.F.Slot, "--publication", e.F.Publication}, []string{"CDC_RELAY_BROKERS="}, 2,
 			[]string{"--brokers is required", "CDC_RELAY_BROKERS"}},
 		{"invalid slot name", with("--slot", "Bad-Name"), nil, 2, []string{"Bad-Name"}},
 		{"malformed URL", with("--pg-url", "postgres://%zz@localhost/db"), nil, 2, []string{"bad --pg-url"}},
@@ -54,13 +54,13 @@ func TestRunConfigurationErrorsExitFastWithAFix(t *testing.T) {
 		{"missing slot", with("--slot", "no_such_slot"), nil, 2,
 			[]string{`slot "no_such_slot"`, "does not exist", "cdc-relay slot create --slot no_such_slot"}},
 		{"table not in the publication", with("--table", other), nil, 2,
-			[]string{"--table " + other + " is not in publication " + e.f.Publication, "ALTER PUBLICATION"}},
+			[]string{"--table " + other + " is not in publication " + e.F.Publication, "ALTER PUBLICATION"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			began := time.Now()
-			_, stderr, code := testenv.Run(t, 30*time.Second, e.bin, c.env, c.args...)
+			_, stderr, code := testenv.Run(t, 30*time.Second, e.Bin, c.env, c.args...)
 			took := time.Since(began)
 			if code != c.code {
 				t.Errorf("exit %d, want %d; stderr:\n%s", code, c.code, stderr)

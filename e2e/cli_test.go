@@ -95,25 +95,25 @@ func TestSlotCLILifecycle(t *testing.T) {
 // interval, only the final status can have confirmed the last transaction.
 func TestSIGTERMFlushesAndConfirms(t *testing.T) {
 	t.Parallel()
-	e := newRelayEnv(t, true)
-	p := e.start(t, nil, "--status-interval", "1h")
-	cons := testenv.Consume(t, e.f.Topic)
+	e := testenv.NewRelayEnv(t, true)
+	p := e.Start(t, nil, "--status-interval", "1h")
+	cons := testenv.Consume(t, e.F.Topic)
 	var all []int64
 	for i := 0; i < 20; i++ {
-		all = append(all, e.f.Insert(t, false, testenv.Row{Key: "k", Payload: `{"n": 1}`}, testenv.Row{Key: "j", Payload: `{"n": 2}`})...)
+		all = append(all, e.F.Insert(t, false, testenv.Row{Key: "k", Payload: `{"n": 1}`}, testenv.Row{Key: "j", Payload: `{"n": 2}`})...)
 	}
 	recs := cons.WaitFor(t, 60*time.Second, "every row", hasAll(all))
 	var lastCommit pglogrepl.LSN
 	for _, r := range recs {
 		lastCommit = max(lastCommit, lsnOf(t, r))
 	}
-	if c := e.f.SlotConfirmed(t); c > lastCommit {
+	if c := e.F.SlotConfirmed(t); c > lastCommit {
 		t.Fatalf("slot already confirmed %s before shutdown; the test cannot tell the final status apart", c)
 	}
 	if code := p.Stop(t); code != 0 {
 		t.Fatalf("exit %d after SIGTERM, want 0:\n%s", code, p.Output())
 	}
-	if c := e.f.SlotConfirmed(t); c <= lastCommit {
+	if c := e.F.SlotConfirmed(t); c <= lastCommit {
 		t.Errorf("after shutdown the slot confirmed %s, not past the last commit %s: the final status was not sent", c, lastCommit)
 	}
 }

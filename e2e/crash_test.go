@@ -17,35 +17,35 @@ import (
 // transaction at or after the confirmed position (the replay window).
 func TestKill9AfterKafkaAckReplaysWithoutLoss(t *testing.T) {
 	t.Parallel()
-	e := newRelayEnv(t, true)
+	e := testenv.NewRelayEnv(t, true)
 	var all []int64
 	for i := 0; i < 40; i++ {
 		var rows []testenv.Row
 		for j := 0; j < 5; j++ {
 			rows = append(rows, testenv.Row{Key: fmt.Sprintf("agg-%d", (i+j)%7), Payload: fmt.Sprintf(`{"tx": %d, "row": %d}`, i, j)})
 		}
-		all = append(all, e.f.Insert(t, false, rows...)...)
+		all = append(all, e.F.Insert(t, false, rows...)...)
 	}
-	before := e.f.SlotConfirmed(t)
-	written := e.f.CurrentWAL(t)
+	before := e.F.SlotConfirmed(t)
+	written := e.F.CurrentWAL(t)
 
 	// The hook kills the process with SIGKILL when the 5th acknowledged position is about to
 	// be confirmed. A long status interval keeps earlier positions from reaching Postgres.
-	p := e.start(t, []string{"CDC_RELAY_TEST_CRASH_AFTER_CONFIRMS=5"}, "--status-interval", "1h")
+	p := e.Start(t, []string{"CDC_RELAY_TEST_CRASH_AFTER_CONFIRMS=5"}, "--status-interval", "1h")
 	_, sig := p.Wait(t, 60*time.Second)
 	if sig != syscall.SIGKILL {
 		t.Fatalf("relay was not killed by the hook (signal %v); output:\n%s", sig, p.Output())
 	}
-	confirmed := e.f.SlotConfirmed(t)
-	if confirmed >= e.f.CurrentWAL(t) {
+	confirmed := e.F.SlotConfirmed(t)
+	if confirmed >= e.F.CurrentWAL(t) {
 		t.Fatalf("the slot confirmed %s, everything: the crash came too late to test a replay", confirmed)
 	}
-	cons := testenv.Consume(t, e.f.Topic)
+	cons := testenv.Consume(t, e.F.Topic)
 	// Kafka already holds the first acknowledged transactions.
 	cons.WaitFor(t, 30*time.Second, "records acknowledged before the crash", func(r []*kgo.Record) bool { return len(r) >= 5 })
 
-	e.start(t, nil)
-	recs := e.settle(t, cons, written)
+	e.Start(t, nil)
+	recs := e.Settle(t, cons, written)
 	got := ids(recs)
 	dups := 0
 	for _, r := range recs {

@@ -15,9 +15,9 @@ import (
 // rolled-back transactions never arrive; per key, records arrive in commit order.
 func TestDeliversEveryCommittedRowInCommitOrderPerKey(t *testing.T) {
 	t.Parallel()
-	e := newRelayEnv(t, true)
-	e.start(t, nil)
-	cons := testenv.Consume(t, e.f.Topic)
+	e := testenv.NewRelayEnv(t, true)
+	e.Start(t, nil)
+	cons := testenv.Consume(t, e.F.Topic)
 
 	var committed []int64
 	var rolledBack []int64
@@ -25,12 +25,12 @@ func TestDeliversEveryCommittedRowInCommitOrderPerKey(t *testing.T) {
 	tx := 0
 	for i := 0; i < 30; i++ {
 		tx++
-		for _, id := range e.f.Insert(t, false, testenv.Row{Key: fmt.Sprintf("k%d", i%5), Payload: fmt.Sprintf(`{"i": %d}`, i)}) {
+		for _, id := range e.F.Insert(t, false, testenv.Row{Key: fmt.Sprintf("k%d", i%5), Payload: fmt.Sprintf(`{"i": %d}`, i)}) {
 			committed = append(committed, id)
 			txOf[id] = tx
 		}
 		if i%6 == 0 {
-			rolledBack = append(rolledBack, e.f.Insert(t, true,
+			rolledBack = append(rolledBack, e.F.Insert(t, true,
 				testenv.Row{Key: "k1", Payload: `{"rolled": "back"}`},
 				testenv.Row{Key: "k2", Payload: `{"rolled": "back"}`})...)
 		}
@@ -41,13 +41,13 @@ func TestDeliversEveryCommittedRowInCommitOrderPerKey(t *testing.T) {
 		for j := 0; j < 5; j++ {
 			rows = append(rows, testenv.Row{Key: fmt.Sprintf("k%d", (i+j)%2), Payload: fmt.Sprintf(`{"tx": %d, "j": %d}`, i, j), EventType: "order.updated"})
 		}
-		for _, id := range e.f.Insert(t, false, rows...) {
+		for _, id := range e.F.Insert(t, false, rows...) {
 			committed = append(committed, id)
 			txOf[id] = tx
 		}
 	}
 	tx++
-	special := e.f.Insert(t, false, testenv.Row{Key: "k1", Payload: `{"special": true}`, EventType: "order.created",
+	special := e.F.Insert(t, false, testenv.Row{Key: "k1", Payload: `{"special": true}`, EventType: "order.created",
 		Headers: `{"correlation-id": "c-1", "traceparent": "00-abc-def-01", "attempt": 3}`})
 	committed = append(committed, special...)
 	txOf[special[0]] = tx
@@ -77,7 +77,7 @@ func TestDeliversEveryCommittedRowInCommitOrderPerKey(t *testing.T) {
 		id, _ := strconv.ParseInt(testenv.Header(r, "outbox-id"), 10, 64)
 		var key, payload string
 		var eventType, headers *string
-		if err := e.f.Pool.QueryRow(t.Context(), `SELECT aggregate_id, payload::text, event_type, headers::text FROM `+e.f.Table+` WHERE id = $1`, id).
+		if err := e.F.Pool.QueryRow(t.Context(), `SELECT aggregate_id, payload::text, event_type, headers::text FROM `+e.F.Table+` WHERE id = $1`, id).
 			Scan(&key, &payload, &eventType, &headers); err != nil {
 			t.Fatalf("row %d: %v", id, err)
 		}
@@ -90,7 +90,7 @@ func TestDeliversEveryCommittedRowInCommitOrderPerKey(t *testing.T) {
 		if want := deref(eventType); testenv.Header(r, "event-type") != want {
 			t.Errorf("row %d: event-type %q, want %q", id, testenv.Header(r, "event-type"), want)
 		}
-		if r.Topic != e.f.Topic {
+		if r.Topic != e.F.Topic {
 			t.Errorf("row %d: topic %q", id, r.Topic)
 		}
 		ct, err := time.Parse(time.RFC3339Nano, testenv.Header(r, "cdc-commit-time"))

@@ -18,22 +18,22 @@ import (
 // message is never published.
 func TestLogicalMessagesSurviveARestartWithoutLoss(t *testing.T) {
 	t.Parallel()
-	e := newRelayEnv(t, true)
+	e := testenv.NewRelayEnv(t, true)
 	// A prefix of its own: every slot in the database receives every logical message, and
 	// tests running in parallel must not publish each other's. (Their relays still see these
 	// transactions, as empty ones; keep them few.)
-	prefix := e.f.Name
+	prefix := e.F.Name
 	ctx := context.Background()
 	var want []string
 	for i := 0; i < 60; i++ {
-		tx, err := e.f.Pool.Begin(ctx)
+		tx, err := e.F.Pool.Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for j := 0; j < 3; j++ {
 			id := fmt.Sprintf("msg-%d-%d", i, j)
 			content, _ := json.Marshal(map[string]any{
-				"id": id, "key": fmt.Sprintf("agg-%d", (i+j)%5), "topic": e.f.Topic, "event_type": "order.shipped",
+				"id": id, "key": fmt.Sprintf("agg-%d", (i+j)%5), "topic": e.F.Topic, "event_type": "order.shipped",
 				"headers": map[string]string{"correlation-id": fmt.Sprintf("c-%d", i)}, "payload": map[string]any{"tx": i, "j": j},
 			})
 			if _, err := tx.Exec(ctx, `SELECT pg_logical_emit_message(true, $1, $2::text)`, prefix, string(content)); err != nil {
@@ -46,30 +46,30 @@ func TestLogicalMessagesSurviveARestartWithoutLoss(t *testing.T) {
 		}
 	}
 	// Rolled back: never published.
-	tx, err := e.f.Pool.Begin(ctx)
+	tx, err := e.F.Pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := tx.Exec(ctx, `SELECT pg_logical_emit_message(true, $1, $2::text)`, prefix,
-		fmt.Sprintf(`{"id": "rolled-back", "key": "agg-0", "topic": %q, "payload": {}}`, e.f.Topic)); err != nil {
+		fmt.Sprintf(`{"id": "rolled-back", "key": "agg-0", "topic": %q, "payload": {}}`, e.F.Topic)); err != nil {
 		t.Fatal(err)
 	}
 	tx.Rollback(ctx)
-	written := e.f.CurrentWAL(t)
+	written := e.F.CurrentWAL(t)
 
 	// kill -9 between Kafka's acknowledgement of a batch and its confirmation (the test hook),
 	// so the restart must replay what Kafka already holds.
-	cons := testenv.Consume(t, e.f.Topic)
-	p := e.start(t, []string{"CDC_RELAY_TEST_CRASH_AFTER_CONFIRMS=3"}, "--status-interval", "1h", "--message-prefix", prefix)
+	cons := testenv.Consume(t, e.F.Topic)
+	p := e.Start(t, []string{"CDC_RELAY_TEST_CRASH_AFTER_CONFIRMS=3"}, "--status-interval", "1h", "--message-prefix", prefix)
 	if _, sig := p.Wait(t, 60*time.Second); sig != syscall.SIGKILL {
 		t.Fatalf("relay was not killed by the hook (signal %v); output:\n%s", sig, p.Output())
 	}
-	confirmed := e.f.SlotConfirmed(t)
-	if confirmed >= e.f.CurrentWAL(t) {
+	confirmed := e.F.SlotConfirmed(t)
+	if confirmed >= e.F.CurrentWAL(t) {
 		t.Fatalf("the slot confirmed %s, everything: the kill came too late to test a replay", confirmed)
 	}
-	e.start(t, nil, "--message-prefix", prefix)
-	recs := e.settle(t, cons, written)
+	e.Start(t, nil, "--message-prefix", prefix)
+	recs := e.Settle(t, cons, written)
 	got := ids(recs)
 	for _, id := range want {
 		if got[id] == 0 {

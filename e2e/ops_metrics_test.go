@@ -15,8 +15,8 @@ import (
 // 200 only while it holds the slot; a second relay on the same slot is a standby, not ready.
 func TestMetricsAndHealthFollowTheRelay(t *testing.T) {
 	t.Parallel()
-	e := newRelayEnv(t, true)
-	p := e.start(t, nil, "--metrics-addr", "127.0.0.1:0", "--slot-status-interval", "200ms")
+	e := testenv.NewRelayEnv(t, true)
+	p := e.Start(t, nil, "--metrics-addr", "127.0.0.1:0", "--slot-status-interval", "200ms")
 	addr := metricsAddr(t, p)
 	if code, _ := httpGet(t, addr, "/healthz"); code != http.StatusOK {
 		t.Fatalf("/healthz: %d", code)
@@ -26,7 +26,7 @@ func TestMetricsAndHealthFollowTheRelay(t *testing.T) {
 		return code == http.StatusOK
 	})
 
-	cons := testenv.Consume(t, e.f.Topic)
+	cons := testenv.Consume(t, e.F.Topic)
 	var all []int64
 	payloadBytes := 0
 	for i := 0; i < 4; i++ {
@@ -36,10 +36,10 @@ func TestMetricsAndHealthFollowTheRelay(t *testing.T) {
 			payloadBytes += len(pl)
 			rows = append(rows, testenv.Row{Key: fmt.Sprintf("k%d", j), Payload: pl})
 		}
-		all = append(all, e.f.Insert(t, false, rows...)...)
+		all = append(all, e.F.Insert(t, false, rows...)...)
 	}
 	cons.WaitFor(t, 60*time.Second, "every row", hasAll(all))
-	lastCommit := e.f.CurrentWAL(t)
+	lastCommit := e.F.CurrentWAL(t)
 
 	m := metricAtLeast(t, addr, "cdc_relay_records_published_total", float64(len(all)))
 	if got := m["cdc_relay_published_bytes_total"]; got < float64(payloadBytes) {
@@ -82,7 +82,7 @@ func TestMetricsAndHealthFollowTheRelay(t *testing.T) {
 	}
 
 	// A second relay on the same slot waits as a standby: alive, not ready, active 0.
-	s := e.start(t, nil, "--metrics-addr", "127.0.0.1:0")
+	s := e.Start(t, nil, "--metrics-addr", "127.0.0.1:0")
 	saddr := metricsAddr(t, s)
 	testenv.Eventually(t, 30*time.Second, "the second relay to report standby", func() bool {
 		return scrape(t, saddr)[`cdc_relay_replication_state{state="standby"}`] == 1
@@ -103,20 +103,20 @@ func TestMetricsAndHealthFollowTheRelay(t *testing.T) {
 // from the slot watcher's, in text or JSON.
 func TestLogsNeverContainThePassword(t *testing.T) {
 	t.Parallel()
-	e := newRelayEnv(t, false)
+	e := testenv.NewRelayEnv(t, false)
 	const secret = "s3cr3t-Pa55word"
 	url := strings.Replace(testenv.PGURL(t), "postgres@", "postgres:"+secret+"@", 1)
 	if !strings.Contains(url, secret) {
 		t.Fatalf("cannot put a password into %q", testenv.PGURL(t))
 	}
 	// The local server trusts the connection, so the relay streams; the watcher connects too.
-	p := e.start(t, []string{"CDC_RELAY_PG_URL=" + url}, "--metrics-addr", "127.0.0.1:0", "--slot-status-interval", "100ms", "--log-format", "json", "--log-level", "debug")
+	p := e.Start(t, []string{"CDC_RELAY_PG_URL=" + url}, "--metrics-addr", "127.0.0.1:0", "--slot-status-interval", "100ms", "--log-format", "json", "--log-level", "debug")
 	addr := metricsAddr(t, p)
 	metricAtLeast(t, addr, "cdc_relay_slot_status_last_success_timestamp_seconds", 1)
 	p.Stop(t)
 	// A server that is not there: the connection error is logged, the password is not.
 	bad := strings.Replace(url, "127.0.0.1:", "127.0.0.1:1", 1)
-	_, errOut, code := testenv.Run(t, 60*time.Second, e.bin, append(e.env, "CDC_RELAY_PG_URL="+bad), "run", "--metrics-addr", "", "--pg-timeout", "2s")
+	_, errOut, code := testenv.Run(t, 60*time.Second, e.Bin, append(e.Env, "CDC_RELAY_PG_URL="+bad), "run", "--metrics-addr", "", "--pg-timeout", "2s")
 	if code == 0 {
 		t.Fatalf("run against a closed port exited 0:\n%s", errOut)
 	}

@@ -58,11 +58,11 @@ func remaining(t *testing.T, f *testenv.Fixture, ids []int64) map[int64]bool {
 // was still open, and a row committed later goes on a later run once Kafka has it.
 func TestPruneRunDeletesOnlyRowsTheSlotConfirmed(t *testing.T) {
 	t.Parallel()
-	e := newRelayEnv(t, true)
-	old := insertAged(t, e.f, 5, 10*24*time.Hour, false)
-	young := insertAged(t, e.f, 3, 0, false)
+	e := testenv.NewRelayEnv(t, true)
+	old := insertAged(t, e.F, 5, 10*24*time.Hour, false)
+	young := insertAged(t, e.F, 3, 0, false)
 	prune := func(wait string) (string, string, int) {
-		return testenv.Run(t, 90*time.Second, e.bin, e.env, "outbox", "prune", "--table", e.f.Table, "--older-than", "168h", "--batch", "2", "--wait", wait)
+		return testenv.Run(t, 90*time.Second, e.Bin, e.Env, "outbox", "prune", "--table", e.F.Table, "--older-than", "168h", "--batch", "2", "--wait", wait)
 	}
 
 	// The relay is not running: nothing is confirmed, nothing may go.
@@ -70,23 +70,23 @@ func TestPruneRunDeletesOnlyRowsTheSlotConfirmed(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, "has not confirmed") {
 		t.Fatalf("prune with the relay stopped: exit %d\n%s%s", code, out, errOut)
 	}
-	if left := remaining(t, e.f, append(old, young...)); len(left) != 8 {
+	if left := remaining(t, e.F, append(old, young...)); len(left) != 8 {
 		t.Fatalf("prune deleted rows the relay never published: %d of 8 left", len(left))
 	}
 
-	e.start(t, nil)
-	cons := testenv.Consume(t, e.f.Topic)
+	e.Start(t, nil)
+	cons := testenv.Consume(t, e.F.Topic)
 	cons.WaitFor(t, 60*time.Second, "the 8 rows", hasAll(append(old, young...)))
 
 	// An old row in a transaction still open while prune runs.
 	ctx := context.Background()
-	tx, err := e.f.Pool.Begin(ctx)
+	tx, err := e.F.Pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx)
 	var late int64
-	if err := tx.QueryRow(ctx, `INSERT INTO `+e.f.Table+` (aggregate_id, topic, payload, created_at) VALUES ('late', $1, '{}', now() - interval '30 days') RETURNING id`, e.f.Topic).Scan(&late); err != nil {
+	if err := tx.QueryRow(ctx, `INSERT INTO `+e.F.Table+` (aggregate_id, topic, payload, created_at) VALUES ('late', $1, '{}', now() - interval '30 days') RETURNING id`, e.F.Topic).Scan(&late); err != nil {
 		t.Fatal(err)
 	}
 
@@ -94,7 +94,7 @@ func TestPruneRunDeletesOnlyRowsTheSlotConfirmed(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "pruned 5 rows") {
 		t.Fatalf("prune: exit %d, want 5 rows pruned\n%s%s", code, out, errOut)
 	}
-	left := remaining(t, e.f, append(old, young...))
+	left := remaining(t, e.F, append(old, young...))
 	for _, id := range old {
 		if left[id] {
 			t.Errorf("old published row %d not pruned", id)
@@ -114,7 +114,7 @@ func TestPruneRunDeletesOnlyRowsTheSlotConfirmed(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "pruned 1 rows") {
 		t.Fatalf("second prune: exit %d, want the late row pruned\n%s%s", code, out, errOut)
 	}
-	if remaining(t, e.f, []int64{late})[late] {
+	if remaining(t, e.F, []int64{late})[late] {
 		t.Error("the late row survived the second prune")
 	}
 	t.Log(strings.TrimSpace(out))
@@ -155,22 +155,22 @@ func TestPrunePollDeletesOnlyPublishedRows(t *testing.T) {
 // (the publication is insert-only, so the DELETE is not published).
 func TestInsertAndDeleteInOneTransactionIsPublished(t *testing.T) {
 	t.Parallel()
-	e := newRelayEnv(t, true)
-	e.start(t, nil)
-	cons := testenv.Consume(t, e.f.Topic)
+	e := testenv.NewRelayEnv(t, true)
+	e.Start(t, nil)
+	cons := testenv.Consume(t, e.F.Topic)
 	ctx := context.Background()
 	var ids []int64
 	for i := 0; i < 5; i++ {
-		tx, err := e.f.Pool.Begin(ctx)
+		tx, err := e.F.Pool.Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var id int64
-		if err := tx.QueryRow(ctx, `INSERT INTO `+e.f.Table+` (aggregate_id, topic, payload, event_type) VALUES ($1, $2, $3, 'order.created') RETURNING id`,
-			fmt.Sprintf("order-%d", i), e.f.Topic, fmt.Sprintf(`{"order": %d}`, i)).Scan(&id); err != nil {
+		if err := tx.QueryRow(ctx, `INSERT INTO `+e.F.Table+` (aggregate_id, topic, payload, event_type) VALUES ($1, $2, $3, 'order.created') RETURNING id`,
+			fmt.Sprintf("order-%d", i), e.F.Topic, fmt.Sprintf(`{"order": %d}`, i)).Scan(&id); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := tx.Exec(ctx, `DELETE FROM `+e.f.Table+` WHERE id = $1`, id); err != nil {
+		if _, err := tx.Exec(ctx, `DELETE FROM `+e.F.Table+` WHERE id = $1`, id); err != nil {
 			t.Fatal(err)
 		}
 		if err := tx.Commit(ctx); err != nil {
@@ -180,7 +180,7 @@ func TestInsertAndDeleteInOneTransactionIsPublished(t *testing.T) {
 	}
 	recs := cons.WaitFor(t, 60*time.Second, "the deleted rows' records", hasAll(ids))
 	var n int
-	if err := e.f.Pool.QueryRow(ctx, `SELECT count(*) FROM `+e.f.Table).Scan(&n); err != nil {
+	if err := e.F.Pool.QueryRow(ctx, `SELECT count(*) FROM `+e.F.Table).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	if n != 0 {

@@ -13,18 +13,18 @@ import (
 // retained_wal_check line, and `run` logs a warning once and sets the metric.
 func TestRetainedWALAboveThresholdWarns(t *testing.T) {
 	t.Parallel()
-	e := newRelayEnv(t, true)
-	other := e.f.Table + "_filler"
+	e := testenv.NewRelayEnv(t, true)
+	other := e.F.Table + "_filler"
 	ctx := context.Background()
 	// About 1.5 MB of WAL the slot has not confirmed: no relay runs yet.
-	if _, err := e.f.Pool.Exec(ctx, `CREATE TABLE `+other+` AS SELECT g, repeat('x', 200) AS filler FROM generate_series(1, 5000) g`); err != nil {
+	if _, err := e.F.Pool.Exec(ctx, `CREATE TABLE `+other+` AS SELECT g, repeat('x', 200) AS filler FROM generate_series(1, 5000) g`); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { e.f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+other) })
+	t.Cleanup(func() { e.F.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+other) })
 
 	status := func(warn string) string {
 		t.Helper()
-		out, errOut, code := testenv.Run(t, 30*time.Second, e.bin, e.env, "slot", "status", "--wal-retained-warn-bytes", warn)
+		out, errOut, code := testenv.Run(t, 30*time.Second, e.Bin, e.Env, "slot", "status", "--wal-retained-warn-bytes", warn)
 		if code != 0 {
 			t.Fatalf("slot status: exit %d\n%s%s", code, out, errOut)
 		}
@@ -47,7 +47,7 @@ func TestRetainedWALAboveThresholdWarns(t *testing.T) {
 	}
 
 	// The relay confirms nothing for an hour, so the retained WAL stays above 64 KiB.
-	p := e.start(t, nil, "--status-interval", "1h", "--wal-retained-warn-bytes", "65536",
+	p := e.Start(t, nil, "--status-interval", "1h", "--wal-retained-warn-bytes", "65536",
 		"--slot-status-interval", "100ms", "--metrics-addr", "127.0.0.1:0")
 	addr := metricsAddr(t, p)
 	m := metricAtLeast(t, addr, "cdc_relay_slot_retained_wal_above_threshold", 1)

@@ -17,15 +17,15 @@ import (
 
 // pollEnv is one test's poller: its fixture (no slot) and binary.
 type pollEnv struct {
-	f   *testenv.Fixture
-	bin string
+	F   *testenv.Fixture
+	Bin string
 }
 
 // newPollEnv makes a fixture and its pending-rows index with `cdc-relay poll --create-index`.
 func newPollEnv(t *testing.T) *pollEnv {
 	t.Helper()
-	e := &pollEnv{f: testenv.NewFixture(t), bin: testenv.Binary(t, true)}
-	out, errOut, code := testenv.Run(t, 30*time.Second, e.bin, nil, "poll", "--create-index", "--table", e.f.Table)
+	e := &pollEnv{F: testenv.NewFixture(t), Bin: testenv.Binary(t, true)}
+	out, errOut, code := testenv.Run(t, 30*time.Second, e.Bin, nil, "poll", "--create-index", "--table", e.F.Table)
 	if code != 0 {
 		t.Fatalf("poll --create-index: exit %d\n%s%s", code, out, errOut)
 	}
@@ -33,17 +33,17 @@ func newPollEnv(t *testing.T) *pollEnv {
 }
 
 // start runs `cdc-relay poll` on the fixture's table with its DLQ topic.
-func (e *pollEnv) start(t *testing.T, extraEnv []string, args ...string) *testenv.Proc {
+func (e *pollEnv) Start(t *testing.T, extraEnv []string, args ...string) *testenv.Proc {
 	t.Helper()
-	a := append([]string{"poll", "--table", e.f.Table, "--dlq-topic", e.f.DLQ, "--interval", "20ms"}, args...)
-	return testenv.Start(t, e.bin, extraEnv, a...)
+	a := append([]string{"poll", "--table", e.F.Table, "--dlq-topic", e.F.DLQ, "--interval", "20ms"}, args...)
+	return testenv.Start(t, e.Bin, extraEnv, a...)
 }
 
 // pending counts the rows not yet marked published.
 func (e *pollEnv) pending(t *testing.T) int {
 	t.Helper()
 	var n int
-	if err := e.f.Pool.QueryRow(context.Background(), `SELECT count(*) FROM `+e.f.Table+` WHERE published_at IS NULL`).Scan(&n); err != nil {
+	if err := e.F.Pool.QueryRow(context.Background(), `SELECT count(*) FROM `+e.F.Table+` WHERE published_at IS NULL`).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
@@ -69,31 +69,31 @@ func publishedBy(t *testing.T, p *testenv.Proc) int {
 func TestPollDeliversEveryRowWithTheRunRecord(t *testing.T) {
 	t.Parallel()
 	e := newPollEnv(t)
-	cons := testenv.Consume(t, e.f.Topic)
-	dlq := testenv.Consume(t, e.f.DLQ)
+	cons := testenv.Consume(t, e.F.Topic)
+	dlq := testenv.Consume(t, e.F.DLQ)
 
 	var committed, rolledBack []int64
 	for i := 0; i < 30; i++ {
-		committed = append(committed, e.f.Insert(t, false, testenv.Row{Key: fmt.Sprintf("k%d", i%5), Payload: fmt.Sprintf(`{"i": %d}`, i)})...)
+		committed = append(committed, e.F.Insert(t, false, testenv.Row{Key: fmt.Sprintf("k%d", i%5), Payload: fmt.Sprintf(`{"i": %d}`, i)})...)
 		if i%6 == 0 {
-			rolledBack = append(rolledBack, e.f.Insert(t, true,
+			rolledBack = append(rolledBack, e.F.Insert(t, true,
 				testenv.Row{Key: "k1", Payload: `{"rolled": "back"}`},
 				testenv.Row{Key: "k2", Payload: `{"rolled": "back"}`})...)
 		}
 	}
 	// Written before the poller starts (a backlog larger than a batch) and while it runs.
-	p := e.start(t, nil, "--batch", "7")
+	p := e.Start(t, nil, "--batch", "7")
 	for i := 0; i < 10; i++ {
 		var rows []testenv.Row
 		for j := 0; j < 5; j++ {
 			rows = append(rows, testenv.Row{Key: fmt.Sprintf("k%d", (i+j)%2), Payload: fmt.Sprintf(`{"tx": %d, "j": %d}`, i, j), EventType: "order.updated"})
 		}
-		committed = append(committed, e.f.Insert(t, false, rows...)...)
+		committed = append(committed, e.F.Insert(t, false, rows...)...)
 	}
-	special := e.f.Insert(t, false, testenv.Row{Key: "k1", Payload: `{"special": true}`, EventType: "order.created",
+	special := e.F.Insert(t, false, testenv.Row{Key: "k1", Payload: `{"special": true}`, EventType: "order.created",
 		Headers: `{"correlation-id": "c-1", "traceparent": "00-abc-def-01", "attempt": 3}`})
 	committed = append(committed, special...)
-	bad := e.f.Insert(t, false, testenv.Row{Key: "", Payload: `{"bad": "empty key"}`})
+	bad := e.F.Insert(t, false, testenv.Row{Key: "", Payload: `{"bad": "empty key"}`})
 
 	recs := cons.WaitFor(t, 60*time.Second, "every committed row", hasAll(committed))
 	dead := dlq.WaitFor(t, 60*time.Second, "the bad row on the dead-letter topic", hasAll(bad))
@@ -122,7 +122,7 @@ func TestPollDeliversEveryRowWithTheRunRecord(t *testing.T) {
 		var key, payload string
 		var eventType *string
 		var created time.Time
-		if err := e.f.Pool.QueryRow(t.Context(), `SELECT aggregate_id, payload::text, event_type, created_at FROM `+e.f.Table+` WHERE id = $1`, id).
+		if err := e.F.Pool.QueryRow(t.Context(), `SELECT aggregate_id, payload::text, event_type, created_at FROM `+e.F.Table+` WHERE id = $1`, id).
 			Scan(&key, &payload, &eventType, &created); err != nil {
 			t.Fatalf("row %d: %v", id, err)
 		}
@@ -135,7 +135,7 @@ func TestPollDeliversEveryRowWithTheRunRecord(t *testing.T) {
 		if want := deref(eventType); testenv.Header(r, "event-type") != want {
 			t.Errorf("row %d: event-type %q, want %q", id, testenv.Header(r, "event-type"), want)
 		}
-		if r.Topic != e.f.Topic {
+		if r.Topic != e.F.Topic {
 			t.Errorf("row %d: topic %q", id, r.Topic)
 		}
 		if lsn := testenv.Header(r, "cdc-lsn"); lsn != "" {
@@ -180,7 +180,7 @@ func TestPollDeliversEveryRowWithTheRunRecord(t *testing.T) {
 		}
 	}
 	for _, r := range dead {
-		if testenv.Header(r, "dlq-error") == "" || testenv.Header(r, "dlq-original-topic") != e.f.Topic {
+		if testenv.Header(r, "dlq-error") == "" || testenv.Header(r, "dlq-original-topic") != e.F.Topic {
 			t.Errorf("dead-letter record without its reason or original topic: %v", r.Headers)
 		}
 	}
@@ -201,10 +201,10 @@ func TestPollKill9MidRunLosesNothing(t *testing.T) {
 		for j := 0; j < 5; j++ {
 			rows = append(rows, testenv.Row{Key: fmt.Sprintf("agg-%d", (i+j)%7), Payload: fmt.Sprintf(`{"tx": %d, "row": %d}`, i, j)})
 		}
-		all = append(all, e.f.Insert(t, false, rows...)...)
+		all = append(all, e.F.Insert(t, false, rows...)...)
 	}
 	const batch = 20
-	p := e.start(t, []string{"CDC_RELAY_TEST_CRASH_AFTER_BATCHES=3"}, "--batch", strconv.Itoa(batch))
+	p := e.Start(t, []string{"CDC_RELAY_TEST_CRASH_AFTER_BATCHES=3"}, "--batch", strconv.Itoa(batch))
 	_, sig := p.Wait(t, 60*time.Second)
 	if sig != syscall.SIGKILL {
 		t.Fatalf("poller was not killed by the hook (signal %v); output:\n%s", sig, p.Output())
@@ -212,15 +212,15 @@ func TestPollKill9MidRunLosesNothing(t *testing.T) {
 	if n := e.pending(t); n != len(all)-2*batch {
 		t.Fatalf("%d rows pending after the kill, want %d: two batches marked, the third acknowledged but not marked", n, len(all)-2*batch)
 	}
-	cons := testenv.Consume(t, e.f.Topic)
+	cons := testenv.Consume(t, e.F.Topic)
 	cons.WaitFor(t, 30*time.Second, "the three acknowledged batches", func(r []*kgo.Record) bool { return len(r) >= 3*batch })
 
-	e.start(t, nil, "--batch", strconv.Itoa(batch))
+	e.Start(t, nil, "--batch", strconv.Itoa(batch))
 	cons.WaitFor(t, 60*time.Second, "every row after the restart", hasAll(all))
 	testenv.Eventually(t, 30*time.Second, "every row marked published", func() bool { return e.pending(t) == 0 })
 	// A row is marked only after Kafka acknowledged it: now the topic holds everything, the
 	// replayed batch included, and the consumer reads up to its end before judging duplicates.
-	end := testenv.EndOffset(t, e.f.Topic)
+	end := testenv.EndOffset(t, e.F.Topic)
 	recs := cons.WaitFor(t, 30*time.Second, "every record on the topic", func(r []*kgo.Record) bool { return int64(len(r)) >= end })
 	got := ids(recs)
 	dups := 0
@@ -243,7 +243,7 @@ func TestPollKill9MidRunLosesNothing(t *testing.T) {
 func TestTwoPollersNeverPublishARowTwice(t *testing.T) {
 	t.Parallel()
 	e := newPollEnv(t)
-	cons := testenv.Consume(t, e.f.Topic)
+	cons := testenv.Consume(t, e.F.Topic)
 	insert := func(n, from int) []int64 {
 		var out []int64
 		for i := 0; i < n; i += 10 {
@@ -251,13 +251,13 @@ func TestTwoPollersNeverPublishARowTwice(t *testing.T) {
 			for j := 0; j < 10; j++ {
 				rows = append(rows, testenv.Row{Key: fmt.Sprintf("k%d", (from+i+j)%13), Payload: fmt.Sprintf(`{"n": %d}`, from+i+j)})
 			}
-			out = append(out, e.f.Insert(t, false, rows...)...)
+			out = append(out, e.F.Insert(t, false, rows...)...)
 		}
 		return out
 	}
 	all := insert(1500, 0)
-	a := e.start(t, nil, "--batch", "10")
-	b := e.start(t, nil, "--batch", "10")
+	a := e.Start(t, nil, "--batch", "10")
+	b := e.Start(t, nil, "--batch", "10")
 	all = append(all, insert(500, 1500)...)
 
 	recs := cons.WaitFor(t, 90*time.Second, "every row", hasAll(all))

@@ -22,8 +22,8 @@ import (
 // cdc_relay_dead_letters, and only once it is committed there does the slot move past it.
 func TestRejectedRecordsAreDeadLetteredAndTheStreamGoesOn(t *testing.T) {
 	t.Parallel()
-	e := newRelayEnv(t, true)
-	f := e.f
+	e := testenv.NewRelayEnv(t, true)
+	f := e.F
 	ctx := context.Background()
 	small := f.Name + ".small"
 	adm := kadm.NewClient(testenv.Kafka(t))
@@ -36,7 +36,7 @@ func TestRejectedRecordsAreDeadLetteredAndTheStreamGoesOn(t *testing.T) {
 		f.Pool.Exec(context.Background(), `DELETE FROM cdc_relay_dead_letters WHERE slot = $1`, f.Slot)
 	})
 
-	p := e.start(t, nil)
+	p := e.Start(t, nil)
 	cons := testenv.Consume(t, f.Topic)
 	dlq := testenv.Consume(t, f.DLQ)
 	insert := func(key, topic, payload string) int64 {

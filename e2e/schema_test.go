@@ -19,8 +19,8 @@ import (
 // row, without a restart.
 func TestSchemaChangesMidStream(t *testing.T) {
 	t.Parallel()
-	e := newRelayEnv(t, true)
-	f := e.f
+	e := testenv.NewRelayEnv(t, true)
+	f := e.F
 	ctx := context.Background()
 	exec := func(sql string, args ...any) {
 		t.Helper()
@@ -37,7 +37,7 @@ func TestSchemaChangesMidStream(t *testing.T) {
 		return id
 	}
 	exec(`ALTER TABLE ` + f.Table + ` DROP COLUMN event_type`)
-	p := e.start(t, nil)
+	p := e.Start(t, nil)
 	cons := testenv.Consume(t, f.Topic)
 	dlq := testenv.Consume(t, f.DLQ)
 	byID := func(recs []*kgo.Record, id int64) *kgo.Record {
@@ -78,7 +78,7 @@ func TestSchemaChangesMidStream(t *testing.T) {
 	exec(testenv.OutboxDDL(second))
 	t.Cleanup(func() { f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+second) })
 	exec(`SELECT setval(pg_get_serial_sequence($1, 'id'), 1000)`, second) // ids apart from the first table's
-	if out, errOut, code := testenv.Run(t, 30*time.Second, e.bin, e.env, "slot", "create", "--table", f.Table+","+second); code != 0 ||
+	if out, errOut, code := testenv.Run(t, 30*time.Second, e.Bin, e.Env, "slot", "create", "--table", f.Table+","+second); code != 0 ||
 		!strings.Contains(out, "added to publication") {
 		t.Fatalf("slot create --table %s: exit %d\n%s%s", second, code, out, errOut)
 	}

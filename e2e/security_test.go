@@ -33,16 +33,16 @@ import (
 // secureRelay is one test's relay over the secure variant: a fixture whose slot and
 // publication the admin created and whose table the least-privilege roles may read.
 type secureRelay struct {
-	*relayEnv
+	*testenv.RelayEnv
 	s *testenv.Secure
 }
 
 func newSecureRelay(t *testing.T) *secureRelay {
 	t.Helper()
 	s := testenv.SecureEnv(t)
-	e := newRelayEnv(t, true)
-	grantSelect(t, e.f, s.PGRole, s.PGCertRole)
-	return &secureRelay{relayEnv: e, s: s}
+	e := testenv.NewRelayEnv(t, true)
+	grantSelect(t, e.F, s.PGRole, s.PGCertRole)
+	return &secureRelay{RelayEnv: e, s: s}
 }
 
 func grantSelect(t *testing.T, f *testenv.Fixture, roles ...string) {
@@ -157,13 +157,13 @@ func TestSecureRun(t *testing.T) {
 		t.Run(mech, func(t *testing.T) {
 			t.Parallel()
 			r := newSecureRelay(t)
-			requireLeastPrivilege(t, r.f, r.s.PGRole)
-			c := testenv.Consume(t, r.f.Topic)
-			p := r.start(t, append(r.pgEnv(), r.saslEnv(mech)...), "--metrics-addr", freeAddr(t))
-			want := r.f.Insert(t, false, testenv.Row{Key: "a", Payload: `{"n":1}`}, testenv.Row{Key: "b", Payload: `{"n":2}`})
-			want = append(want, r.f.Insert(t, false, testenv.Row{Key: "a", Payload: `{"n":3}`})...)
+			requireLeastPrivilege(t, r.F, r.s.PGRole)
+			c := testenv.Consume(t, r.F.Topic)
+			p := r.Start(t, append(r.pgEnv(), r.saslEnv(mech)...), "--metrics-addr", freeAddr(t))
+			want := r.F.Insert(t, false, testenv.Row{Key: "a", Payload: `{"n":1}`}, testenv.Row{Key: "b", Payload: `{"n":2}`})
+			want = append(want, r.F.Insert(t, false, testenv.Row{Key: "a", Payload: `{"n":3}`})...)
 			c.WaitFor(t, 60*time.Second, "rows published over SASL_SSL", hasAll(want))
-			role, ssl, ok := walsender(t, r.f)
+			role, ssl, ok := walsender(t, r.F)
 			if !ok || role != r.s.PGRole || !ssl {
 				t.Errorf("walsender of the slot: role %q, ssl %v, active %v; want %q over TLS", role, ssl, ok, r.s.PGRole)
 			}
@@ -181,14 +181,14 @@ func TestSecureRun(t *testing.T) {
 func TestSecureRunMutualTLS(t *testing.T) {
 	t.Parallel()
 	r := newSecureRelay(t)
-	requireLeastPrivilege(t, r.f, r.s.PGCertRole)
-	c := testenv.Consume(t, r.f.Topic)
-	p := r.start(t, nil, "--pg-url", r.s.CertURL(), "--brokers", r.s.MTLSBrokers,
+	requireLeastPrivilege(t, r.F, r.s.PGCertRole)
+	c := testenv.Consume(t, r.F.Topic)
+	p := r.Start(t, nil, "--pg-url", r.s.CertURL(), "--brokers", r.s.MTLSBrokers,
 		"--kafka-ca-file", r.s.CA, "--kafka-cert-file", r.s.ClientCert, "--kafka-key-file", r.s.ClientKey,
 		"--metrics-addr", freeAddr(t))
-	want := r.f.Insert(t, false, testenv.Row{Key: "k", Payload: `{"mtls":true}`})
+	want := r.F.Insert(t, false, testenv.Row{Key: "k", Payload: `{"mtls":true}`})
 	c.WaitFor(t, 60*time.Second, "rows published over mutual TLS", hasAll(want))
-	role, ssl, ok := walsender(t, r.f)
+	role, ssl, ok := walsender(t, r.F)
 	if !ok || role != r.s.PGCertRole || !ssl {
 		t.Errorf("walsender of the slot: role %q, ssl %v, active %v; want %q over TLS", role, ssl, ok, r.s.PGCertRole)
 	}
@@ -204,7 +204,7 @@ func TestSecureRunMutualTLS(t *testing.T) {
 func TestSecretsNeverLeak(t *testing.T) {
 	t.Parallel()
 	r := newSecureRelay(t)
-	wrongPG, wrongKafka := "wrong-pg-"+r.f.Name, "wrong-kafka-"+r.f.Name
+	wrongPG, wrongKafka := "wrong-pg-"+r.F.Name, "wrong-kafka-"+r.F.Name
 	secrets := r.secrets(wrongPG, wrongKafka)
 	dir := t.TempDir()
 	wrongPGFile := filepath.Join(dir, "pg-wrong")
@@ -218,12 +218,12 @@ func TestSecretsNeverLeak(t *testing.T) {
 	}
 
 	// A normal run, at debug level, the Kafka password in the environment twin.
-	c := testenv.Consume(t, r.f.Topic)
+	c := testenv.Consume(t, r.F.Topic)
 	metrics := freeAddr(t)
 	env := append(r.pgEnv(), r.saslEnv("SCRAM-SHA-512")...)
 	env = append(env, "CDC_RELAY_KAFKA_PASSWORD_FILE=", "CDC_RELAY_KAFKA_PASSWORD="+r.s.KafkaPassword)
-	p := r.start(t, env, "--log-level", "debug", "--metrics-addr", metrics)
-	want := r.f.Insert(t, false, testenv.Row{Key: "a", Payload: `{"step":1}`})
+	p := r.Start(t, env, "--log-level", "debug", "--metrics-addr", metrics)
+	want := r.F.Insert(t, false, testenv.Row{Key: "a", Payload: `{"step":1}`})
 	c.WaitFor(t, 60*time.Second, "the first row", hasAll(want))
 	if cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p.PID())); err == nil {
 		record("the relay's command line", strings.ReplaceAll(string(cmdline), "\x00", " "))
@@ -233,19 +233,19 @@ func TestSecretsNeverLeak(t *testing.T) {
 	// and says why each time.
 	var pid int32
 	testenv.Eventually(t, 30*time.Second, "the slot to be active", func() bool {
-		err := r.f.Pool.QueryRow(context.Background(), `SELECT coalesce(active_pid, 0) FROM pg_replication_slots WHERE slot_name = $1`, r.f.Slot).Scan(&pid)
+		err := r.F.Pool.QueryRow(context.Background(), `SELECT coalesce(active_pid, 0) FROM pg_replication_slots WHERE slot_name = $1`, r.F.Slot).Scan(&pid)
 		return err == nil && pid != 0
 	})
-	if _, err := r.f.Pool.Exec(context.Background(), `SELECT pg_terminate_backend($1)`, pid); err != nil {
+	if _, err := r.F.Pool.Exec(context.Background(), `SELECT pg_terminate_backend($1)`, pid); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 30*time.Second, "a logged reconnect with its cause", func() bool {
 		out := p.Output()
 		return strings.Contains(out, "reconnecting") && strings.Contains(out, "cause=")
 	})
-	want = append(want, r.f.Insert(t, false, testenv.Row{Key: "a", Payload: `{"step":2}`})...)
+	want = append(want, r.F.Insert(t, false, testenv.Row{Key: "a", Payload: `{"step":2}`})...)
 	c.WaitFor(t, 60*time.Second, "a row after the reconnect", hasAll(want))
-	if role, ssl, ok := walsender(t, r.f); !ok || role != r.s.PGRole || !ssl {
+	if role, ssl, ok := walsender(t, r.F); !ok || role != r.s.PGRole || !ssl {
 		t.Errorf("after the reconnect the walsender is role %q, ssl %v, active %v", role, ssl, ok)
 	}
 
@@ -271,9 +271,9 @@ func TestSecretsNeverLeak(t *testing.T) {
 	}
 
 	// slot status, as the role, text and JSON.
-	for _, args := range [][]string{{"slot", "status", "--publication", r.f.Publication}, {"slot", "status", "--json"}} {
-		out, errOut, code := testenv.Run(t, 30*time.Second, r.bin, append(append([]string{}, r.env...), r.pgEnv()...), args...)
-		if code != 0 || !strings.Contains(out, r.f.Slot) {
+	for _, args := range [][]string{{"slot", "status", "--publication", r.F.Publication}, {"slot", "status", "--json"}} {
+		out, errOut, code := testenv.Run(t, 30*time.Second, r.Bin, append(append([]string{}, r.Env...), r.pgEnv()...), args...)
+		if code != 0 || !strings.Contains(out, r.F.Slot) {
 			t.Errorf("%q as %s: exit %d\n%s%s", args, r.s.PGRole, code, out, errOut)
 		}
 		record(strings.Join(args, " "), out+errOut)
@@ -281,7 +281,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 
 	// Failures: each must exit 1 and print no secret.
 	hp := hostPort(t, r.s.PGURL)
-	base := append(append([]string{}, r.env...), "CDC_RELAY_METRICS_ADDR=127.0.0.1:0", "CDC_RELAY_LOG_LEVEL=debug")
+	base := append(append([]string{}, r.Env...), "CDC_RELAY_METRICS_ADDR=127.0.0.1:0", "CDC_RELAY_LOG_LEVEL=debug")
 	failures := []struct {
 		name string
 		env  []string
@@ -296,7 +296,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 		{"Kafka unreachable", append(append(r.pgEnv(), r.saslEnv("SCRAM-SHA-512")...), "CDC_RELAY_BROKERS=127.0.0.1:1", "CDC_RELAY_KAFKA_TIMEOUT=2s")},
 	}
 	for _, f := range failures {
-		out, errOut, code := testenv.Run(t, 60*time.Second, r.bin, append(append([]string{}, base...), f.env...), "run")
+		out, errOut, code := testenv.Run(t, 60*time.Second, r.Bin, append(append([]string{}, base...), f.env...), "run")
 		if code != 1 {
 			t.Errorf("%s: exit %d, want 1\n%s%s", f.name, code, out, errOut)
 		}
@@ -307,7 +307,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 	helpEnv := append(append([]string{}, r.pgEnv()...), "CDC_RELAY_KAFKA_PASSWORD="+r.s.KafkaPassword,
 		"CDC_RELAY_PG_URL="+strings.Replace(r.s.PGURL, "@", ":"+r.s.PGPassword+"@", 1))
 	for _, args := range [][]string{{"run", "--help"}, {"slot", "status", "--help"}, {"poll", "--help"}} {
-		out, errOut, _ := testenv.Run(t, 30*time.Second, r.bin, helpEnv, args...)
+		out, errOut, _ := testenv.Run(t, 30*time.Second, r.Bin, helpEnv, args...)
 		record(strings.Join(args, " "), out+errOut)
 	}
 	if t.Failed() {
@@ -380,9 +380,9 @@ func TestSecureStartupFailures(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			env := append(append([]string{}, r.env...), "CDC_RELAY_METRICS_ADDR=127.0.0.1:0")
+			env := append(append([]string{}, r.Env...), "CDC_RELAY_METRICS_ADDR=127.0.0.1:0")
 			start := time.Now()
-			out, errOut, code := testenv.Run(t, 60*time.Second, r.bin, append(env, c.env...), append([]string{"run"}, c.args...)...)
+			out, errOut, code := testenv.Run(t, 60*time.Second, r.Bin, append(env, c.env...), append([]string{"run"}, c.args...)...)
 			took := time.Since(start)
 			all := out + errOut
 			if code != 1 {
@@ -457,13 +457,13 @@ func TestSecurePoll(t *testing.T) {
 	t.Parallel()
 	s := testenv.SecureEnv(t)
 	e := newPollEnv(t) // its index is created by the table's owner
-	if _, err := e.f.Pool.Exec(context.Background(), "GRANT SELECT, UPDATE ON "+e.f.Table+" TO "+pgx.Identifier{s.PGRole}.Sanitize()); err != nil {
+	if _, err := e.F.Pool.Exec(context.Background(), "GRANT SELECT, UPDATE ON "+e.F.Table+" TO "+pgx.Identifier{s.PGRole}.Sanitize()); err != nil {
 		t.Fatal(err)
 	}
 	r := &secureRelay{s: s}
-	c := testenv.Consume(t, e.f.Topic)
-	p := e.start(t, append(r.pgEnv(), r.saslEnv("SCRAM-SHA-256")...), "--metrics-addr", freeAddr(t))
-	want := e.f.Insert(t, false, testenv.Row{Key: "p", Payload: `{"poll":1}`}, testenv.Row{Key: "q", Payload: `{"poll":2}`})
+	c := testenv.Consume(t, e.F.Topic)
+	p := e.Start(t, append(r.pgEnv(), r.saslEnv("SCRAM-SHA-256")...), "--metrics-addr", freeAddr(t))
+	want := e.F.Insert(t, false, testenv.Row{Key: "p", Payload: `{"poll":1}`}, testenv.Row{Key: "q", Payload: `{"poll":2}`})
 	c.WaitFor(t, 60*time.Second, "rows polled over SASL_SSL", hasAll(want))
 	testenv.Eventually(t, 30*time.Second, "the rows to be marked published", func() bool { return e.pending(t) == 0 })
 	if code := p.Stop(t); code != 0 {

@@ -22,8 +22,8 @@ import (
 //	CDC_RELAY_DEV_KAFKA_EXTRA_CONF='authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
 //	allow.everyone.if.no.acl.found=true'
 func TestTopicNotAuthorizedIsDeadLettered(t *testing.T) {
-	e := newRelayEnv(t)
-	f := e.f
+	e := testenv.NewRelayEnv(t, true)
+	f := e.F
 	ctx := context.Background()
 	adm := kadm.NewClient(testenv.Kafka(t))
 	if _, err := adm.DescribeACLs(ctx, kadm.NewACLs().AnyResource().Allow().Operations(kadm.OpAny)); errors.Is(err, kerr.SecurityDisabled) {
@@ -50,7 +50,7 @@ func TestTopicNotAuthorizedIsDeadLettered(t *testing.T) {
 		adm.DeleteACLs(context.Background(), del)
 	})
 
-	p := e.start(t, nil)
+	p := e.Start(t, nil)
 	cons := testenv.Consume(t, f.Topic)
 	dlq := testenv.Consume(t, f.DLQ)
 	ins := func(key, topic string) int64 {

@@ -46,9 +46,9 @@ var probeLine = regexp.MustCompile(`msg="Kafka unavailable: probe failed"|msg="K
 func brokerOutage(t *testing.T, down, up string, relayArgs ...string) {
 	testenv.CheckControlled(t)
 	d := outage(t)
-	e := newRelayEnv(t)
-	p := e.start(t, nil, relayArgs...)
-	cons := testenv.Consume(t, e.f.Topic)
+	e := testenv.NewRelayEnv(t, true)
+	p := e.Start(t, nil, relayArgs...)
+	cons := testenv.Consume(t, e.F.Topic)
 	w := newWriter(e)
 	ctx, cancel := context.WithCancel(context.Background())
 	stop := w.run(ctx, 20*time.Millisecond)
@@ -67,10 +67,10 @@ func brokerOutage(t *testing.T, down, up string, relayArgs ...string) {
 
 	// The outage itself is the scenario: a fixed length, observed at its middle and its end.
 	time.Sleep(d / 2)
-	mid := e.f.SlotConfirmed(t)
+	mid := e.F.SlotConfirmed(t)
 	time.Sleep(d - d/2)
-	end := e.f.SlotConfirmed(t)
-	wal := e.f.CurrentWAL(t)
+	end := e.F.SlotConfirmed(t)
+	wal := e.F.CurrentWAL(t)
 	if p.Exited() {
 		t.Fatalf("the relay exited during the outage:\n%s", p.Output())
 	}

@@ -13,47 +13,19 @@ import (
 	"github.com/cdc-relay/cdc-relay/internal/testenv"
 )
 
-// relayEnv is one test's relay: its fixture, binary and environment.
-type relayEnv struct {
-	f   *testenv.Fixture
-	bin string
-	env []string
-}
-
-// newRelayEnv makes a fixture and creates its slot and publication with the CLI.
-func newRelayEnv(t *testing.T) *relayEnv {
-	t.Helper()
-	f := testenv.NewFixture(t)
-	e := &relayEnv{f: f, bin: testenv.Binary(t, true), env: []string{
-		"CDC_RELAY_SLOT=" + f.Slot, "CDC_RELAY_PUBLICATION=" + f.Publication,
-	}}
-	out, errOut, code := testenv.Run(t, 30*time.Second, e.bin, e.env, "slot", "create", "--table", f.Table)
-	if code != 0 {
-		t.Fatalf("slot create: exit %d\n%s%s", code, out, errOut)
-	}
-	return e
-}
-
-// start runs `cdc-relay run` with a 1s status interval and the fixture's DLQ topic.
-func (e *relayEnv) start(t *testing.T, extraEnv []string, args ...string) *testenv.Proc {
-	t.Helper()
-	a := append([]string{"run", "--dlq-topic", e.f.DLQ, "--status-interval", "1s"}, args...)
-	return testenv.Start(t, e.bin, append(append([]string{}, e.env...), extraEnv...), a...)
-}
-
 // writer commits small outbox transactions and remembers, per key, the ids in commit order.
 // It retries while Postgres is away: an insert is only recorded once its commit succeeded, and
 // a commit whose outcome is unknown (the connection died during COMMIT) is resolved by
 // looking the ids up afterwards.
 type writer struct {
-	e    *relayEnv
+	e    *testenv.RelayEnv
 	mu   sync.Mutex
 	ids  []int64
 	keys map[string][]int64
 	n    int
 }
 
-func newWriter(e *relayEnv) *writer { return &writer{e: e, keys: map[string][]int64{}} }
+func newWriter(e *testenv.RelayEnv) *writer { return &writer{e: e, keys: map[string][]int64{}} }
 
 // tx commits one transaction of rows rows over nkeys keys, retrying until ctx ends.
 func (w *writer) tx(ctx context.Context, rows, nkeys int) error {
@@ -86,7 +58,7 @@ func (w *writer) tx(ctx context.Context, rows, nkeys int) error {
 }
 
 func (w *writer) try(ctx context.Context, rows, nkeys int) (ids []int64, keys []string, err error) {
-	f := w.e.f
+	f := w.e.F
 	tx, err := f.Pool.Begin(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -113,7 +85,7 @@ func (w *writer) try(ctx context.Context, rows, nkeys int) (ids []int64, keys []
 
 func (w *writer) exists(ctx context.Context, ids []int64) (bool, error) {
 	var n int
-	err := w.e.f.Pool.QueryRow(ctx, `SELECT count(*) FROM `+w.e.f.Table+` WHERE id = ANY($1)`, ids).Scan(&n)
+	err := w.e.F.Pool.QueryRow(ctx, `SELECT count(*) FROM `+w.e.F.Table+` WHERE id = ANY($1)`, ids).Scan(&n)
 	return n == len(ids), err
 }
 

@@ -13,9 +13,9 @@ import (
 // with backoff, resumes from the slot, and loses nothing; per key, first deliveries keep commit
 // order.
 func TestPostgresRestartReconnectsAndResumes(t *testing.T) {
-	e := newRelayEnv(t)
-	p := e.start(t, nil)
-	cons := testenv.Consume(t, e.f.Topic)
+	e := testenv.NewRelayEnv(t, true)
+	p := e.Start(t, nil)
+	cons := testenv.Consume(t, e.F.Topic)
 	w := newWriter(e)
 	ctx, cancel := context.WithCancel(context.Background())
 	stop := w.run(ctx, 10*time.Millisecond)
@@ -41,9 +41,9 @@ func TestPostgresRestartReconnectsAndResumes(t *testing.T) {
 
 // The walsender terminated (pg_terminate_backend): the relay reconnects and loses nothing.
 func TestWalsenderTerminatedReconnects(t *testing.T) {
-	e := newRelayEnv(t)
-	p := e.start(t, nil)
-	cons := testenv.Consume(t, e.f.Topic)
+	e := testenv.NewRelayEnv(t, true)
+	p := e.Start(t, nil)
+	cons := testenv.Consume(t, e.F.Topic)
 	w := newWriter(e)
 	ctx, cancel := context.WithCancel(context.Background())
 	stop := w.run(ctx, 10*time.Millisecond)
@@ -54,11 +54,11 @@ func TestWalsenderTerminatedReconnects(t *testing.T) {
 		testenv.Eventually(t, 30*time.Second, "rows flowing", func() bool { return len(cons.Records()) > have+30 })
 		var pid int32
 		testenv.Eventually(t, 30*time.Second, "the slot to be active", func() bool {
-			err := e.f.Pool.QueryRow(ctx, `SELECT coalesce(active_pid, 0) FROM pg_replication_slots WHERE slot_name = $1`, e.f.Slot).Scan(&pid)
+			err := e.F.Pool.QueryRow(ctx, `SELECT coalesce(active_pid, 0) FROM pg_replication_slots WHERE slot_name = $1`, e.F.Slot).Scan(&pid)
 			return err == nil && pid != 0
 		})
 		var ok bool
-		if err := e.f.Pool.QueryRow(ctx, `SELECT pg_terminate_backend($1)`, pid).Scan(&ok); err != nil || !ok {
+		if err := e.F.Pool.QueryRow(ctx, `SELECT pg_terminate_backend($1)`, pid).Scan(&ok); err != nil || !ok {
 			t.Fatalf("pg_terminate_backend(%d): %v %v", pid, ok, err)
 		}
 		testenv.Eventually(t, 30*time.Second, "the relay to stream again", func() bool {

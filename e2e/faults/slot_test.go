@@ -17,13 +17,13 @@ import (
 // the relay reconnects): the relay stops with exit 1 and an error that names the slot, says it
 // does not exist and what to run; it does not retry forever.
 func TestSlotDroppedStopsWithAClearError(t *testing.T) {
-	e := newRelayEnv(t)
-	p := e.start(t, nil)
+	e := testenv.NewRelayEnv(t, true)
+	p := e.Start(t, nil)
 	testenv.Eventually(t, 30*time.Second, "the relay to stream", func() bool { return strings.Contains(p.Output(), "msg=streaming") })
 	ctx := context.Background()
 	testenv.Eventually(t, 30*time.Second, "the slot dropped", func() bool {
-		e.f.Pool.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL`, e.f.Slot)
-		_, err := e.f.Pool.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, e.f.Slot)
+		e.F.Pool.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL`, e.F.Slot)
+		_, err := e.F.Pool.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, e.F.Slot)
 		return err == nil
 	})
 	dropped := time.Now()
@@ -34,8 +34,8 @@ func TestSlotDroppedStopsWithAClearError(t *testing.T) {
 	if code != 1 {
 		t.Errorf("exit %d, want 1", code)
 	}
-	for _, want := range []string{`slot "` + e.f.Slot + `"`, "does not exist", "was dropped while this relay used it",
-		"cdc-relay slot create --slot " + e.f.Slot, "cdc-relay poll"} {
+	for _, want := range []string{`slot "` + e.F.Slot + `"`, "does not exist", "was dropped while this relay used it",
+		"cdc-relay slot create --slot " + e.F.Slot, "cdc-relay poll"} {
 		if !strings.Contains(last, want) {
 			t.Errorf("final message %q lacks %q", last, want)
 		}

@@ -20,10 +20,10 @@ import (
 // TCP keepalives notice; the relay does not terminate a walsender it believes dead, because
 // from another host a dead relay and a slow live one look the same.
 func TestStandbyTakesOverAfterKill9(t *testing.T) {
-	e := newRelayEnv(t)
-	a := e.start(t, nil)
+	e := testenv.NewRelayEnv(t, true)
+	a := e.Start(t, nil)
 	testenv.Eventually(t, 30*time.Second, "the first relay to stream", func() bool { return strings.Contains(a.Output(), "msg=streaming") })
-	b := e.start(t, nil)
+	b := e.Start(t, nil)
 	testenv.Eventually(t, 30*time.Second, "the second relay to wait as a standby, retrying", func() bool {
 		return strings.Count(b.Output(), "waiting as a standby") >= 2
 	})
@@ -31,7 +31,7 @@ func TestStandbyTakesOverAfterKill9(t *testing.T) {
 		t.Fatalf("the standby streams or exited while the slot is held:\n%s", b.Output())
 	}
 
-	cons := testenv.Consume(t, e.f.Topic)
+	cons := testenv.Consume(t, e.F.Topic)
 	w := newWriter(e)
 	ctx, cancel := context.WithCancel(context.Background())
 	stop := w.run(ctx, 10*time.Millisecond)
@@ -39,7 +39,7 @@ func TestStandbyTakesOverAfterKill9(t *testing.T) {
 	testenv.Eventually(t, 30*time.Second, "rows flowing through the first relay", func() bool { return len(cons.Records()) > 100 })
 
 	var oldPID int32
-	if err := e.f.Pool.QueryRow(ctx, `SELECT active_pid FROM pg_replication_slots WHERE slot_name = $1`, e.f.Slot).Scan(&oldPID); err != nil {
+	if err := e.F.Pool.QueryRow(ctx, `SELECT active_pid FROM pg_replication_slots WHERE slot_name = $1`, e.F.Slot).Scan(&oldPID); err != nil {
 		t.Fatal(err)
 	}
 	if err := syscall.Kill(a.PID(), syscall.SIGKILL); err != nil {
@@ -49,7 +49,7 @@ func TestStandbyTakesOverAfterKill9(t *testing.T) {
 	var released time.Duration
 	testenv.Eventually(t, 60*time.Second, "the dead relay's walsender to release the slot", func() bool {
 		var pid int32
-		e.f.Pool.QueryRow(ctx, `SELECT coalesce(active_pid, 0) FROM pg_replication_slots WHERE slot_name = $1`, e.f.Slot).Scan(&pid)
+		e.F.Pool.QueryRow(ctx, `SELECT coalesce(active_pid, 0) FROM pg_replication_slots WHERE slot_name = $1`, e.F.Slot).Scan(&pid)
 		released = time.Since(killed)
 		return pid != oldPID
 	})

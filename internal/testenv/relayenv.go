@@ -1,0 +1,50 @@
+package testenv
+
+import (
+	"testing"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// RelayEnv is one test's relay: its fixture, the cdc-relay binary and the environment that
+// names the fixture's slot and publication.
+type RelayEnv struct {
+	F   *Fixture
+	Bin string
+	Env []string
+}
+
+// NewRelayEnv makes a fixture and creates its slot and publication with `cdc-relay slot create`.
+// The binary is built with the race detector when race is set.
+func NewRelayEnv(t *testing.T, race bool) *RelayEnv {
+	t.Helper()
+	f := NewFixture(t)
+	e := &RelayEnv{F: f, Bin: Binary(t, race), Env: []string{
+		"CDC_RELAY_SLOT=" + f.Slot, "CDC_RELAY_PUBLICATION=" + f.Publication,
+	}}
+	out, errOut, code := Run(t, 30*time.Second, e.Bin, e.Env, "slot", "create", "--table", f.Table)
+	if code != 0 {
+		t.Fatalf("slot create: exit %d\n%s%s", code, out, errOut)
+	}
+	return e
+}
+
+// Start runs `cdc-relay run` with a 1s status interval and the fixture's DLQ topic; args come
+// after those, so they win.
+func (e *RelayEnv) Start(t *testing.T, extraEnv []string, args ...string) *Proc {
+	t.Helper()
+	a := append([]string{"run", "--dlq-topic", e.F.DLQ, "--status-interval", "1s"}, args...)
+	return Start(t, e.Bin, append(append([]string{}, e.Env...), extraEnv...), a...)
+}
+
+// Settle waits until the relay has confirmed past upTo (so everything committed before it is in
+// Kafka, replays included) and the consumer has read every record the topic holds, and returns
+// them. Without it a test can judge duplicates before a restarted relay has replayed anything.
+func (e *RelayEnv) Settle(t *testing.T, cons *Consumer, upTo pglogrepl.LSN) []*kgo.Record {
+	t.Helper()
+	Eventually(t, 60*time.Second, "the slot to confirm past "+upTo.String(), func() bool { return e.F.SlotConfirmed(t) >= upTo })
+	end := EndOffset(t, e.F.Topic)
+	return cons.WaitFor(t, 60*time.Second, "every record on the topic", func(r []*kgo.Record) bool { return int64(len(r)) >= end })
+}
