@@ -54,20 +54,7 @@ func TestDeliversEveryCommittedRowInCommitOrderPerKey(t *testing.T) {
 
 	recs := cons.WaitFor(t, 60*time.Second, "every committed row", hasAll(committed))
 
-	got := ids(recs)
-	for _, id := range rolledBack {
-		if got[strconv.FormatInt(id, 10)] != 0 {
-			t.Errorf("row %d of a rolled-back transaction was published", id)
-		}
-	}
-	for id, n := range got {
-		if n != 1 {
-			t.Errorf("outbox id %s published %d times in a clean run", id, n)
-		}
-	}
-	if len(recs) != len(committed) {
-		t.Errorf("got %d records, want %d", len(recs), len(committed))
-	}
+	assertCleanDelivery(t, recs, committed, rolledBack)
 
 	// Contract fields, against the table.
 	lsnOfTx := map[int]string{}

@@ -50,3 +50,25 @@ func lsnLess(t *testing.T, a, b string) bool {
 	}
 	return x < y
 }
+
+// assertCleanDelivery checks a clean run (no crash): every record's outbox id arrived exactly
+// once, one record per committed row, and no row of a rolled-back transaction. It returns the
+// count per id.
+func assertCleanDelivery(t *testing.T, recs []*kgo.Record, committed, rolledBack []int64) map[string]int {
+	t.Helper()
+	got := ids(recs)
+	for _, id := range rolledBack {
+		if got[strconv.FormatInt(id, 10)] != 0 {
+			t.Errorf("row %d of a rolled-back transaction was published", id)
+		}
+	}
+	for id, n := range got {
+		if n != 1 {
+			t.Errorf("outbox id %s published %d times in a clean run", id, n)
+		}
+	}
+	if len(recs) != len(committed) {
+		t.Errorf("got %d records, want %d", len(recs), len(committed))
+	}
+	return got
+}

@@ -100,20 +100,7 @@ func TestPollDeliversEveryRowWithTheRunRecord(t *testing.T) {
 	testenv.Eventually(t, 30*time.Second, "every row marked published", func() bool { return e.pending(t) == 0 })
 	p.Stop(t)
 
-	got := ids(recs)
-	for _, id := range rolledBack {
-		if got[strconv.FormatInt(id, 10)] != 0 {
-			t.Errorf("row %d of a rolled-back transaction was published", id)
-		}
-	}
-	for id, n := range got {
-		if n != 1 {
-			t.Errorf("outbox id %s published %d times in a clean run", id, n)
-		}
-	}
-	if len(recs) != len(committed) {
-		t.Errorf("got %d records, want %d", len(recs), len(committed))
-	}
+	got := assertCleanDelivery(t, recs, committed, rolledBack)
 
 	lastByKey := map[string]int64{}
 	partOfKey := map[string]int32{}
