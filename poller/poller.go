@@ -299,11 +299,11 @@ func (p *Poller) record(id string, key, topic, payload, evType, headers *string,
 		}
 		ev.Headers = hs
 	}
+	commitTime := time.Now()
 	if created != nil {
-		ev.CommitTime = *created
-	} else {
-		ev.CommitTime = time.Now()
+		commitTime = *created
 	}
+	ev.Stamp = sink.NewStamp(0, commitTime)
 	rec := sink.NewRecord(ev)
 	if bad != nil {
 		p.stats.BadRows.Add(1)
@@ -311,7 +311,7 @@ func (p *Poller) record(id string, key, topic, payload, evType, headers *string,
 		p.log.Error("bad row: dead-lettering it", "outbox_id", id, "cause", bad)
 		return pending{id: id, rec: sink.DeadLetter(p.cfg.DLQTopic, rec, p.tbl.String(), bad), dlq: true}
 	}
-	return pending{id: id, rec: rec, created: ev.CommitTime}
+	return pending{id: id, rec: rec, created: commitTime}
 }
 
 // result is one record's outcome.

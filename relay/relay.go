@@ -142,6 +142,7 @@ func (r *Relay) drain(ctx context.Context) error {
 // and the current transaction.
 func (r *Relay) pipeline(ctx context.Context, msgs <-chan replication.Message) error {
 	var cur *txn
+	var stamp *sink.Stamp // the current transaction's position headers, formatted once
 	for {
 		var m replication.Message
 		select {
@@ -168,12 +169,16 @@ func (r *Relay) pipeline(ctx context.Context, msgs <-chan replication.Message) e
 			switch out.Kind {
 			case decoder.KindBegin:
 				cur = r.track.beginAt(out.CommitTime)
+				stamp = nil // made at the first event: most transactions a slot sees may have none
 				r.stats.Transactions.Add(1)
 			case decoder.KindEvent:
 				if cur == nil {
 					return fmt.Errorf("relay: event at %s outside a transaction", m.WALStart)
 				}
-				r.produce(ctx, cur, out, err)
+				if stamp == nil {
+					stamp = sink.NewStamp(out.CommitLSN, out.CommitTime)
+				}
+				r.produce(ctx, cur, stamp, out, err)
 			case decoder.KindCommit:
 				if cur != nil {
 					r.track.commit(cur, out.EndLSN)
@@ -190,7 +195,7 @@ func (r *Relay) pipeline(ctx context.Context, msgs <-chan replication.Message) e
 	}
 }
 
-func (r *Relay) produce(ctx context.Context, x *txn, out decoder.Output, badRow error) {
+func (r *Relay) produce(ctx context.Context, x *txn, stamp *sink.Stamp, out decoder.Output, badRow error) {
 	ev := out.Event
 	hdrs := make([]kgo.RecordHeader, len(ev.Headers))
 	for i, h := range ev.Headers {
@@ -198,7 +203,7 @@ func (r *Relay) produce(ctx context.Context, x *txn, out decoder.Output, badRow 
 	}
 	rec := sink.NewRecord(sink.Event{
 		ID: ev.ID, AggregateID: ev.AggregateID, Topic: ev.Topic, Payload: ev.Payload,
-		EventType: ev.EventType, Headers: hdrs, LSN: out.CommitLSN, CommitTime: out.CommitTime,
+		EventType: ev.EventType, Headers: hdrs, Stamp: stamp,
 	})
 	r.track.add(x)
 	if badRow != nil {

@@ -25,9 +25,8 @@ const (
 // CommitTimeLayout is RFC 3339 with microseconds, the precision of a Postgres timestamp.
 const CommitTimeLayout = "2006-01-02T15:04:05.000000Z07:00"
 
-// Event is one outbox event in the sink's terms. The relay fills it from a decoded row
-// (with LSN set) and the polling publisher from a selected row (LSN zero, CommitTime from
-// created_at), so both produce the same record.
+// Event is one outbox event in the sink's terms. The relay fills it from a decoded row and the
+// polling publisher from a selected row, so both produce the same record.
 type Event struct {
 	ID          string // outbox id, decimal text for rows
 	AggregateID string // the Kafka key
@@ -35,13 +34,27 @@ type Event struct {
 	Payload     []byte // the Kafka value
 	EventType   string // "" for none
 	Headers     []kgo.RecordHeader
-	LSN         pglogrepl.LSN // commit LSN; zero means none (polling)
-	CommitTime  time.Time
+	Stamp       *Stamp // the transaction's position headers; required
+}
+
+// Stamp is a transaction's position headers, cdc-lsn and cdc-commit-time, formatted once and
+// shared by all of its records (header values are never written to after produce).
+type Stamp struct{ headers []kgo.RecordHeader }
+
+// NewStamp formats the position of a transaction committed at lsn (its commit record) and
+// commitTime. A zero lsn means none (polling): the stamp then carries only cdc-commit-time.
+func NewStamp(lsn pglogrepl.LSN, commitTime time.Time) *Stamp {
+	s := &Stamp{headers: make([]kgo.RecordHeader, 0, 2)}
+	if lsn != 0 {
+		s.headers = append(s.headers, kgo.RecordHeader{Key: HeaderLSN, Value: []byte(lsn.String())})
+	}
+	s.headers = append(s.headers, kgo.RecordHeader{Key: HeaderCommitTime, Value: []byte(commitTime.UTC().Format(CommitTimeLayout))})
+	return s
 }
 
 // NewRecord maps an event to its Kafka record per the contract: the row's topic, key =
 // aggregate id, value = payload, headers outbox-id, aggregate-id, event-type (when present),
-// the row's own headers, cdc-lsn (when known) and cdc-commit-time.
+// the row's own headers, then the stamp's cdc-lsn (when known) and cdc-commit-time.
 func NewRecord(e Event) *kgo.Record {
 	h := make([]kgo.RecordHeader, 0, 5+len(e.Headers))
 	h = append(h,
@@ -52,10 +65,9 @@ func NewRecord(e Event) *kgo.Record {
 		h = append(h, kgo.RecordHeader{Key: HeaderEventType, Value: []byte(e.EventType)})
 	}
 	h = append(h, e.Headers...)
-	if e.LSN != 0 {
-		h = append(h, kgo.RecordHeader{Key: HeaderLSN, Value: []byte(e.LSN.String())})
+	if e.Stamp != nil {
+		h = append(h, e.Stamp.headers...)
 	}
-	h = append(h, kgo.RecordHeader{Key: HeaderCommitTime, Value: []byte(e.CommitTime.UTC().Format(CommitTimeLayout))})
 	return &kgo.Record{
 		Topic:   e.Topic,
 		Key:     []byte(e.AggregateID),

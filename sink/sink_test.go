@@ -19,7 +19,7 @@ func TestNewRecordFollowsTheContract(t *testing.T) {
 	r := NewRecord(Event{
 		ID: "42", AggregateID: "order-7", Topic: "brew.orders.v1", Payload: []byte(`{"a": 1}`),
 		EventType: "order.created", Headers: []kgo.RecordHeader{{Key: "traceparent", Value: []byte("00-1")}},
-		LSN: pglogrepl.LSN(0x16B3748), CommitTime: ct,
+		Stamp: NewStamp(pglogrepl.LSN(0x16B3748), ct),
 	})
 	if r.Topic != "brew.orders.v1" || string(r.Key) != "order-7" || string(r.Value) != `{"a": 1}` {
 		t.Fatalf("topic/key/value: %q %q %q", r.Topic, r.Key, r.Value)
@@ -38,7 +38,7 @@ func TestNewRecordFollowsTheContract(t *testing.T) {
 
 func TestNewRecordWithoutLSNOrEventType(t *testing.T) {
 	// The polling publisher has no LSN: no cdc-lsn header; no event type: no event-type header.
-	r := NewRecord(Event{ID: "1", AggregateID: "a", Topic: "t", CommitTime: time.Unix(0, 0)})
+	r := NewRecord(Event{ID: "1", AggregateID: "a", Topic: "t", Stamp: NewStamp(0, time.Unix(0, 0))})
 	for _, h := range r.Headers {
 		if h.Key == HeaderLSN || h.Key == HeaderEventType {
 			t.Errorf("unexpected header %s", h.Key)
@@ -50,7 +50,7 @@ func TestNewRecordWithoutLSNOrEventType(t *testing.T) {
 }
 
 func TestDeadLetterKeepsTheOriginal(t *testing.T) {
-	orig := NewRecord(Event{ID: "9", AggregateID: "k", Topic: "bad topic", Payload: []byte("v"), LSN: 5, CommitTime: time.Unix(1, 0)})
+	orig := NewRecord(Event{ID: "9", AggregateID: "k", Topic: "bad topic", Payload: []byte("v"), Stamp: NewStamp(5, time.Unix(1, 0))})
 	d := DeadLetter("dlq", orig, "public.outbox", errors.New("boom"))
 	if d.Topic != "dlq" || string(d.Key) != "k" || string(d.Value) != "v" {
 		t.Fatalf("dead letter %q %q %q", d.Topic, d.Key, d.Value)
