@@ -99,7 +99,9 @@ func (r *Relay) Run(ctx context.Context) error {
 		return err
 	}
 
-	msgs := make(chan replication.Message, r.cfg.Buffer)
+	// The stream hands over batches of up to a few hundred messages: Buffer messages is
+	// about Buffer/256 batches.
+	msgs := make(chan []replication.Message, max(1, r.cfg.Buffer/256))
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return r.stream.Run(gctx, msgs) })
 	g.Go(func() error { return r.pipeline(gctx, msgs) })
@@ -140,59 +142,75 @@ func (r *Relay) drain(ctx context.Context) error {
 
 // pipeline decodes messages in server order and produces their events. It owns the decoder
 // and the current transaction.
-func (r *Relay) pipeline(ctx context.Context, msgs <-chan replication.Message) error {
-	var cur *txn
-	var stamp *sink.Stamp // the current transaction's position headers, formatted once
+func (r *Relay) pipeline(ctx context.Context, msgs <-chan []replication.Message) error {
+	p := pipe{r: r}
 	for {
-		var m replication.Message
+		var batch []replication.Message
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-r.track.failCh:
 			return r.track.err()
-		case m = <-msgs:
+		case batch = <-msgs:
 		}
-		switch m.Kind {
-		case replication.KindReset:
-			r.dec.Reset()
-			r.track.dropOpen()
-			cur = nil
-		case replication.KindKeepalive:
-			if cur == nil {
-				r.track.idle(m.ServerWALEnd)
-			}
-		case replication.KindData:
-			out, err := r.dec.Decode(m.WALStart, m.Data)
-			if err != nil && !decoder.IsBadRow(err) {
-				return fmt.Errorf("relay: decode message at %s: %w", m.WALStart, err)
-			}
-			switch out.Kind {
-			case decoder.KindBegin:
-				cur = r.track.beginAt(out.CommitTime)
-				stamp = nil // made at the first event: most transactions a slot sees may have none
-				r.stats.Transactions.Add(1)
-			case decoder.KindEvent:
-				if cur == nil {
-					return fmt.Errorf("relay: event at %s outside a transaction", m.WALStart)
-				}
-				if stamp == nil {
-					stamp = sink.NewStamp(out.CommitLSN, out.CommitTime)
-				}
-				r.produce(ctx, cur, stamp, out, err)
-			case decoder.KindCommit:
-				if cur != nil {
-					r.track.commit(cur, out.EndLSN)
-				}
-				cur = nil
-			case decoder.KindNone:
-				if err != nil {
-					r.stats.BadRows.Add(1)
-					r.cfg.Metrics.ProduceError(metrics.ClassBadRow)
-					r.log.Error("ignored a logical message that cannot be published", "lsn", m.WALStart, "cause", err)
-				}
+		for i := range batch {
+			if err := p.handle(ctx, &batch[i]); err != nil {
+				return err
 			}
 		}
 	}
+}
+
+// pipe is the pipeline's state between messages: the open transaction.
+type pipe struct {
+	r     *Relay
+	cur   *txn
+	stamp *sink.Stamp // the current transaction's position headers, formatted once
+}
+
+func (p *pipe) handle(ctx context.Context, m *replication.Message) error {
+	r := p.r
+	switch m.Kind {
+	case replication.KindReset:
+		r.dec.Reset()
+		r.track.dropOpen()
+		p.cur = nil
+	case replication.KindKeepalive:
+		if p.cur == nil {
+			r.track.idle(m.ServerWALEnd)
+		}
+	case replication.KindData:
+		out, err := r.dec.Decode(m.WALStart, m.Data)
+		if err != nil && !decoder.IsBadRow(err) {
+			return fmt.Errorf("relay: decode message at %s: %w", m.WALStart, err)
+		}
+		switch out.Kind {
+		case decoder.KindBegin:
+			p.cur = r.track.beginAt(out.CommitTime)
+			p.stamp = nil // made at the first event: most transactions a slot sees may have none
+			r.stats.Transactions.Add(1)
+		case decoder.KindEvent:
+			if p.cur == nil {
+				return fmt.Errorf("relay: event at %s outside a transaction", m.WALStart)
+			}
+			if p.stamp == nil {
+				p.stamp = sink.NewStamp(out.CommitLSN, out.CommitTime)
+			}
+			r.produce(ctx, p.cur, p.stamp, out, err)
+		case decoder.KindCommit:
+			if p.cur != nil {
+				r.track.commit(p.cur, out.EndLSN)
+			}
+			p.cur = nil
+		case decoder.KindNone:
+			if err != nil {
+				r.stats.BadRows.Add(1)
+				r.cfg.Metrics.ProduceError(metrics.ClassBadRow)
+				r.log.Error("ignored a logical message that cannot be published", "lsn", m.WALStart, "cause", err)
+			}
+		}
+	}
+	return nil
 }
 
 func (r *Relay) produce(ctx context.Context, x *txn, stamp *sink.Stamp, out decoder.Output, badRow error) {

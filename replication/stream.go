@@ -2,10 +2,12 @@ package replication
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -30,7 +32,9 @@ const (
 	KindReset
 )
 
-// Message is one item of the stream, in server order.
+// Message is one item of the stream, in server order. Run hands them over in batches (a
+// []Message in server order, owned by the receiver): whatever arrived in one read, so that
+// a backlog costs one hand-over per read rather than one per message.
 type Message struct {
 	Kind         Kind
 	WALStart     pglogrepl.LSN
@@ -81,6 +85,8 @@ type Stream struct {
 
 	conn       *pgconn.PgConn
 	nextStatus time.Time
+	tcp        *net.TCPConn // the connection's socket, for SO_RCVLOWAT; nil when not TCP
+	lowat      bool         // SO_RCVLOWAT is raised: the stream is draining a backlog
 }
 
 // New validates cfg and parses the connection string. It does not connect.
@@ -104,7 +110,8 @@ func New(cfg Config) (*Stream, error) {
 	if cc.ConnectTimeout == 0 || cc.ConnectTimeout > cfg.ConnectTimeout {
 		cc.ConnectTimeout = cfg.ConnectTimeout
 	}
-	return &Stream{cfg: cfg, connCfg: cc, log: cfg.Logger.With("slot", cfg.Slot)}, nil
+	s := &Stream{cfg: cfg, connCfg: cc, log: cfg.Logger.With("slot", cfg.Slot)}
+	return s, nil
 }
 
 // Ack raises the flush position reported to the server to lsn. Lower positions are
@@ -131,15 +138,15 @@ func (s *Stream) State() State { return State(s.state.Load()) }
 func (s *Stream) Reconnects() int64 { return s.reconnects.Load() }
 
 // Run streams until ctx ends (it then returns nil and leaves the connection open for
-// Close) or a non-retryable error. Messages go to out in server order; sending blocks,
-// and status updates keep flowing while it does.
-func (s *Stream) Run(ctx context.Context, out chan<- Message) error {
+// Close) or a non-retryable error. Messages go to out in server order, in batches; sending
+// blocks, and status updates keep flowing while it does.
+func (s *Stream) Run(ctx context.Context, out chan<- []Message) error {
 	everStreamed := false
 	attempt := 0
 	for session := 0; ; session++ {
 		if session > 0 {
 			select {
-			case out <- Message{Kind: KindReset}:
+			case out <- []Message{{Kind: KindReset}}:
 			case <-ctx.Done():
 				return nil
 			}
@@ -182,7 +189,7 @@ func (s *Stream) Run(ctx context.Context, out chan<- Message) error {
 
 // session connects, starts streaming, and forwards until an error or ctx ends. It reports
 // whether streaming had started.
-func (s *Stream) session(ctx context.Context, out chan<- Message) (bool, error) {
+func (s *Stream) session(ctx context.Context, out chan<- []Message) (bool, error) {
 	s.state.Store(int32(StateConnecting))
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.ConnectTimeout)
 	defer cancel()
@@ -209,6 +216,7 @@ func (s *Stream) session(ctx context.Context, out chan<- Message) (bool, error) 
 	s.state.Store(int32(StateStreaming))
 	s.log.Info("streaming", "from", start, "publications", s.cfg.Publications)
 	s.nextStatus = time.Time{}
+	s.tcp, s.lowat = tcpConn(conn.Conn()), false
 	return true, s.stream(ctx, out)
 }
 
@@ -252,14 +260,49 @@ func (s *Stream) checkSlot(ctx context.Context) (pglogrepl.LSN, error) {
 	return s.Flushed(), nil
 }
 
-func (s *Stream) stream(ctx context.Context, out chan<- Message) error {
+// Reading. The stream hands the pipeline everything one read fetched as one batch, so a
+// backlog costs one hand-over per read rather than one per message. While it has caught up,
+// it reads each message as the walsender sends it: the lowest latency. While it is behind
+// (the walsender is sending transactions committed behindLag or more before), it raises the
+// socket's SO_RCVLOWAT, so that the kernel wakes it when drainLowat bytes are queued or
+// drainWait has passed, instead of at every message; below caughtUpLag it lowers it again.
+// DESIGN.md ("Reading a backlog") has the measurements.
+const (
+	maxBatch      = 512       // messages per batch at most
+	maxBatchBytes = 256 << 10 // message bytes per batch at most (one larger message is its own batch)
+	behindLag     = 10 * time.Millisecond
+	caughtUpLag   = 2 * time.Millisecond
+	drainLowat    = 32 << 10
+	drainWait     = time.Millisecond
+)
+
+func (s *Stream) stream(ctx context.Context, out chan<- []Message) error {
+	var batch []Message
+	var batchBytes int
 	for {
-		if !time.Now().Before(s.nextStatus) {
+		more := s.conn.Frontend().ReadBufferLen() > 0 // the next message (or part of it) is here
+		if len(batch) > 0 && (!more || len(batch) >= maxBatch || batchBytes >= maxBatchBytes) {
+			if err := s.forward(ctx, out, batch); err != nil {
+				return err
+			}
+			batch, batchBytes = make([]Message, 0, len(batch)), 0
+		}
+		now := time.Now()
+		if !now.Before(s.nextStatus) {
 			if err := s.sendStatus(false); err != nil {
 				return err
 			}
 		}
-		rctx, cancel := context.WithDeadline(ctx, s.nextStatus)
+		// Each read waits until the next status update is due, and while draining no more
+		// than drainWait. (A context per read costs the reader a few hundred nanoseconds;
+		// taking it away made the walsender slower, not faster: DESIGN.md, "Reading a backlog".)
+		dl := s.nextStatus
+		if s.lowat {
+			if d := now.Add(drainWait); d.Before(dl) {
+				dl = d
+			}
+		}
+		rctx, cancel := context.WithDeadline(ctx, dl)
 		raw, err := s.conn.ReceiveMessage(rctx)
 		cancel()
 		if err != nil {
@@ -290,39 +333,73 @@ func (s *Stream) stream(ctx context.Context, out chan<- Message) error {
 						return err
 					}
 				}
-				m := Message{Kind: KindKeepalive, ServerWALEnd: k.ServerWALEnd, ServerTime: k.ServerTime}
-				if err := s.forward(ctx, out, m); err != nil {
-					return err
-				}
+				batch = append(batch, Message{Kind: KindKeepalive, ServerWALEnd: k.ServerWALEnd, ServerTime: k.ServerTime})
 			case pglogrepl.XLogDataByteID:
 				x, err := pglogrepl.ParseXLogData(msg.Data[1:])
 				if err != nil {
 					return fmt.Errorf("parse XLogData: %w", err)
 				}
+				if lag, ok := beginLag(msg.Data); ok {
+					s.adapt(lag)
+				}
 				// pgconn reuses its read buffer: the payload must be copied to cross goroutines.
 				data := make([]byte, len(x.WALData))
 				copy(data, x.WALData)
-				m := Message{Kind: KindData, WALStart: x.WALStart, ServerWALEnd: x.ServerWALEnd, ServerTime: x.ServerTime, Data: data}
-				if err := s.forward(ctx, out, m); err != nil {
-					return err
-				}
+				batch = append(batch, Message{Kind: KindData, WALStart: x.WALStart, ServerWALEnd: x.ServerWALEnd, ServerTime: x.ServerTime, Data: data})
+				batchBytes += len(data)
 			}
 		}
 	}
 }
 
-// forward hands m to the consumer, sending status updates while it waits so the server
-// does not time the connection out while Kafka is slow.
-func (s *Stream) forward(ctx context.Context, out chan<- Message, m Message) error {
+// beginLag returns, for an XLogData message (CopyData payload) that carries a Begin, the
+// time between the transaction's commit and the walsender sending it: how far behind the
+// stream is, on the server's clock alone.
+func beginLag(xlogData []byte) (time.Duration, bool) {
+	// XLogData: 'w', WAL start, WAL end, send time (8 bytes each); then pgoutput's Begin:
+	// 'B', final LSN, commit time (8 bytes each), xid.
+	if len(xlogData) < 25+17 || xlogData[0] != pglogrepl.XLogDataByteID || xlogData[25] != 'B' {
+		return 0, false
+	}
+	sent := int64(binary.BigEndian.Uint64(xlogData[17:25]))
+	committed := int64(binary.BigEndian.Uint64(xlogData[25+9 : 25+17]))
+	return time.Duration(sent-committed) * time.Microsecond, true
+}
+
+// adapt raises SO_RCVLOWAT when the walsender sends transactions lag after their commit
+// and lowers it when the stream has caught up.
+func (s *Stream) adapt(lag time.Duration) {
+	switch {
+	case s.tcp == nil:
+	case !s.lowat && lag >= behindLag:
+		s.lowat = setRcvLowat(s.tcp, drainLowat) == nil
+	case s.lowat && lag <= caughtUpLag:
+		if setRcvLowat(s.tcp, 1) == nil {
+			s.lowat = false
+		}
+	}
+}
+
+func tcpConn(c net.Conn) *net.TCPConn {
+	if t, ok := c.(interface{ NetConn() net.Conn }); ok { // TLS
+		c = t.NetConn()
+	}
+	tc, _ := c.(*net.TCPConn)
+	return tc
+}
+
+// forward hands a batch to the consumer, sending status updates while it waits so the
+// server does not time the connection out while Kafka is slow.
+func (s *Stream) forward(ctx context.Context, out chan<- []Message, batch []Message) error {
 	for {
 		select {
-		case out <- m:
+		case out <- batch:
 			return nil
 		default:
 		}
 		t := time.NewTimer(time.Until(s.nextStatus))
 		select {
-		case out <- m:
+		case out <- batch:
 			t.Stop()
 			return nil
 		case <-ctx.Done():
