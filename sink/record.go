@@ -39,17 +39,52 @@ type Event struct {
 
 // Stamp is a transaction's position headers, cdc-lsn and cdc-commit-time, formatted once and
 // shared by all of its records (header values are never written to after produce).
-type Stamp struct{ headers []kgo.RecordHeader }
+type Stamp struct {
+	h [2]kgo.RecordHeader
+	n int
+}
+
+func (s *Stamp) headers() []kgo.RecordHeader { return s.h[:s.n] }
 
 // NewStamp formats the position of a transaction committed at lsn (its commit record) and
 // commitTime. A zero lsn means none (polling): the stamp then carries only cdc-commit-time.
+// Both values share one buffer: with one-row transactions this runs once per record.
 func NewStamp(lsn pglogrepl.LSN, commitTime time.Time) *Stamp {
-	s := &Stamp{headers: make([]kgo.RecordHeader, 0, 2)}
+	s := &Stamp{}
+	buf := make([]byte, 0, 17+len(CommitTimeLayout)+6)
 	if lsn != 0 {
-		s.headers = append(s.headers, kgo.RecordHeader{Key: HeaderLSN, Value: []byte(lsn.String())})
+		buf = appendLSN(buf, lsn)
+		s.h[0] = kgo.RecordHeader{Key: HeaderLSN, Value: buf[:len(buf):len(buf)]}
+		s.n = 1
 	}
-	s.headers = append(s.headers, kgo.RecordHeader{Key: HeaderCommitTime, Value: []byte(commitTime.UTC().Format(CommitTimeLayout))})
+	start := len(buf)
+	buf = commitTime.UTC().AppendFormat(buf, CommitTimeLayout)
+	s.h[s.n] = kgo.RecordHeader{Key: HeaderCommitTime, Value: buf[start:]}
+	s.n++
 	return s
+}
+
+// appendLSN appends lsn as PostgreSQL writes it (pglogrepl.LSN.String): upper-case hex,
+// "%X/%X".
+func appendLSN(b []byte, lsn pglogrepl.LSN) []byte {
+	b = appendHex(b, uint32(lsn>>32))
+	b = append(b, '/')
+	return appendHex(b, uint32(lsn))
+}
+
+func appendHex(b []byte, v uint32) []byte {
+	const digits = "0123456789ABCDEF"
+	var tmp [8]byte
+	i := len(tmp)
+	for {
+		i--
+		tmp[i] = digits[v&0xF]
+		v >>= 4
+		if v == 0 {
+			break
+		}
+	}
+	return append(b, tmp[i:]...)
 }
 
 // NewRecord maps an event to its Kafka record per the contract: the row's topic, key =
@@ -57,20 +92,21 @@ func NewStamp(lsn pglogrepl.LSN, commitTime time.Time) *Stamp {
 // the row's own headers, then the stamp's cdc-lsn (when known) and cdc-commit-time.
 func NewRecord(e Event) *kgo.Record {
 	h := make([]kgo.RecordHeader, 0, 5+len(e.Headers))
+	key := []byte(e.AggregateID) // the key and the aggregate-id header share it
 	h = append(h,
 		kgo.RecordHeader{Key: HeaderOutboxID, Value: []byte(e.ID)},
-		kgo.RecordHeader{Key: HeaderAggregateID, Value: []byte(e.AggregateID)},
+		kgo.RecordHeader{Key: HeaderAggregateID, Value: key},
 	)
 	if e.EventType != "" {
 		h = append(h, kgo.RecordHeader{Key: HeaderEventType, Value: []byte(e.EventType)})
 	}
 	h = append(h, e.Headers...)
 	if e.Stamp != nil {
-		h = append(h, e.Stamp.headers...)
+		h = append(h, e.Stamp.headers()...)
 	}
 	return &kgo.Record{
 		Topic:   e.Topic,
-		Key:     []byte(e.AggregateID),
+		Key:     key,
 		Value:   e.Payload,
 		Headers: h,
 	}

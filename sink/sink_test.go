@@ -172,3 +172,23 @@ func TestPingNamesTheBrokers(t *testing.T) {
 		t.Errorf("error %q does not name %s", err, want)
 	}
 }
+
+func TestStampFormatsLikePostgres(t *testing.T) {
+	ct := time.Date(2026, 11, 29, 23, 59, 58, 123456789, time.FixedZone("x", 3600))
+	for _, lsn := range []pglogrepl.LSN{1, 0xF, 0x10, 0x16B3748, 0xABCDEF0123456789, 0xFFFFFFFFFFFFFFFF, 0x100000000} {
+		s := NewStamp(lsn, ct)
+		h := s.headers()
+		if len(h) != 2 || h[0].Key != HeaderLSN || string(h[0].Value) != lsn.String() {
+			t.Errorf("lsn %s: headers %q", lsn, h)
+			continue
+		}
+		if want := ct.UTC().Format(CommitTimeLayout); h[1].Key != HeaderCommitTime || string(h[1].Value) != want {
+			t.Errorf("commit time %q, want %q", h[1].Value, want)
+		}
+		// The two values share a buffer: appending to one must not write into the other.
+		_ = append(h[0].Value, 'X')
+		if string(h[1].Value) != ct.UTC().Format(CommitTimeLayout) {
+			t.Errorf("cdc-lsn's value overlaps cdc-commit-time's: %q", h[1].Value)
+		}
+	}
+}
