@@ -22,6 +22,10 @@ type BacklogResult struct {
 	Rate      float64         `json:"rows_per_s"` // Rows / Elapsed
 	PeakRSS   int64           `json:"peak_rss_bytes"`
 	CPU       time.Duration   `json:"cpu_ns"` // median
+	// WalsenderCPU is the median utime+stime of the slot's walsender during the drains
+	// (/proc/<pid>/stat); nil for poll, which has none, and when Postgres's processes are
+	// not visible from here (another host or pid namespace).
+	WalsenderCPU *time.Duration `json:"walsender_cpu_ns,omitempty"`
 }
 
 // drainRun is one drain's measurements.
@@ -29,6 +33,8 @@ type drainRun struct {
 	elapsed time.Duration
 	rss     int64
 	cpu     time.Duration
+	walCPU  time.Duration // the walsender's CPU time, if walOK
+	walOK   bool
 }
 
 // backlog writes cfg.Backlog rows in transactions of txSize with no publisher running, then
@@ -42,6 +48,12 @@ func (e *env) backlog(ctx context.Context, txSize int) ([]BacklogResult, error) 
 	phase := fmt.Sprintf("backlog %d rows in %d-row transactions", n, txSize)
 	f, err := e.newFixture(ctx, fmt.Sprintf("b_tx%d", txSize))
 	if err != nil {
+		return nil, err
+	}
+	// pg_recvlogical needs the publication even when no run publisher's slot create makes
+	// it; those find it made. It must precede the slots: a slot decoding changes from
+	// before the publication existed fails with "publication does not exist".
+	if err := e.createPublication(ctx, f); err != nil {
 		return nil, err
 	}
 	// The slots exist before the rows are written, so that each keeps the backlog.
@@ -78,6 +90,22 @@ func (e *env) backlog(ctx context.Context, txSize int) ([]BacklogResult, error) 
 	var end string
 	if err := e.pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&end); err != nil {
 		return nil, err
+	}
+	// The rows were committed with synchronous_commit off, and a walsender sends only WAL
+	// that is flushed: wait for the WAL writer here, or the first drain pays for it.
+	for {
+		var flushed bool
+		if err := e.pool.QueryRow(ctx, `SELECT pg_current_wal_flush_lsn() >= $1::pg_lsn`, end).Scan(&flushed); err != nil {
+			return nil, err
+		}
+		if flushed {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
 	e.progress("%s: written in %.1fs, WAL end %s", phase, time.Since(start).Seconds(), end)
 
@@ -143,18 +171,26 @@ func publisherNamed(pubs []Publisher, name string) Publisher {
 	return Publisher{}
 }
 
-// summarize takes the median drain (and median CPU, peak RSS) of a publisher's runs.
+// summarize takes the median drain (and median CPU, median walsender CPU of the drains
+// that measured it, peak RSS) of a publisher's runs.
 func summarize(name string, txSize, n int, runs []drainRun) BacklogResult {
 	r := BacklogResult{TxSize: txSize, Rows: n, Publisher: name}
-	var el, cpu []time.Duration
+	var el, cpu, wal []time.Duration
 	for _, x := range runs {
 		r.Runs = append(r.Runs, x.elapsed)
 		el, cpu = append(el, x.elapsed), append(cpu, x.cpu)
+		if x.walOK {
+			wal = append(wal, x.walCPU)
+		}
 		r.PeakRSS = max(r.PeakRSS, x.rss)
 	}
 	slices.Sort(el)
 	slices.Sort(cpu)
 	r.Elapsed, r.CPU = el[len(el)/2], cpu[len(cpu)/2]
+	if len(wal) > 0 {
+		slices.Sort(wal)
+		r.WalsenderCPU = &wal[len(wal)/2]
+	}
 	r.Rate = float64(n) / r.Elapsed.Seconds()
 	return r
 }
@@ -178,7 +214,8 @@ ANALYZE `+c.outbox)
 	return &c, nil
 }
 
-// recvLogical times pg_recvlogical streaming the backlog to /dev/null up to end.
+// recvLogical times pg_recvlogical streaming the backlog to /dev/null up to end, and the CPU
+// time of its walsender until it exits.
 func (e *env) recvLogical(ctx context.Context, label string, f *fixture, slot, end string) (drainRun, error) {
 	p, err := startProc(RecvLogical, filepath.Join(e.logDir, "backlog-"+slot+".log"), nil, filepath.Join(e.cfg.PGBin, RecvLogical),
 		"-d", e.cfg.PGURL, "--slot", slot, "--start", "--no-loop", "--endpos", end,
@@ -186,18 +223,22 @@ func (e *env) recvLogical(ctx context.Context, label string, f *fixture, slot, e
 	if err != nil {
 		return drainRun{}, err
 	}
+	ws := e.watchWalsender(ctx, slot)
+	defer ws.stop()
 	wctx, cancel := context.WithTimeout(ctx, e.cfg.DrainTimeout)
 	defer cancel()
 	if err := p.wait(wctx); err != nil {
 		return drainRun{}, err
 	}
 	r := drainRun{elapsed: p.ended.Sub(p.started), rss: p.peakRSS(), cpu: p.cpu()}
-	e.progress("%s: %.2fs (%.0f rows/s)", label, r.elapsed.Seconds(), float64(e.cfg.Backlog)/r.elapsed.Seconds())
+	r.walCPU, r.walOK = ws.stop()
+	e.progress("%s: %.2fs (%.0f rows/s)%s", label, r.elapsed.Seconds(), float64(e.cfg.Backlog)/r.elapsed.Seconds(), walsenderNote(r))
 	return r, nil
 }
 
 // drain starts pub (run on slot) publishing to topic and times it until Kafka holds every
-// row of the backlog there.
+// row of the backlog there; for run, it also samples the slot's walsender's CPU time until
+// then.
 func (e *env) drain(ctx context.Context, label string, pub Publisher, f *fixture, slot, topic string) (drainRun, error) {
 	n := int64(e.cfg.Backlog)
 	p, err := e.startPublisher(pub, f, slot, topic, "backlog-"+f.base+"-"+slug(pub.Name)+"-"+topic)
@@ -205,6 +246,11 @@ func (e *env) drain(ctx context.Context, label string, pub Publisher, f *fixture
 		return drainRun{}, err
 	}
 	defer p.stop(30 * time.Second)
+	var ws *walsenderWatch
+	if slot != "" {
+		ws = e.watchWalsender(ctx, slot)
+		defer ws.stop()
+	}
 	var acked atomic.Int64
 	stopTicker := e.tickProgress(label, func() string { return fmt.Sprintf("%d/%d acknowledged by Kafka", acked.Load(), n) })
 	var done time.Time
@@ -221,11 +267,23 @@ func (e *env) drain(ctx context.Context, label string, pub Publisher, f *fixture
 	if err != nil {
 		return drainRun{}, err
 	}
+	var r drainRun
+	if ws != nil {
+		r.walCPU, r.walOK = ws.stop() // before the publisher stops, and its walsender with it
+	}
 	rss := p.peakRSS()
 	if err := p.stop(30 * time.Second); err != nil {
 		return drainRun{}, err
 	}
-	r := drainRun{elapsed: done.Sub(p.started), rss: max(rss, p.peakRSS()), cpu: p.cpu()}
-	e.progress("%s: %.2fs (%.0f rows/s), peak RSS %.1f MB", label, r.elapsed.Seconds(), float64(n)/r.elapsed.Seconds(), mb(r.rss))
+	r.elapsed, r.rss, r.cpu = done.Sub(p.started), max(rss, p.peakRSS()), p.cpu()
+	e.progress("%s: %.2fs (%.0f rows/s), peak RSS %.1f MB%s", label, r.elapsed.Seconds(), float64(n)/r.elapsed.Seconds(), mb(r.rss), walsenderNote(r))
 	return r, nil
+}
+
+// walsenderNote is the progress line's walsender CPU, if measured.
+func walsenderNote(r drainRun) string {
+	if !r.walOK {
+		return ""
+	}
+	return fmt.Sprintf(", walsender CPU %.2fs (%s busy)", r.walCPU.Seconds(), busy(r.walCPU, r.elapsed))
 }

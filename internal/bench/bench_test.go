@@ -70,9 +70,22 @@ func TestQuickSuite(t *testing.T) {
 	if got, want := len(rep.Backlog), len(cfg.TxSizes)*(len(DefaultPublishers)+1); got != want {
 		t.Fatalf("%d backlog results, want %d", got, want)
 	}
+	// The walsender's CPU is measured when this machine sees Postgres's processes (the
+	// services of scripts/dev-up.sh run here), and never for poll.
+	local := procVisible(ctx, t, cfg)
 	for _, b := range rep.Backlog {
 		if b.Rows != cfg.Backlog || b.Elapsed <= 0 || b.Elapsed > time.Minute || b.Rate <= 0 || len(b.Runs) != 1 {
 			t.Errorf("backlog %d-row tx, %s: %+v", b.TxSize, b.Publisher, b)
+		}
+		poll := strings.HasPrefix(b.Publisher, "poll")
+		switch w := b.WalsenderCPU; {
+		case poll && w != nil:
+			t.Errorf("backlog %d-row tx, %s: walsender CPU %s for a poller", b.TxSize, b.Publisher, *w)
+		case !poll && local && w == nil:
+			t.Errorf("backlog %d-row tx, %s: no walsender CPU, though Postgres runs on this machine", b.TxSize, b.Publisher)
+		case w != nil && (*w < 0 || *w > b.Elapsed+2*clockTick):
+			// One process cannot use more CPU than the drain's wall time (give or take a tick).
+			t.Errorf("backlog %d-row tx, %s: walsender CPU %s in a %s drain", b.TxSize, b.Publisher, *w, b.Elapsed)
 		}
 	}
 
@@ -128,6 +141,43 @@ func TestQuickSuite(t *testing.T) {
 	t.Logf("\n%s", table)
 }
 
+// procVisible reports whether this machine's /proc shows a Postgres backend of cfg's server
+// under its pid: then the bench can read walsenders' CPU time.
+func procVisible(ctx context.Context, t *testing.T, cfg Config) bool {
+	t.Helper()
+	e, err := newEnv(ctx, cfg.withDefaults(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.close()
+	var pid int32
+	if err := e.pool.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	st, err := readProcStat(int(pid))
+	return err == nil && st.comm == "postgres"
+}
+
+func TestParseProcStat(t *testing.T) {
+	// comm may hold spaces and parentheses; utime 1234, stime 66, starttime 987654.
+	line := "4242 (odd) name)) S 1 4242 4242 0 -1 4194560 100 0 0 0 1234 66 0 0 20 0 1 0 987654 224000000 2000 18446744073709551615 1 1 0 0 0 0 0 4096 0 0 0 0 17 1 0 0 0 0 0\n"
+	st, err := parseProcStat(line)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.comm != "odd) name)" || st.cpu != 13*time.Second || st.start != 987654 {
+		t.Errorf("%+v", st)
+	}
+	for _, bad := range []string{"", "4242 odd S 1", "4242 (x) S 1 2 3"} {
+		if _, err := parseProcStat(bad); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+	if st, err := readProcStat(os.Getpid()); err != nil || st.start == 0 {
+		t.Errorf("/proc/self/stat: %+v, %v", st, err)
+	}
+}
+
 func TestQuantile(t *testing.T) {
 	var d []time.Duration
 	for i := 1; i <= 100; i++ {
@@ -147,6 +197,36 @@ func TestSummarizeTakesTheMedian(t *testing.T) {
 	r := summarize("run", 1, 1000, []drainRun{{elapsed: 3 * time.Second, rss: 10, cpu: 3}, {elapsed: time.Second, rss: 30, cpu: 1}, {elapsed: 2 * time.Second, rss: 20, cpu: 2}})
 	if r.Elapsed != 2*time.Second || r.Rate != 500 || r.PeakRSS != 30 || r.CPU != 2 || len(r.Runs) != 3 || r.Runs[0] != 3*time.Second {
 		t.Errorf("%+v", r)
+	}
+}
+
+func TestSummarizeWalsenderCPU(t *testing.T) {
+	// The median of the drains that measured it; none measured, none reported.
+	r := summarize(RecvLogical, 1, 1000, []drainRun{{elapsed: 1, walCPU: 5, walOK: true}, {elapsed: 1}, {elapsed: 1, walCPU: 7, walOK: true}, {elapsed: 1, walCPU: 6, walOK: true}})
+	if r.WalsenderCPU == nil || *r.WalsenderCPU != 6 {
+		t.Errorf("walsender CPU %v, want 6", r.WalsenderCPU)
+	}
+	if r := summarize("poll 10ms", 1, 1000, []drainRun{{elapsed: 1}}); r.WalsenderCPU != nil {
+		t.Errorf("walsender CPU %v without a measurement", *r.WalsenderCPU)
+	}
+}
+
+func TestBacklogTableWalsender(t *testing.T) {
+	wal := 800 * time.Millisecond
+	rep := &Report{Config: ReportConfig{Backlog: 20_000, Repeats: 1}, Backlog: []BacklogResult{
+		{TxSize: 1, Rows: 20_000, Publisher: RecvLogical, Elapsed: time.Second, Rate: 20_000, WalsenderCPU: &wal},
+		{TxSize: 1, Rows: 20_000, Publisher: "poll 10ms", Elapsed: 4 * time.Second, Rate: 5_000, CPU: 2 * time.Second},
+	}}
+	md := rep.Markdown()
+	for _, row := range []string{
+		"| 1 | pg_recvlogical | 1.00 | 20000 | 1.00× | – | 0.0 | 0.000 | 0.400 | 80% |",
+		"| 1 | poll 10ms | 4.00 | 5000 | 0.25× | – | 0.0 | 1.000 | – | – |",
+		"walsender CPU s / 10k events | walsender busy |",
+		"near 100% busy is the limit of one slot; poll has no walsender",
+	} {
+		if !strings.Contains(md, row) {
+			t.Errorf("table has no %q:\n%s", row, md)
+		}
 	}
 }
 

@@ -15,7 +15,9 @@
 //     all N records, measured as the sum of the topic's high watermarks (a fresh topic per
 //     publisher, so the sum is the records Kafka holds). The same backlog streamed by
 //     pg_recvlogical (pgoutput, to /dev/null, --endpos at the end of the backlog) is the
-//     limit of one walsender.
+//     limit of one walsender. For run and pg_recvlogical, also the CPU time (utime+stime,
+//     from /proc) of the slot's walsender during the drain, when Postgres runs on this
+//     machine.
 //
 // Publishers run as subprocesses of a freshly built cdc-relay binary, each with its own
 // tables, slot, publication and topics, all removed at the end (also when the run is

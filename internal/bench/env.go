@@ -192,6 +192,19 @@ func (e *env) createRelaySlot(ctx context.Context, f *fixture, slot string) erro
 	return nil
 }
 
+// createPublication creates the fixture's publication as `cdc-relay slot create` would (FOR
+// TABLE its outbox, inserts only), so that `slot create` for the same fixture finds it and
+// leaves it as it is. It is dropped at cleanup.
+func (e *env) createPublication(ctx context.Context, f *fixture) error {
+	pub := pgx.Identifier{f.base}.Sanitize()
+	e.onClose(func(ctx context.Context) { e.pool.Exec(ctx, `DROP PUBLICATION IF EXISTS `+pub) })
+	_, err := e.pool.Exec(ctx, `CREATE PUBLICATION `+pub+` FOR TABLE `+f.outbox+` WITH (publish = 'insert')`)
+	if err != nil {
+		return fmt.Errorf("bench: create publication %s: %w (the role of --pg-url needs CREATE on the database)", f.base, err)
+	}
+	return nil
+}
+
 // createPlainSlot makes a pgoutput slot with SQL (for pg_recvlogical), dropped at close.
 func (e *env) createPlainSlot(ctx context.Context, slot string) error {
 	e.onClose(func(ctx context.Context) { e.dropSlot(ctx, slot) })

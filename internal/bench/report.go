@@ -146,9 +146,12 @@ func (r *Report) Markdown() string {
 		fmt.Fprintf(&b, "%d rows written with no publisher running; time from starting the publisher until Kafka has acknowledged "+
 			"all of them (sum of the topic's high watermarks, a fresh topic per publisher). pg_recvlogical (pgoutput, to /dev/null, "+
 			"--endpos at the end of the backlog) is the limit of one walsender. poll runs with --batch 100 on its own fresh copy of the backlog table. Each drain ran %d times, "+
-			"interleaved with the others; seconds is the median (all runs in brackets) and the ratios are of medians.\n\n", r.Config.Backlog, r.Config.Repeats)
-		b.WriteString("| tx size | publisher | seconds | rows/s | ÷ pg_recvlogical | run ÷ this | peak RSS MB | CPU s / 10k events |\n")
-		b.WriteString("|---:|---|---|---:|---:|---:|---:|---:|\n")
+			"interleaved with the others; seconds is the median (all runs in brackets) and the ratios are of medians. "+
+			"Walsender CPU is the utime+stime of the Postgres backend that decodes the slot for the drain (median, per 10,000 events) "+
+			"and walsender busy is that CPU time ÷ the drain's seconds: a walsender near 100%% busy is the limit of one slot; poll has no walsender "+
+			"(– also when Postgres's processes are not visible from the benchmark's host).\n\n", r.Config.Backlog, r.Config.Repeats)
+		b.WriteString("| tx size | publisher | seconds | rows/s | ÷ pg_recvlogical | run ÷ this | peak RSS MB | CPU s / 10k events | walsender CPU s / 10k events | walsender busy |\n")
+		b.WriteString("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, x := range r.Backlog {
 			var recv, run float64
 			for _, y := range r.Backlog {
@@ -159,8 +162,13 @@ func (r *Report) Markdown() string {
 					run = y.Rate
 				}
 			}
-			fmt.Fprintf(&b, "| %d | %s | %s | %.0f | %s | %s | %.1f | %.3f |\n", x.TxSize, x.Publisher, seconds(x), x.Rate,
-				ratio(x.Rate, recv), ratio(run, x.Rate), mb(x.PeakRSS), cpuPer10k(x.CPU, int64(x.Rows)))
+			walCPU, walBusy := "–", "–"
+			if x.WalsenderCPU != nil {
+				walCPU = fmt.Sprintf("%.3f", cpuPer10k(*x.WalsenderCPU, int64(x.Rows)))
+				walBusy = busy(*x.WalsenderCPU, x.Elapsed)
+			}
+			fmt.Fprintf(&b, "| %d | %s | %s | %.0f | %s | %s | %.1f | %.3f | %s | %s |\n", x.TxSize, x.Publisher, seconds(x), x.Rate,
+				ratio(x.Rate, recv), ratio(run, x.Rate), mb(x.PeakRSS), cpuPer10k(x.CPU, int64(x.Rows)), walCPU, walBusy)
 		}
 		b.WriteString("\n")
 	}
@@ -182,6 +190,15 @@ func (r *Report) Markdown() string {
 }
 
 func msf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// busy is cpu ÷ elapsed as a percentage: how much of the time a single-threaded process
+// (a walsender) was on a CPU.
+func busy(cpu, elapsed time.Duration) string {
+	if elapsed <= 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.0f%%", 100*cpu.Seconds()/elapsed.Seconds())
+}
 
 func ratio(a, b float64) string {
 	if a == 0 || b == 0 {
