@@ -21,8 +21,8 @@ type Config struct {
 	// DLQTopic receives records Kafka rejects for good and rows that cannot become records,
 	// with the original key, value and headers plus the error. Default "cdc-relay.dlq".
 	DLQTopic string
-	// Buffer is how many replication messages may wait between the connection and the
-	// producer. Default 4096.
+	// Buffer bounds the replication messages waiting between the connection and the
+	// producer (they wait in batches of up to replication.MaxBatch). Default 4096.
 	Buffer int
 	// ShutdownTimeout bounds the final Kafka flush. Default 30s.
 	ShutdownTimeout time.Duration

@@ -99,9 +99,8 @@ func (r *Relay) Run(ctx context.Context) error {
 		return err
 	}
 
-	// The stream hands over batches of up to a few hundred messages: Buffer messages is
-	// about Buffer/256 batches.
-	msgs := make(chan []replication.Message, max(1, r.cfg.Buffer/256))
+	// The stream hands over batches of up to replication.MaxBatch messages.
+	msgs := make(chan []replication.Message, max(1, r.cfg.Buffer/replication.MaxBatch))
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return r.stream.Run(gctx, msgs) })
 	g.Go(func() error { return r.pipeline(gctx, msgs) })

@@ -268,7 +268,7 @@ func (s *Stream) checkSlot(ctx context.Context) (pglogrepl.LSN, error) {
 // drainWait has passed, instead of at every message; below caughtUpLag it lowers it again.
 // DESIGN.md ("Reading a backlog") has the measurements.
 const (
-	maxBatch      = 512       // messages per batch at most
+	MaxBatch      = 512       // messages per batch at most
 	maxBatchBytes = 256 << 10 // message bytes per batch at most (one larger message is its own batch)
 	behindLag     = 10 * time.Millisecond
 	caughtUpLag   = 2 * time.Millisecond
@@ -281,7 +281,7 @@ func (s *Stream) stream(ctx context.Context, out chan<- []Message) error {
 	var batchBytes int
 	for {
 		more := s.conn.Frontend().ReadBufferLen() > 0 // the next message (or part of it) is here
-		if len(batch) > 0 && (!more || len(batch) >= maxBatch || batchBytes >= maxBatchBytes) {
+		if len(batch) > 0 && (!more || len(batch) >= MaxBatch || batchBytes >= maxBatchBytes) {
 			if err := s.forward(ctx, out, batch); err != nil {
 				return err
 			}
