@@ -110,8 +110,7 @@ func New(cfg Config) (*Stream, error) {
 	if cc.ConnectTimeout == 0 || cc.ConnectTimeout > cfg.ConnectTimeout {
 		cc.ConnectTimeout = cfg.ConnectTimeout
 	}
-	s := &Stream{cfg: cfg, connCfg: cc, log: cfg.Logger.With("slot", cfg.Slot)}
-	return s, nil
+	return &Stream{cfg: cfg, connCfg: cc, log: cfg.Logger.With("slot", cfg.Slot)}, nil
 }
 
 // Ack raises the flush position reported to the server to lsn. Lower positions are
