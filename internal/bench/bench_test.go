@@ -73,6 +73,7 @@ func TestQuickSuite(t *testing.T) {
 	// The walsender's CPU is measured when this machine sees Postgres's processes (the
 	// services of scripts/dev-up.sh run here), and never for poll.
 	local := procVisible(ctx, t, cfg)
+	measured := 0 // slot drains with a walsender CPU: a drain of a few ms can end before its walsender is seen
 	for _, b := range rep.Backlog {
 		if b.Rows != cfg.Backlog || b.Elapsed <= 0 || b.Elapsed > time.Minute || b.Rate <= 0 || len(b.Runs) != 1 {
 			t.Errorf("backlog %d-row tx, %s: %+v", b.TxSize, b.Publisher, b)
@@ -81,12 +82,16 @@ func TestQuickSuite(t *testing.T) {
 		switch w := b.WalsenderCPU; {
 		case poll && w != nil:
 			t.Errorf("backlog %d-row tx, %s: walsender CPU %s for a poller", b.TxSize, b.Publisher, *w)
-		case !poll && local && w == nil:
-			t.Errorf("backlog %d-row tx, %s: no walsender CPU, though Postgres runs on this machine", b.TxSize, b.Publisher)
 		case w != nil && (*w < 0 || *w > b.Elapsed+2*clockTick):
 			// One process cannot use more CPU than the drain's wall time (give or take a tick).
 			t.Errorf("backlog %d-row tx, %s: walsender CPU %s in a %s drain", b.TxSize, b.Publisher, *w, b.Elapsed)
 		}
+		if w := b.WalsenderCPU; !poll && w != nil {
+			measured++
+		}
+	}
+	if local && measured == 0 {
+		t.Error("no slot drain has a walsender CPU, though Postgres runs on this machine")
 	}
 
 	md, err := os.ReadFile(filepath.Join(out, "table.md"))
