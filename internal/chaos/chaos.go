@@ -212,6 +212,7 @@ type soak struct {
 	topic   string
 	dlq     string
 
+	logMu  sync.Mutex // Log is written by the writer, the kill loop and the faults
 	mu     sync.Mutex
 	events []Event
 	// faultMu serializes a PostgreSQL restart with relay restarts: a relay whose preflight
@@ -220,6 +221,8 @@ type soak struct {
 }
 
 func (s *soak) logf(format string, args ...any) {
+	s.logMu.Lock()
+	defer s.logMu.Unlock()
 	fmt.Fprintf(s.log, "[chaos %s] %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
 }
 
