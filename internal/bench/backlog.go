@@ -26,6 +26,9 @@ type BacklogResult struct {
 	// (/proc/<pid>/stat); nil for poll, which has none, and when Postgres's processes are
 	// not visible from here (another host or pid namespace).
 	WalsenderCPU *time.Duration `json:"walsender_cpu_ns,omitempty"`
+	// WalsenderRuns is each drain's walsender CPU, in the order of Runs; 0 where that
+	// drain's walsender was not seen. Empty when none was.
+	WalsenderRuns []time.Duration `json:"walsender_runs_ns,omitempty"`
 }
 
 // drainRun is one drain's measurements.
@@ -176,11 +179,13 @@ func publisherNamed(pubs []Publisher, name string) Publisher {
 func summarize(name string, txSize, n int, runs []drainRun) BacklogResult {
 	r := BacklogResult{TxSize: txSize, Rows: n, Publisher: name}
 	var el, cpu, wal []time.Duration
-	for _, x := range runs {
+	walRuns := make([]time.Duration, len(runs))
+	for i, x := range runs {
 		r.Runs = append(r.Runs, x.elapsed)
 		el, cpu = append(el, x.elapsed), append(cpu, x.cpu)
 		if x.walOK {
 			wal = append(wal, x.walCPU)
+			walRuns[i] = x.walCPU
 		}
 		r.PeakRSS = max(r.PeakRSS, x.rss)
 	}
@@ -190,6 +195,7 @@ func summarize(name string, txSize, n int, runs []drainRun) BacklogResult {
 	if len(wal) > 0 {
 		slices.Sort(wal)
 		r.WalsenderCPU = &wal[len(wal)/2]
+		r.WalsenderRuns = walRuns
 	}
 	r.Rate = float64(n) / r.Elapsed.Seconds()
 	return r

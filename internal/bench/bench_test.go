@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -211,6 +212,9 @@ func TestSummarizeWalsenderCPU(t *testing.T) {
 	if r.WalsenderCPU == nil || *r.WalsenderCPU != 6 {
 		t.Errorf("walsender CPU %v, want 6", r.WalsenderCPU)
 	}
+	if !slices.Equal(r.WalsenderRuns, []time.Duration{5, 0, 7, 6}) {
+		t.Errorf("walsender runs %v, want [5 0 7 6]", r.WalsenderRuns)
+	}
 	if r := summarize("poll 10ms", 1, 1000, []drainRun{{elapsed: 1}}); r.WalsenderCPU != nil {
 		t.Errorf("walsender CPU %v without a measurement", *r.WalsenderCPU)
 	}
@@ -232,6 +236,24 @@ func TestBacklogTableWalsender(t *testing.T) {
 		if !strings.Contains(md, row) {
 			t.Errorf("table has no %q:\n%s", row, md)
 		}
+	}
+}
+
+// Walsender busy is per drain: the median of each drain's CPU ÷ its own time, every drain in
+// brackets, a drain without a reading shown as such and left out of the median. (The median
+// CPU over the median time, 1.0 s ÷ 3 s here, would say 33%.)
+func TestBacklogTableWalsenderPerDrain(t *testing.T) {
+	rep := &Report{Config: ReportConfig{Backlog: 20_000, Repeats: 4}, Backlog: []BacklogResult{
+		summarize("run", 1, 20_000, []drainRun{
+			{elapsed: 2 * time.Second, walCPU: 1000 * time.Millisecond, walOK: true}, // 50%
+			{elapsed: 1 * time.Second, walCPU: 900 * time.Millisecond, walOK: true},  // 90%
+			{elapsed: 3 * time.Second, walCPU: 2400 * time.Millisecond, walOK: true}, // 80%
+			{elapsed: 4 * time.Second},
+		}),
+	}}
+	md := rep.Markdown()
+	if want := "| 80% (50, 90, 80, –) |"; !strings.Contains(md, want) {
+		t.Errorf("table has no %q:\n%s", want, md)
 	}
 }
 

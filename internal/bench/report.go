@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 )
@@ -148,7 +149,7 @@ func (r *Report) Markdown() string {
 			"--endpos at the end of the backlog) is the limit of one walsender. poll runs with --batch 100 on its own fresh copy of the backlog table. Each drain ran %d times, "+
 			"interleaved with the others; seconds is the median (all runs in brackets) and the ratios are of medians. "+
 			"Walsender CPU is the utime+stime of the Postgres backend that decodes the slot for the drain (median, per 10,000 events) "+
-			"and walsender busy is that CPU time ÷ the drain's seconds: a walsender near 100%% busy is the limit of one slot; poll has no walsender "+
+			"and walsender busy is each drain's walsender CPU ÷ that drain's seconds (median, all drains in brackets): a walsender near 100%% busy is the limit of one slot; poll has no walsender "+
 			"(– also when Postgres's processes are not visible from the benchmark's host).\n\n", r.Config.Backlog, r.Config.Repeats)
 		b.WriteString("| tx size | publisher | seconds | rows/s | ÷ pg_recvlogical | run ÷ this | peak RSS MB | CPU s / 10k events | walsender CPU s / 10k events | walsender busy |\n")
 		b.WriteString("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
@@ -165,7 +166,7 @@ func (r *Report) Markdown() string {
 			walCPU, walBusy := "–", "–"
 			if x.WalsenderCPU != nil {
 				walCPU = fmt.Sprintf("%.3f", cpuPer10k(*x.WalsenderCPU, int64(x.Rows)))
-				walBusy = busy(*x.WalsenderCPU, x.Elapsed)
+				walBusy = walsenderBusy(x)
 			}
 			fmt.Fprintf(&b, "| %d | %s | %s | %.0f | %s | %s | %.1f | %.3f | %s | %s |\n", x.TxSize, x.Publisher, seconds(x), x.Rate,
 				ratio(x.Rate, recv), ratio(run, x.Rate), mb(x.PeakRSS), cpuPer10k(x.CPU, int64(x.Rows)), walCPU, walBusy)
@@ -220,6 +221,35 @@ func loadAvg() float64 {
 
 func machine() string {
 	return fmt.Sprintf("%d CPUs, %s/%s, %s", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version())
+}
+
+// walsenderBusy is the median of the drains' walsender CPU ÷ drain time, with every drain's
+// in brackets when there were several ("–" for a drain whose walsender was not seen). Per
+// drain, because the drains are bimodal (DESIGN.md, "Reading a backlog"): a median CPU over
+// a median time would pair numbers from different drains.
+func walsenderBusy(x BacklogResult) string {
+	var pcts []float64
+	parts := make([]string, len(x.WalsenderRuns))
+	for i, w := range x.WalsenderRuns {
+		parts[i] = "–"
+		if w > 0 && i < len(x.Runs) && x.Runs[i] > 0 {
+			p := 100 * w.Seconds() / x.Runs[i].Seconds()
+			pcts = append(pcts, p)
+			parts[i] = fmt.Sprintf("%.0f", p)
+		}
+	}
+	if len(pcts) == 0 {
+		if x.WalsenderCPU != nil {
+			return busy(*x.WalsenderCPU, x.Elapsed)
+		}
+		return "–"
+	}
+	slices.Sort(pcts)
+	s := fmt.Sprintf("%.0f%%", pcts[len(pcts)/2])
+	if len(parts) > 1 {
+		s += " (" + strings.Join(parts, ", ") + ")"
+	}
+	return s
 }
 
 // seconds is the median drain time, with every run in brackets when there were several.
