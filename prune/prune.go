@@ -101,7 +101,35 @@ type Result struct {
 	MarkXmin  uint64        // pg_snapshot_xmin at the mark (xid8)
 	MarkLSN   pglogrepl.LSN // pg_current_wal_insert_lsn after it
 	Confirmed pglogrepl.LSN // the slot's confirmed_flush_lsn when deletion started
+	// Kept counts the rows created before Cutoff that are still in the table after the run
+	// (at most KeptLimit are counted): rows whose transaction had not finished before the
+	// oldest transaction open at the mark. They go on a later run.
+	Kept int64
+	// Holder is the oldest transaction open at the mark, when one was: what holds Kept rows
+	// back. Nil when none was open or it had ended by the time it was looked up.
+	Holder *Holder
 }
+
+// Holder describes a transaction that was open at the mark.
+type Holder struct {
+	PID      int32     // its backend; 0 for a prepared transaction
+	Prepared string    // the gid of a prepared (two-phase) transaction
+	User     string    // its role
+	App      string    // application_name
+	State    string    // e.g. "idle in transaction"
+	Since    time.Time // when the transaction began (prepared: when it was prepared)
+}
+
+func (h *Holder) String() string {
+	if h.Prepared != "" {
+		return fmt.Sprintf("prepared transaction %q of %s, prepared at %s (COMMIT PREPARED or ROLLBACK PREPARED it)",
+			h.Prepared, h.User, h.Since.UTC().Format(time.RFC3339))
+	}
+	return fmt.Sprintf("pid %d (user %q, application %q, %s since %s)", h.PID, h.User, h.App, h.State, h.Since.UTC().Format(time.RFC3339))
+}
+
+// KeptLimit bounds the count of kept rows, so reporting them never scans without end.
+const KeptLimit = 100_000
 
 // Run deletes published rows older than OlderThan in batches on conn (a normal connection,
 // not in a transaction) and returns how many. See the package documentation for how ModeRun
@@ -143,18 +171,27 @@ DELETE FROM ` + tbl + ` t USING batch WHERE t.` + id + ` = batch.` + id
 			return res, fmt.Errorf("prune: delete from %s: %w", o.Table, err)
 		}
 		n := tag.RowsAffected()
-		if n == 0 {
-			return res, nil
-		}
 		res.Deleted += n
-		res.Batches++
-		if o.Progress != nil {
-			o.Progress(res.Deleted)
+		if n > 0 {
+			res.Batches++
+			if o.Progress != nil {
+				o.Progress(res.Deleted)
+			}
 		}
 		if n < int64(o.Batch) {
-			return res, nil
+			break
 		}
 	}
+	if o.Mode == ModeRun {
+		kq := `SELECT count(*) FROM (SELECT 1 FROM ` + tbl + ` WHERE ` + created + ` < $1 LIMIT $2) k`
+		if err := conn.QueryRow(ctx, kq, res.Cutoff, KeptLimit).Scan(&res.Kept); err != nil {
+			return res, fmt.Errorf("prune: count the rows kept in %s: %w", o.Table, err)
+		}
+		if res.Kept == 0 {
+			res.Holder = nil
+		}
+	}
+	return res, nil
 }
 
 // mark takes the mark (xmin0, then lsn0) and waits until the slot confirms lsn0.
@@ -168,6 +205,9 @@ func mark(ctx context.Context, conn *pgx.Conn, o Options, res *Result) error {
 		return fmt.Errorf("prune: snapshot xmin %q: %w", xmin, err)
 	}
 	res.MarkXmin = x
+	if res.Holder, err = holder(ctx, conn, x); err != nil {
+		return err
+	}
 	var lsn string
 	if err := conn.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&lsn); err != nil {
 		return fmt.Errorf("prune: read the WAL position: %w", err)
@@ -209,6 +249,28 @@ func mark(ctx context.Context, conn *pgx.Conn, o Options, res *Result) error {
 		case <-t.C:
 		}
 	}
+}
+
+// holder looks up the transaction with xid xmin (the oldest open one), if it is still open.
+func holder(ctx context.Context, conn *pgx.Conn, xmin uint64) (*Holder, error) {
+	xid := strconv.FormatUint(xmin&0xFFFFFFFF, 10)
+	var h Holder
+	err := conn.QueryRow(ctx, `SELECT pid, coalesce(usename::text, ''), coalesce(application_name, ''), coalesce(state, ''), xact_start
+		FROM pg_stat_activity WHERE backend_xid = $1::text::xid AND xact_start IS NOT NULL`, xid).Scan(&h.PID, &h.User, &h.App, &h.State, &h.Since)
+	if err == nil {
+		return &h, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("prune: look up the oldest open transaction: %w", err)
+	}
+	err = conn.QueryRow(ctx, `SELECT gid, owner::text, prepared FROM pg_prepared_xacts WHERE transaction = $1::text::xid`, xid).Scan(&h.Prepared, &h.User, &h.Since)
+	if err == nil {
+		return &h, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("prune: look up the oldest prepared transaction: %w", err)
+	}
+	return nil, nil
 }
 
 func quoteTable(t string) string {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"time"
 
 	"github.com/cdc-relay/cdc-relay/prune"
@@ -75,6 +76,18 @@ func cmdOutboxPrune(ctx context.Context, args []string, stdout, stderr io.Writer
 	case prune.ModeRun:
 		fmt.Fprintf(stdout, "pruned %d rows from %s in %d batches: created before %s and committed before WAL %s, which slot %s confirmed (%s)\n",
 			res.Deleted, o.Table, res.Batches, res.Cutoff.UTC().Format(time.RFC3339), res.MarkLSN, o.Slot, res.Confirmed)
+		if res.Kept > 0 {
+			why := "their transactions were still open, or committed, after this run began; a later run deletes them"
+			if res.Holder != nil {
+				why = "they were written by transactions no older than the oldest one open when this run began, " + res.Holder.String() +
+					"; a later run deletes them once that transaction ends"
+			}
+			kept := strconv.FormatInt(res.Kept, 10)
+			if res.Kept >= prune.KeptLimit {
+				kept = "at least " + kept
+			}
+			fmt.Fprintf(stdout, "kept %s rows created before %s: %s\n", kept, res.Cutoff.UTC().Format(time.RFC3339), why)
+		}
 	case prune.ModePoll:
 		fmt.Fprintf(stdout, "pruned %d rows from %s in %d batches: created before %s and published (published_at set)\n",
 			res.Deleted, o.Table, res.Batches, res.Cutoff.UTC().Format(time.RFC3339))
