@@ -36,3 +36,16 @@ func TestQuoteTable(t *testing.T) {
 		t.Errorf("app.Out\"box: %s", got)
 	}
 }
+
+// The report names a backend by pid, and a prepared transaction by gid with what ends it.
+func TestHolderString(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	b := (&Holder{PID: 42, User: "app", App: "orders", State: "idle in transaction", Since: at}).String()
+	if want := `pid 42 (user "app", application "orders", idle in transaction since 2026-01-02T03:04:05Z)`; b != want {
+		t.Errorf("backend: %s\nwant %s", b, want)
+	}
+	p := (&Holder{Prepared: "tx-7", User: "app", Since: at}).String()
+	if !strings.Contains(p, `prepared transaction "tx-7"`) || !strings.Contains(p, "COMMIT PREPARED or ROLLBACK PREPARED") {
+		t.Errorf("prepared: %s", p)
+	}
+}
