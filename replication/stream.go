@@ -1,10 +1,12 @@
 package replication
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -82,12 +84,18 @@ type Stream struct {
 	serverEnd  atomic.Uint64 // last ServerWALEnd seen
 	state      atomic.Int32
 	reconnects atomic.Int64
+	paced      atomic.Int64 // bytes read at a paced rate
 
 	conn       *pgconn.PgConn
 	nextStatus time.Time
-	tcp        *net.TCPConn // the connection's socket, for SO_RCVLOWAT; nil when not TCP
-	lowat      bool         // SO_RCVLOWAT is raised: the stream is draining a backlog
+	tcp        *net.TCPConn  // the connection's socket, for SO_RCVLOWAT; nil when not TCP
+	lowat      bool          // SO_RCVLOWAT is raised: the stream is draining a backlog
+	pace       bool          // the connection is to this host and its TCP counters are readable
+	br         *bufio.Reader // the connection's read buffer, under pgproto3's
 }
+
+// pacing reports whether reads are paced now: draining a backlog from the same host.
+func (s *Stream) pacing() bool { return s.pace && s.lowat }
 
 // New validates cfg and parses the connection string. It does not connect.
 func New(cfg Config) (*Stream, error) {
@@ -110,7 +118,16 @@ func New(cfg Config) (*Stream, error) {
 	if cc.ConnectTimeout == 0 || cc.ConnectTimeout > cfg.ConnectTimeout {
 		cc.ConnectTimeout = cfg.ConnectTimeout
 	}
-	return &Stream{cfg: cfg, connCfg: cc, log: cfg.Logger.With("slot", cfg.Slot)}, nil
+	s := &Stream{cfg: cfg, connCfg: cc, log: cfg.Logger.With("slot", cfg.Slot)}
+	// Every connection reads through a pacer (idle unless draining from the same host) and a
+	// 64 KiB buffer, so that a paced read takes what the walsender has sent in one go.
+	cc.BuildFrontend = func(r io.Reader, w io.Writer) *pgproto3.Frontend {
+		pr := &pacedReader{r: r, pacing: s.pacing, total: &s.paced}
+		pr.p.counters = func() (uint64, uint32, bool) { return tcpCounters(s.tcp) }
+		s.br = bufio.NewReaderSize(pr, 64<<10)
+		return pgproto3.NewFrontend(s.br, w)
+	}
+	return s, nil
 }
 
 // Ack raises the flush position reported to the server to lsn. Lower positions are
@@ -132,6 +149,10 @@ func (s *Stream) ServerWALEnd() pglogrepl.LSN { return pglogrepl.LSN(s.serverEnd
 
 // State returns what the Stream is doing now.
 func (s *Stream) State() State { return State(s.state.Load()) }
+
+// PacedBytes returns how many bytes the stream has read at a paced rate, draining a backlog
+// from the same host (DESIGN.md, "Reading a backlog").
+func (s *Stream) PacedBytes() int64 { return s.paced.Load() }
 
 // Reconnects counts sessions started after the first.
 func (s *Stream) Reconnects() int64 { return s.reconnects.Load() }
@@ -197,6 +218,7 @@ func (s *Stream) session(ctx context.Context, out chan<- []Message) (bool, error
 		return false, &connectError{host: s.connCfg.Host, port: s.connCfg.Port, err: err}
 	}
 	s.conn = conn
+	s.tcp, s.lowat, s.pace = tcpConn(conn.Conn()), false, false
 	start, err := s.checkSlot(cctx)
 	if err != nil {
 		return false, err
@@ -215,7 +237,9 @@ func (s *Stream) session(ctx context.Context, out chan<- []Message) (bool, error
 	s.state.Store(int32(StateStreaming))
 	s.log.Info("streaming", "from", start, "publications", s.cfg.Publications)
 	s.nextStatus = time.Time{}
-	s.tcp, s.lowat = tcpConn(conn.Conn()), false
+	if s.tcp != nil && sameHost(s.tcp) {
+		_, _, s.pace = tcpCounters(s.tcp)
+	}
 	return true, s.stream(ctx, out)
 }
 
@@ -278,8 +302,9 @@ const (
 func (s *Stream) stream(ctx context.Context, out chan<- []Message) error {
 	var batch []Message
 	var batchBytes int
+	timedOut := false // the last paced read timed out: set a new deadline before the next
 	for {
-		more := s.conn.Frontend().ReadBufferLen() > 0 // the next message (or part of it) is here
+		more := s.conn.Frontend().ReadBufferLen() > 0 || s.br.Buffered() > 0 // the next message (or part of it) is here
 		if len(batch) > 0 && (!more || len(batch) >= MaxBatch || batchBytes >= maxBatchBytes) {
 			if err := s.forward(ctx, out, batch); err != nil {
 				return err
@@ -293,17 +318,36 @@ func (s *Stream) stream(ctx context.Context, out chan<- []Message) error {
 			}
 		}
 		// Each read waits until the next status update is due, and while draining no more
-		// than drainWait. (A context per read costs the reader a few hundred nanoseconds;
-		// taking it away made the walsender slower, not faster: DESIGN.md, "Reading a backlog".)
+		// than drainWait.
 		dl := s.nextStatus
 		if s.lowat {
 			if d := now.Add(drainWait); d.Before(dl) {
 				dl = d
 			}
 		}
-		rctx, cancel := context.WithDeadline(ctx, dl)
-		raw, err := s.conn.ReceiveMessage(rctx)
-		cancel()
+		var raw pgproto3.BackendMessage
+		var err error
+		if s.pacing() {
+			// The pacer sets the pace, so the read needs no context of its own: the socket's
+			// deadline bounds it, and ctx is checked here.
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if !more || timedOut {
+				if err := s.tcp.SetReadDeadline(dl); err != nil {
+					return classify(fmt.Errorf("receive: %w", err), s.cfg.Slot)
+				}
+			}
+			raw, err = s.conn.ReceiveMessage(context.Background())
+			timedOut = err != nil && pgconn.Timeout(err)
+		} else {
+			// Not paced, the per-read context is part of the pace: without it a draining
+			// reader is fast enough to keep the walsender in its per-message mode (DESIGN.md,
+			// "Reading a backlog").
+			rctx, cancel := context.WithDeadline(ctx, dl)
+			raw, err = s.conn.ReceiveMessage(rctx)
+			cancel()
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -375,6 +419,9 @@ func (s *Stream) adapt(lag time.Duration) {
 	case s.lowat && lag <= caughtUpLag:
 		if setRcvLowat(s.tcp, 1) == nil {
 			s.lowat = false
+			if s.pace {
+				s.tcp.SetReadDeadline(time.Time{}) // left by paced reads; pgconn's contexts take over
+			}
 		}
 	}
 }
