@@ -91,6 +91,7 @@ type Stream struct {
 	tcp        *net.TCPConn  // the connection's socket, for SO_RCVLOWAT; nil when not TCP
 	lowat      bool          // SO_RCVLOWAT is raised: the stream is draining a backlog
 	pace       bool          // the connection is to this host and its TCP counters are readable
+	deadline   bool          // paced reads have set a read deadline on the socket
 	br         *bufio.Reader // the connection's read buffer, under pgproto3's
 }
 
@@ -218,7 +219,7 @@ func (s *Stream) session(ctx context.Context, out chan<- []Message) (bool, error
 		return false, &connectError{host: s.connCfg.Host, port: s.connCfg.Port, err: err}
 	}
 	s.conn = conn
-	s.tcp, s.lowat, s.pace = tcpConn(conn.Conn()), false, false
+	s.tcp, s.lowat, s.pace, s.deadline = tcpConn(conn.Conn()), false, false, false
 	start, err := s.checkSlot(cctx)
 	if err != nil {
 		return false, err
@@ -333,10 +334,11 @@ func (s *Stream) stream(ctx context.Context, out chan<- []Message) error {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			if !more || timedOut {
+			if !more || timedOut || !s.deadline { // a read may block: bound it
 				if err := s.tcp.SetReadDeadline(dl); err != nil {
 					return classify(fmt.Errorf("receive: %w", err), s.cfg.Slot)
 				}
+				s.deadline = true
 			}
 			raw, err = s.conn.ReceiveMessage(context.Background())
 			timedOut = err != nil && pgconn.Timeout(err)
@@ -419,8 +421,9 @@ func (s *Stream) adapt(lag time.Duration) {
 	case s.lowat && lag <= caughtUpLag:
 		if setRcvLowat(s.tcp, 1) == nil {
 			s.lowat = false
-			if s.pace {
+			if s.deadline {
 				s.tcp.SetReadDeadline(time.Time{}) // left by paced reads; pgconn's contexts take over
+				s.deadline = false
 			}
 		}
 	}
