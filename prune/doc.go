@@ -34,8 +34,9 @@
 // deleting it is right. The xid of an UPDATE replaces the insert's in xmin, which only makes a
 // row wait longer. A long-running transaction holds xmin0 back and so delays pruning: that is
 // the price of never deleting an unpublished row. So that an operator can see it, Run reports
-// how many old rows it kept (Result.Kept) and which transaction was the oldest open at the mark
-// (Result.Holder: its pid, or a forgotten prepared transaction's gid).
+// how many old rows it kept (Result.Kept) and the oldest transaction open when it ends
+// (Result.Holder: its pid, or a forgotten prepared transaction's gid), which is what holds
+// them back.
 //
 // Deleting rows is invisible to the relay: the publication is insert-only, so the DELETEs are
 // not published, and a row inserted and deleted in the same transaction is still published

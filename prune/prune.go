@@ -105,12 +105,12 @@ type Result struct {
 	// (at most KeptLimit are counted): rows whose transaction had not finished before the
 	// oldest transaction open at the mark. They go on a later run.
 	Kept int64
-	// Holder is the oldest transaction open at the mark, when one was: what holds Kept rows
-	// back. Nil when none was open or it had ended by the time it was looked up.
+	// Holder, when Kept > 0, is the oldest transaction open after the deletes: what holds the
+	// kept rows back now. Nil when none is open (the next run deletes them).
 	Holder *Holder
 }
 
-// Holder describes a transaction that was open at the mark.
+// Holder describes an open transaction.
 type Holder struct {
 	PID      int32     // its backend; 0 for a prepared transaction
 	Prepared string    // the gid of a prepared (two-phase) transaction
@@ -187,8 +187,12 @@ DELETE FROM ` + tbl + ` t USING batch WHERE t.` + id + ` = batch.` + id
 		if err := conn.QueryRow(ctx, kq, res.Cutoff, KeptLimit).Scan(&res.Kept); err != nil {
 			return res, fmt.Errorf("prune: count the rows kept in %s: %w", o.Table, err)
 		}
-		if res.Kept == 0 {
-			res.Holder = nil
+		if res.Kept > 0 {
+			h, err := oldestOpen(ctx, conn)
+			if err != nil {
+				return res, err
+			}
+			res.Holder = h
 		}
 	}
 	return res, nil
@@ -205,9 +209,6 @@ func mark(ctx context.Context, conn *pgx.Conn, o Options, res *Result) error {
 		return fmt.Errorf("prune: snapshot xmin %q: %w", xmin, err)
 	}
 	res.MarkXmin = x
-	if res.Holder, err = holder(ctx, conn, x); err != nil {
-		return err
-	}
 	var lsn string
 	if err := conn.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&lsn); err != nil {
 		return fmt.Errorf("prune: read the WAL position: %w", err)
@@ -251,24 +252,26 @@ func mark(ctx context.Context, conn *pgx.Conn, o Options, res *Result) error {
 	}
 }
 
-// holder looks up the transaction with xid xmin (the oldest open one), if it is still open.
-func holder(ctx context.Context, conn *pgx.Conn, xmin uint64) (*Holder, error) {
-	xid := strconv.FormatUint(xmin&0xFFFFFFFF, 10)
+// oldestOpen returns the oldest transaction with an xid open now, other than this session's,
+// or nil: a backend, or a prepared transaction if that is older.
+func oldestOpen(ctx context.Context, conn *pgx.Conn) (*Holder, error) {
 	var h Holder
-	err := conn.QueryRow(ctx, `SELECT pid, coalesce(usename::text, ''), coalesce(application_name, ''), coalesce(state, ''), xact_start
-		FROM pg_stat_activity WHERE backend_xid = $1::text::xid AND xact_start IS NOT NULL`, xid).Scan(&h.PID, &h.User, &h.App, &h.State, &h.Since)
-	if err == nil {
-		return &h, nil
-	}
-	if !errors.Is(err, pgx.ErrNoRows) {
+	var backendAge, preparedAge int64 = -1, -1
+	err := conn.QueryRow(ctx, `SELECT pid, coalesce(usename::text, ''), coalesce(application_name, ''), coalesce(state, ''), coalesce(xact_start, now()), age(backend_xid)
+		FROM pg_stat_activity WHERE backend_xid IS NOT NULL AND pid <> pg_backend_pid() ORDER BY age(backend_xid) DESC LIMIT 1`).Scan(&h.PID, &h.User, &h.App, &h.State, &h.Since, &backendAge)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("prune: look up the oldest open transaction: %w", err)
 	}
-	err = conn.QueryRow(ctx, `SELECT gid, owner::text, prepared FROM pg_prepared_xacts WHERE transaction = $1::text::xid`, xid).Scan(&h.Prepared, &h.User, &h.Since)
-	if err == nil {
-		return &h, nil
-	}
-	if !errors.Is(err, pgx.ErrNoRows) {
+	var p Holder
+	err = conn.QueryRow(ctx, `SELECT gid, owner::text, prepared, age(transaction) FROM pg_prepared_xacts ORDER BY age(transaction) DESC LIMIT 1`).Scan(&p.Prepared, &p.User, &p.Since, &preparedAge)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("prune: look up the oldest prepared transaction: %w", err)
+	}
+	switch {
+	case preparedAge > backendAge:
+		return &p, nil
+	case backendAge >= 0:
+		return &h, nil
 	}
 	return nil, nil
 }

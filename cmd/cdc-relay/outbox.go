@@ -77,10 +77,10 @@ func cmdOutboxPrune(ctx context.Context, args []string, stdout, stderr io.Writer
 		fmt.Fprintf(stdout, "pruned %d rows from %s in %d batches: created before %s and committed before WAL %s, which slot %s confirmed (%s)\n",
 			res.Deleted, o.Table, res.Batches, res.Cutoff.UTC().Format(time.RFC3339), res.MarkLSN, o.Slot, res.Confirmed)
 		if res.Kept > 0 {
-			why := "their transactions were still open, or committed, after this run began; a later run deletes them"
+			why := "their transactions had not finished when this run began; none is open now, so the next run deletes them"
 			if res.Holder != nil {
-				why = "they were written by transactions no older than the oldest one open when this run began, " + res.Holder.String() +
-					"; a later run deletes them once that transaction ends"
+				why = "their transactions had not finished when this run began; the oldest transaction open now is " + res.Holder.String() +
+					", and a later run deletes them once it ends"
 			}
 			kept := strconv.FormatInt(res.Kept, 10)
 			if res.Kept >= prune.KeptLimit {
