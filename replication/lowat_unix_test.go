@@ -3,7 +3,6 @@
 package replication
 
 import (
-	"net"
 	"syscall"
 	"testing"
 	"time"
@@ -11,17 +10,8 @@ import (
 
 // TestAdaptRaisesAndLowersRcvLowat checks the socket option itself on a real TCP socket.
 func TestAdaptRaisesAndLowersRcvLowat(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	s := &Stream{tcp: tcpConn(c)}
+	c, _ := loopbackPair(t)
+	s := &Stream{tcp: c}
 	lowat := func() int {
 		rc, err := s.tcp.SyscallConn()
 		if err != nil {
