@@ -34,6 +34,17 @@ type deadTable struct {
 	conn *pgx.Conn // owned by the dead-letter goroutine
 }
 
+// parker is the last-resort destination for dead letters that the dead-letter topic refused.
+// deadTable is the real one; the simulation tests put a scripted one in its place.
+type parker interface {
+	push(tableLetter)
+	len() int
+	// write commits every queued letter, calling done for each letter's transaction after
+	// it is safe; it retries until ctx ends.
+	write(ctx context.Context, done func(*txn)) error
+	close()
+}
+
 // tableLetter is a dead letter the topic refused, and why.
 type tableLetter struct {
 	rec     *kgo.Record // the dead-letter record (original key, value, headers + dlq-* headers)

@@ -42,7 +42,7 @@ type Relay struct {
 	dec    *decoder.Decoder
 	track  *tracker
 	dlq    *deadLetters
-	table  *deadTable
+	table  parker // the last-resort destination: PostgreSQL's dead-letter table
 	stats  Stats
 }
 
