@@ -4,7 +4,10 @@
 //
 //	order-service init    [--reset]                 create the schema: orders, outbox, inbox_processed, reservations
 //	order-service orders  --count N --topic T       write N orders
-//	order-service count   orders|outbox|pending     print a count (pending: published_at IS NULL)
+//	order-service count   [--slot S] orders|outbox|pending
+//	                                                print a count; pending: published_at IS NULL (the polling
+//	                                                publisher), or with --slot the outbox inserts past the slot's
+//	                                                confirmed position (cdc-relay run; the relay must be stopped)
 //	order-service wait-pending   [--timeout 2m]     wait until no outbox row is pending (the polling publisher)
 //	order-service wait-confirmed --slot S [--timeout 2m]
 //	                                                wait until the slot confirmed the WAL written so far (cdc-relay run)
@@ -39,10 +42,14 @@ func main() {
 	schema := fs.String("schema", envOr("SEED_SCHEMA", "seed_cdc"), "schema holding the demo's tables")
 	topic := fs.String("topic", envOr("SEED_TOPIC", "brew.orders.v1"), "topic the outbox rows name")
 	count := fs.Int("count", 20, "orders to write")
-	slot := fs.String("slot", "", "replication slot (wait-confirmed)")
+	slot := fs.String("slot", "", "replication slot (wait-confirmed; count pending of cdc-relay run)")
+	publication := fs.String("publication", "", "publication of --slot (count pending; default: the slot's name)")
 	reset := fs.Bool("reset", false, "init: drop the schema first")
 	timeout := fs.Duration("timeout", 2*time.Minute, "how long wait-* waits")
 	_ = fs.Parse(os.Args[2:])
+	if *publication == "" {
+		*publication = *slot
+	}
 	if *pgURL == "" {
 		fmt.Fprintln(os.Stderr, "order-service: --pg-url or CDC_RELAY_PG_URL is required")
 		os.Exit(2)
@@ -62,8 +69,16 @@ func main() {
 	case "orders":
 		err = s.orders(ctx, *count, *topic)
 	case "count":
+		if fs.NArg() != 1 {
+			fmt.Fprintln(os.Stderr, "usage: order-service count [--slot S] orders|outbox|pending (flags first)")
+			os.Exit(2)
+		}
 		var n int64
-		n, err = s.count(ctx, fs.Arg(0))
+		if fs.Arg(0) == "pending" && *slot != "" {
+			n, err = s.pendingInSlot(ctx, *slot, *publication)
+		} else {
+			n, err = s.count(ctx, fs.Arg(0))
+		}
 		if err == nil {
 			fmt.Println(n)
 		}
@@ -174,6 +189,30 @@ func (s *service) count(ctx context.Context, what string) (int64, error) {
 	var n int64
 	if err := s.pool.QueryRow(ctx, q).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count %s: %w", what, err)
+	}
+	return n, nil
+}
+
+// pendingInSlot counts the outbox rows the relay has not confirmed: the inserts a peek at the
+// slot decodes past its confirmed position (the publication holds only the outbox, inserts
+// only). cdc-relay run marks nothing in the table; this is what a restarted relay would send.
+// A peek needs the slot idle: while the relay runs, it reports that instead.
+func (s *service) pendingInSlot(ctx context.Context, slot, publication string) (int64, error) {
+	var active bool
+	if err := s.pool.QueryRow(ctx, `SELECT active FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&active); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return 0, fmt.Errorf("no replication slot %s (run db-init)", slot)
+		}
+		return 0, fmt.Errorf("read slot %s: %w", slot, err)
+	}
+	if active {
+		return 0, fmt.Errorf("slot %s is in use by a running relay: stop it to count the pending rows (cdc-relay slot status shows its lag)", slot)
+	}
+	var n int64
+	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM pg_logical_slot_peek_binary_changes($1, NULL, NULL,
+		'proto_version', '1', 'publication_names', $2) WHERE get_byte(data, 0) = ascii('I')`, slot, publication).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("peek at slot %s: %w", slot, err)
 	}
 	return n, nil
 }
