@@ -46,3 +46,32 @@ faults-down:
 
 vet:
 	go vet ./...
+
+## The seed's demo (README "The seed demo"): one target per step, on the local services (each
+## step starts them if needed, as demo does), all in scripts/seed-demo.sh; every step ends by itself.
+##   seed-demo             all the steps in order, with checks; exit 1 if a count is off
+##   db-init               a fresh schema (orders, outbox, ...), and in cdc mode the slot and publication
+##   topic-create          a fresh topic (3 partitions) and consumer group
+##   run-service           COUNT orders (20), each an orders and an outbox row in one transaction
+##   db-count / outbox-count / outbox-pending
+##                         print a count: orders, outbox rows, outbox rows not yet published
+##   chaos-kill-publisher  a publisher killed after Kafka acknowledged BATCH_SIZE (5) records,
+##                         before they are marked published
+##   run-publisher         the publisher, until every outbox row is published (or TIMEOUT, 2m)
+##   run-consumer          the inbox consumer, until it has read the topic's end (or TIMEOUT)
+##   dup-count / end-offsets
+##                         unique events processed; records on the topic per partition and in total
+## MODE=cdc (cdc-relay run, the default) or MODE=poll (cdc-relay poll). SEED_SCHEMA, SEED_TOPIC,
+## SEED_SLOT and SEED_GROUP override the names. These variables (and COUNT, given on the command
+## line) reach the script through the environment: the file's COUNT default is demo's, not the seed's.
+SEED_STEPS := db-init topic-create run-service db-count outbox-count outbox-pending \
+	chaos-kill-publisher run-publisher run-consumer dup-count end-offsets
+.PHONY: seed-demo $(SEED_STEPS)
+
+$(SEED_STEPS):
+	@scripts/seed-demo.sh $@
+seed-demo:
+	@scripts/seed-demo.sh all
+
+# Steps named together (make db-init topic-create run-service ...) run in that order, also with -j.
+.NOTPARALLEL:
