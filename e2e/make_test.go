@@ -1,0 +1,219 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/cdc-relay/cdc-relay/internal/testenv"
+)
+
+// makeCommand is one `make ...` command the README shows: its targets and its variables.
+type makeCommand struct {
+	line    int
+	targets []string
+	vars    []string
+}
+
+var (
+	codeSpan = regexp.MustCompile("(?s)`([^`]+)`")
+	fence    = regexp.MustCompile("(?m)^```[a-z]*\n((?s:.*?))^```")
+)
+
+// readmeMakeCommands returns every make command in md: inline code spans and lines of fenced
+// blocks that start with "make ". A command ends at a shell comment or operator.
+func readmeMakeCommands(md string) []makeCommand {
+	var cmds []makeCommand
+	add := func(text string, offset int) {
+		f := strings.Fields(text)
+		if len(f) < 2 || f[0] != "make" {
+			return
+		}
+		c := makeCommand{line: 1 + strings.Count(md[:offset], "\n")}
+	words:
+		for _, w := range f[1:] {
+			switch {
+			case strings.HasPrefix(w, "#"), w == "&&", w == "||", w == ";", w == "|":
+				break words
+			case strings.HasPrefix(w, "-"):
+			case strings.Contains(w, "="):
+				c.vars = append(c.vars, w)
+			default:
+				c.targets = append(c.targets, w)
+			}
+		}
+		cmds = append(cmds, c)
+	}
+	// Fenced blocks first, then the code spans of the text around them.
+	prose := []byte(md)
+	for _, m := range fence.FindAllStringSubmatchIndex(md, -1) {
+		body := md[m[2]:m[3]]
+		off := m[2]
+		for _, l := range strings.SplitAfter(body, "\n") {
+			add(l, off)
+			off += len(l)
+		}
+		copy(prose[m[0]:m[1]], bytes.Repeat([]byte{' '}, m[1]-m[0]))
+	}
+	for _, m := range codeSpan.FindAllStringSubmatchIndex(string(prose), -1) {
+		add(md[m[2]:m[3]], m[2])
+	}
+	return cmds
+}
+
+// cleanMakeEnv is the environment without what an enclosing make (make test) or the caller
+// would pass on to make and the seed script: the test sets those itself.
+func cleanMakeEnv(extra ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		switch {
+		case k == "MAKEFLAGS", k == "MFLAGS", k == "MAKELEVEL", k == "MAKEOVERRIDES",
+			k == "COUNT", k == "MODE", k == "BATCH_SIZE", k == "TIMEOUT", strings.HasPrefix(k, "SEED_"):
+		default:
+			env = append(env, kv)
+		}
+	}
+	return append(env, extra...)
+}
+
+// TestReadmeMakeTargetsExist fails when README.md shows a make command that the Makefile
+// cannot run (make -n: the recipe is printed, nothing is executed).
+func TestReadmeMakeTargetsExist(t *testing.T) {
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmds := readmeMakeCommands(string(md))
+	seen := map[string]bool{}
+	for _, c := range cmds {
+		args := append([]string{"-n", "--no-print-directory"}, c.targets...)
+		args = append(args, c.vars...)
+		cmd := exec.Command("make", args...)
+		cmd.Dir = root
+		cmd.Env = cleanMakeEnv()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("README.md:%d: make %s: %v\n%s", c.line, strings.Join(append(c.targets, c.vars...), " "), err, out)
+		}
+		for _, tg := range c.targets {
+			seen[tg] = true
+		}
+	}
+	// The extraction itself: the commands the README is known to show must be among them.
+	for _, want := range []string{"demo", "test", "bench", "faults", "faults-full", "chaos", "seed-demo",
+		"db-init", "topic-create", "run-service", "run-publisher", "run-consumer", "dup-count", "end-offsets"} {
+		if !seen[want] {
+			t.Errorf("README.md no longer shows `make %s` (or the extraction missed it); found %v", want, seen)
+		}
+	}
+}
+
+func TestReadmeMakeCommandsExtraction(t *testing.T) {
+	md := "intro `make demo COUNT=5` and `go test`\n```sh\nmake a b X=1   # c d\nls\n```\nsplit `make e\nf -n` end\n"
+	got := readmeMakeCommands(md)
+	want := []string{"a b X=1", "demo COUNT=5", "e f"}
+	if len(got) != len(want) {
+		t.Fatalf("got %+v, want %v", got, want)
+	}
+	for i, c := range got {
+		if s := strings.Join(append(c.targets, c.vars...), " "); s != want[i] {
+			t.Errorf("command %d: got %q, want %q", i, s, want[i])
+		}
+	}
+}
+
+// TestSeedMakeTargets runs the seed demo's cheap steps through make, in order, against the
+// local services, with its own schema, slot, topic and group, and checks what each prints.
+func TestSeedMakeTargets(t *testing.T) {
+	t.Parallel()
+	name := testenv.Name(t)
+	pool := testenv.Pool(t)
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	topic := name + ".orders"
+	vars := []string{"MODE=cdc", "SEED_SCHEMA=" + name, "SEED_TOPIC=" + topic, "SEED_SLOT=" + name,
+		"SEED_GROUP=" + name, "SEED_BIN=" + t.TempDir(), "TIMEOUT=1m"}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		pool.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1 AND NOT active`, name)
+		pool.Exec(ctx, `DROP PUBLICATION IF EXISTS `+pgx.Identifier{name}.Sanitize())
+		pool.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{name}.Sanitize()+` CASCADE`)
+		adm := kadm.NewClient(testenv.Kafka(t))
+		adm.DeleteTopics(ctx, topic, topic+".dlq")
+		adm.DeleteGroups(ctx, name)
+		os.Remove(filepath.Join(root, ".dev", "seed-"+name+"-publisher.log"))
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+
+	// run runs one make target and returns its standard output.
+	run := func(target string, extra ...string) string {
+		t.Helper()
+		args := append([]string{"--no-print-directory", target}, vars...)
+		cmd := exec.CommandContext(ctx, "make", append(args, extra...)...)
+		cmd.Dir = root
+		cmd.Env = cleanMakeEnv()
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("make %s: %v\nstdout:\n%s\nstderr:\n%s", target, err, stdout.String(), stderr.String())
+		}
+		t.Logf("make %s: %s", target, finalLine(stdout.String()))
+		return stdout.String()
+	}
+	expect := func(target, out, want string) {
+		t.Helper()
+		if !strings.Contains(out, want) {
+			t.Fatalf("make %s printed:\n%s\nwant it to contain %q", target, out, want)
+		}
+	}
+
+	out := run("db-init") // builds the binaries into SEED_BIN; the later steps reuse them
+	vars = append(vars, "SEED_NO_BUILD=1")
+	expect("db-init", out, "created slot "+name)
+	expect("topic-create", run("topic-create"), "created topic "+topic+" (3 partitions)")
+	out = run("run-service", "COUNT=20")
+	expect("run-service", out, "wrote 20 orders\n")
+	if n := strings.Count(out, "ORDER order-"); n != 20 {
+		t.Fatalf("make run-service COUNT=20 printed %d ORDER lines, want 20:\n%s", n, out)
+	}
+	for _, step := range []string{"db-count", "outbox-count", "outbox-pending"} {
+		if out := run(step); out != "20\n" {
+			t.Fatalf("make %s printed %q, want 20", step, out)
+		}
+	}
+	// The relay runs until the slot confirmed the WAL written so far (every row is in Kafka), then stops.
+	expect("run-publisher", run("run-publisher"), "published=20 ")
+	if out := run("outbox-pending"); out != "0\n" {
+		t.Fatalf("make outbox-pending after run-publisher printed %q, want 0", out)
+	}
+	// The consumer reads until it reached the topic's end offsets, then stops.
+	out = run("run-consumer")
+	expect("run-consumer", out, "processed=20 inserted=20 skipped=0\n")
+	if out := run("dup-count"); out != "20\n" {
+		t.Fatalf("make dup-count printed %q, want 20", out)
+	}
+	expect("end-offsets", run("end-offsets"), "\ntotal 20\n")
+}
+
+// finalLine is the last line of a command's output.
+func finalLine(s string) string {
+	s = strings.TrimRight(s, "\n")
+	return s[strings.LastIndex(s, "\n")+1:]
+}
