@@ -6,21 +6,30 @@ import (
 
 	"github.com/jackc/pglogrepl"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cdc-relay/cdc-relay/internal/contract"
 )
 
-// Header names of the record contract (DESIGN.md, "The Kafka record").
+// Header names of the record contract (DESIGN.md, "The Kafka record"). The names live in
+// internal/contract, which also says which names a row's own headers may not take (all of
+// these, and every dlq-* name): the decoder and the poller refuse such rows as bad rows.
 const (
-	HeaderOutboxID    = "outbox-id"
-	HeaderAggregateID = "aggregate-id"
-	HeaderEventType   = "event-type"
-	HeaderLSN         = "cdc-lsn"
-	HeaderCommitTime  = "cdc-commit-time"
+	HeaderOutboxID    = contract.OutboxID    // "outbox-id"
+	HeaderOutboxTable = contract.OutboxTable // "outbox-table": the source, "schema.table" or "message:<prefix>"
+	HeaderAggregateID = contract.AggregateID // "aggregate-id"
+	HeaderEventType   = contract.EventType   // "event-type"
+	HeaderLSN         = contract.LSN         // "cdc-lsn"
+	HeaderCommitTime  = contract.CommitTime  // "cdc-commit-time"
 
 	// Dead-letter headers, added to the original headers of a parked record.
-	HeaderDLQError    = "dlq-error"
-	HeaderDLQTopic    = "dlq-original-topic"
-	HeaderDLQRelation = "dlq-relation"
+	HeaderDLQError    = contract.DLQError    // "dlq-error"
+	HeaderDLQTopic    = contract.DLQTopic    // "dlq-original-topic"
+	HeaderDLQRelation = contract.DLQRelation // "dlq-relation"
 )
+
+// ReservedHeader reports whether a row's own header may not be named name, because the
+// record contract uses it (compared without regard to ASCII case; see contract.Reserved).
+func ReservedHeader(name string) bool { return contract.Reserved(name) }
 
 // CommitTimeLayout is RFC 3339 with microseconds, the precision of a Postgres timestamp.
 const CommitTimeLayout = "2006-01-02T15:04:05.000000Z07:00"
@@ -29,6 +38,7 @@ const CommitTimeLayout = "2006-01-02T15:04:05.000000Z07:00"
 // polling publisher from a selected row, so both produce the same record.
 type Event struct {
 	ID          string // outbox id, decimal text for rows
+	Table       string // the source: "schema.table" of the outbox row, or "message:<prefix>"; both publishers always set it
 	AggregateID string // the Kafka key
 	Topic       string
 	Payload     []byte // the Kafka value
@@ -88,15 +98,19 @@ func appendHex(b []byte, v uint32) []byte {
 }
 
 // NewRecord maps an event to its Kafka record per the contract: the row's topic, key =
-// aggregate id, value = payload, headers outbox-id, aggregate-id, event-type (when present),
-// the row's own headers, then the stamp's cdc-lsn (when known) and cdc-commit-time.
+// aggregate id, value = payload, headers outbox-id, outbox-table (when Table is set),
+// aggregate-id, event-type (when present), the row's own headers, then the stamp's cdc-lsn
+// (when known) and cdc-commit-time. Consumers dedupe by (outbox-table, outbox-id): ids are
+// unique per table only. The row's headers are expected to use no reserved name
+// (ReservedHeader): the publishers dead-letter such rows before they get here.
 func NewRecord(e Event) *kgo.Record {
-	h := make([]kgo.RecordHeader, 0, 5+len(e.Headers))
+	h := make([]kgo.RecordHeader, 0, 6+len(e.Headers))
 	key := []byte(e.AggregateID) // the key and the aggregate-id header share it
-	h = append(h,
-		kgo.RecordHeader{Key: HeaderOutboxID, Value: []byte(e.ID)},
-		kgo.RecordHeader{Key: HeaderAggregateID, Value: key},
-	)
+	h = append(h, kgo.RecordHeader{Key: HeaderOutboxID, Value: []byte(e.ID)})
+	if e.Table != "" {
+		h = append(h, kgo.RecordHeader{Key: HeaderOutboxTable, Value: []byte(e.Table)})
+	}
+	h = append(h, kgo.RecordHeader{Key: HeaderAggregateID, Value: key})
 	if e.EventType != "" {
 		h = append(h, kgo.RecordHeader{Key: HeaderEventType, Value: []byte(e.EventType)})
 	}

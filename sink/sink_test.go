@@ -17,14 +17,14 @@ import (
 func TestNewRecordFollowsTheContract(t *testing.T) {
 	ct := time.Date(2026, 11, 29, 10, 11, 12, 345678000, time.FixedZone("x", 3600))
 	r := NewRecord(Event{
-		ID: "42", AggregateID: "order-7", Topic: "brew.orders.v1", Payload: []byte(`{"a": 1}`),
+		ID: "42", Table: "app.outbox", AggregateID: "order-7", Topic: "brew.orders.v1", Payload: []byte(`{"a": 1}`),
 		EventType: "order.created", Headers: []kgo.RecordHeader{{Key: "traceparent", Value: []byte("00-1")}},
 		Stamp: NewStamp(pglogrepl.LSN(0x16B3748), ct),
 	})
 	if r.Topic != "brew.orders.v1" || string(r.Key) != "order-7" || string(r.Value) != `{"a": 1}` {
 		t.Fatalf("topic/key/value: %q %q %q", r.Topic, r.Key, r.Value)
 	}
-	want := []string{"outbox-id=42", "aggregate-id=order-7", "event-type=order.created", "traceparent=00-1",
+	want := []string{"outbox-id=42", "outbox-table=app.outbox", "aggregate-id=order-7", "event-type=order.created", "traceparent=00-1",
 		"cdc-lsn=0/16B3748", "cdc-commit-time=2026-11-29T09:11:12.345678Z"}
 	if len(r.Headers) != len(want) {
 		t.Fatalf("headers %v, want %v", r.Headers, want)
@@ -46,6 +46,54 @@ func TestNewRecordWithoutLSNOrEventType(t *testing.T) {
 	}
 	if Header(r, HeaderCommitTime) == nil {
 		t.Error("cdc-commit-time missing")
+	}
+}
+
+// Ids are unique per outbox table only: two tables' id 1 must be two records a consumer can
+// tell apart (issue 10, defect 6).
+func TestOutboxTableTellsEqualIDsApart(t *testing.T) {
+	stamp := NewStamp(5, time.Unix(1, 0))
+	a := NewRecord(Event{ID: "1", Table: "a.outbox", AggregateID: "k", Topic: "t", Stamp: stamp})
+	b := NewRecord(Event{ID: "1", Table: "b.outbox", AggregateID: "k", Topic: "t", Stamp: stamp})
+	m := NewRecord(Event{ID: "1", Table: "message:outbox", AggregateID: "k", Topic: "t", Stamp: stamp})
+	for want, r := range map[string]*kgo.Record{"a.outbox": a, "b.outbox": b, "message:outbox": m} {
+		if got := string(Header(r, HeaderOutboxTable)); got != want {
+			t.Errorf("outbox-table %q, want %q", got, want)
+		}
+		if r.Headers[1].Key != HeaderOutboxTable {
+			t.Errorf("header 1 is %q, want outbox-table right after outbox-id", r.Headers[1].Key)
+		}
+	}
+}
+
+// Every header the relay writes, on a record or a dead letter, is a name a row may not use
+// for its own headers (issue 10, defect 7): the list in internal/contract and the headers
+// sink writes cannot drift apart.
+func TestEveryContractHeaderIsReserved(t *testing.T) {
+	r := NewRecord(Event{ID: "1", Table: "public.outbox", AggregateID: "k", Topic: "t", EventType: "e",
+		Headers: []kgo.RecordHeader{{Key: "correlation-id", Value: []byte("c")}}, Stamp: NewStamp(5, time.Unix(1, 0))})
+	d := DeadLetter("dlq", r, "public.outbox", errors.New("boom"))
+	seen := 0
+	for _, h := range d.Headers {
+		if h.Key == "correlation-id" {
+			if ReservedHeader(h.Key) {
+				t.Errorf("the row's header %q is reserved", h.Key)
+			}
+			continue
+		}
+		seen++
+		if !ReservedHeader(h.Key) {
+			t.Errorf("header %q is written by sink but not reserved", h.Key)
+		}
+	}
+	if seen != 9 {
+		t.Errorf("%d contract headers on the dead letter, want 9: %v", seen, d.Headers)
+	}
+	for _, n := range []string{HeaderOutboxID, HeaderOutboxTable, HeaderAggregateID, HeaderEventType, HeaderLSN,
+		HeaderCommitTime, HeaderDLQError, HeaderDLQTopic, HeaderDLQRelation, "dlq-future", "Outbox-Id"} {
+		if !ReservedHeader(n) {
+			t.Errorf("%q is not reserved", n)
+		}
 	}
 }
 

@@ -1,0 +1,72 @@
+// Package contract names the headers of the Kafka record contract (README, "The Kafka record")
+// and says which names a row's own headers may not take. It is a leaf so that every package
+// that writes, refuses or reads these names uses one list without importing another: sink
+// writes the headers, decoder and poller refuse rows that use the names, inbox reads two of
+// them (DESIGN.md, "Shape").
+package contract
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Header names the relay writes on every record (event-type only when the row has one,
+// cdc-lsn only when the publisher knows the LSN).
+const (
+	OutboxID    = "outbox-id"
+	OutboxTable = "outbox-table"
+	AggregateID = "aggregate-id"
+	EventType   = "event-type"
+	LSN         = "cdc-lsn"
+	CommitTime  = "cdc-commit-time"
+)
+
+// Dead-letter header names, added to a parked record's headers. Every name that starts with
+// DLQPrefix is reserved, including names the relay does not write yet.
+const (
+	DLQPrefix   = "dlq-"
+	DLQError    = "dlq-error"
+	DLQTopic    = "dlq-original-topic"
+	DLQRelation = "dlq-relation"
+)
+
+// recordHeaders are the names Reserved refuses besides the dlq-* names.
+var recordHeaders = [...]string{OutboxID, OutboxTable, AggregateID, EventType, LSN, CommitTime}
+
+// Reserved reports whether a row's own header (an outbox row's headers column, a logical
+// message's "headers") may not be named name: a header of the record contract or any dlq-*
+// name. Such a row header would stand beside the relay's own header of that name, and a
+// consumer that reads the last one (Java's Headers.lastHeader) would read the row's.
+//
+// Names compare without regard to ASCII case. Kafka header keys are case-sensitive, so
+// "Outbox-Id" would not shadow "outbox-id" for a Kafka client; but consumers that carry
+// headers into case-insensitive maps (HTTP bridges and proxies, some frameworks' message
+// headers) would conflate the two, and no legitimate row header needs such a name.
+func Reserved(name string) bool {
+	for _, n := range recordHeaders {
+		if strings.EqualFold(name, n) {
+			return true
+		}
+	}
+	return len(name) >= len(DLQPrefix) && strings.EqualFold(name[:len(DLQPrefix)], DLQPrefix)
+}
+
+// ErrReserved is wrapped by ReservedError; decoder.ErrReservedHeader is the same value.
+var ErrReserved = errors.New("reserved by the record contract")
+
+// ReservedError is the bad-row reason for a row whose headers use the reserved names (in
+// the order given; the callers sort them), e.g. `headers: "outbox-id" is reserved by the
+// record contract`. It wraps ErrReserved.
+func ReservedError(names []string) error {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = strconv.Quote(n)
+	}
+	verb := "is"
+	if len(names) > 1 {
+		verb = "are"
+	}
+	return fmt.Errorf("headers: %s %s %w", strings.Join(q, ", "), verb, ErrReserved)
+}
