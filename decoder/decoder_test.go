@@ -292,6 +292,15 @@ func TestBadRows(t *testing.T) {
 		{"headers an array", map[string]tv{"headers": txt(`["a"]`)}, ErrBadHeaders, "headers", "42", `{"a": 1}`},
 		{"headers a string", map[string]tv{"headers": txt(`"a"`)}, ErrBadHeaders, "headers", "42", `{"a": 1}`},
 		{"binary headers", map[string]tv{"headers": bin(`{}`)}, ErrBinaryValue, "headers", "42", `{"a": 1}`},
+		{"header outbox-id", map[string]tv{"headers": txt(`{"outbox-id": "1"}`)}, ErrReservedHeader, "headers", "42", `{"a": 1}`},
+		{"header outbox-table", map[string]tv{"headers": txt(`{"outbox-table": "x.y"}`)}, ErrReservedHeader, "headers", "42", `{"a": 1}`},
+		{"header aggregate-id", map[string]tv{"headers": txt(`{"aggregate-id": "k"}`)}, ErrReservedHeader, "headers", "42", `{"a": 1}`},
+		{"header event-type", map[string]tv{"headers": txt(`{"event-type": "e"}`)}, ErrReservedHeader, "headers", "42", `{"a": 1}`},
+		{"header cdc-lsn", map[string]tv{"headers": txt(`{"cdc-lsn": "0/1"}`)}, ErrReservedHeader, "headers", "42", `{"a": 1}`},
+		{"header cdc-commit-time", map[string]tv{"headers": txt(`{"cdc-commit-time": 1}`)}, ErrReservedHeader, "headers", "42", `{"a": 1}`},
+		{"header dlq-error", map[string]tv{"headers": txt(`{"dlq-error": "x"}`)}, ErrReservedHeader, "headers", "42", `{"a": 1}`},
+		{"header dlq-anything", map[string]tv{"headers": txt(`{"dlq-anything": "x"}`)}, ErrReservedHeader, "headers", "42", `{"a": 1}`},
+		{"header Outbox-ID, any case", map[string]tv{"headers": txt(`{"Outbox-ID": "1"}`)}, ErrReservedHeader, "headers", "42", `{"a": 1}`},
 		{"binary event_type", map[string]tv{"event_type": bin("x")}, ErrBinaryValue, "event_type", "42", `{"a": 1}`},
 		{"first problem wins", map[string]tv{"key": null, "payload": null}, ErrNullKey, "aggregate_id", "42", ""},
 	}
@@ -346,6 +355,34 @@ func TestRowErrorMessage(t *testing.T) {
 	_, err = d.Decode(0x16B3748, outboxRow(txt("42"), txt("k"), txt("t"), txt("{}"), null, txt(`{"a": `)))
 	if err == nil || !strings.HasPrefix(err.Error(), `decoder: bad row at 0/16B3748 in public.outbox (id 42), column "headers": headers is not a JSON object: `) {
 		t.Errorf("Error() = %v", err)
+	}
+}
+
+// A row header named like a contract header is refused, never added beside the relay's own
+// (issue 10, defect 7): the reason names every reserved header, and the Event keeps the row's
+// other headers for the dead letter.
+func TestReservedHeaderNames(t *testing.T) {
+	d := newDecoder(t, Config{})
+	openTx(t, d)
+	out, err := d.Decode(0x16B3748, outboxRow(txt("42"), txt("k"), txt("t"), txt("{}"), null,
+		txt(`{"outbox-id": "1", "correlation-id": "c-1", "CDC-LSN": "0/1"}`)))
+	const want = `decoder: bad row at 0/16B3748 in public.outbox (id 42), column "headers": headers: "CDC-LSN", "outbox-id" are reserved by the record contract`
+	if err == nil || err.Error() != want || !errors.Is(err, ErrReservedHeader) || !IsBadRow(err) {
+		t.Fatalf("err = %v\nwant      %s", err, want)
+	}
+	if !reflect.DeepEqual(out.Event.Headers, []Header{{"correlation-id", []byte("c-1")}}) {
+		t.Errorf("Headers = %q, want only correlation-id", out.Event.Headers)
+	}
+	// Only reserved names: no headers left.
+	out, err = d.Decode(0x16B3749, outboxRow(txt("43"), txt("k"), txt("t"), txt("{}"), null, txt(`{"outbox-id": "1"}`)))
+	if !errors.Is(err, ErrReservedHeader) || out.Event.Headers != nil {
+		t.Errorf("err = %v, Headers = %q", err, out.Event.Headers)
+	}
+	// Names that only look alike are the row's own.
+	out = decode(t, d, 0x16B374A, outboxRow(txt("44"), txt("k"), txt("t"), txt("{}"), null,
+		txt(`{"outbox_id": "1", "x-outbox-id": "2", "dlq": "3", "cdc-lsn-of-origin": "4"}`)))
+	if len(out.Event.Headers) != 4 {
+		t.Errorf("Headers = %q, want all four", out.Event.Headers)
 	}
 }
 

@@ -95,6 +95,8 @@ func TestBadLogicalMessages(t *testing.T) {
 		{"bad id", `{"id": [1], "key": "k", "topic": "t", "payload": 1}`, ErrBadMessage, "id", "0/16B3748", "1"},
 		{"bad event_type", `{"id": "e1", "key": "k", "topic": "t", "payload": 1, "event_type": 3}`, ErrBadMessage, "event_type", "e1", "1"},
 		{"headers not an object", `{"id": "e1", "key": "k", "topic": "t", "payload": 1, "headers": ["a"]}`, ErrBadHeaders, "headers", "e1", "1"},
+		{"reserved header", `{"id": "e1", "key": "k", "topic": "t", "payload": 1, "headers": {"outbox-id": "e2"}}`, ErrReservedHeader, "headers", "e1", "1"},
+		{"reserved dlq header", `{"id": "e1", "key": "k", "topic": "t", "payload": 1, "headers": {"dlq-error": "no"}}`, ErrReservedHeader, "headers", "e1", "1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
