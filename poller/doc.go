@@ -11,8 +11,9 @@
 //	UPDATE outbox SET published_at = now() WHERE id = ANY($1)
 //	COMMIT
 //
-// Records are the relay's records (sink.NewRecord): the same topic, key, value and headers,
-// except that there is no cdc-lsn and cdc-commit-time is the row's created_at.
+// Records are the relay's records (sink.NewRecord): the same topic, key, value and headers
+// (outbox-table is the table's "schema.table", as the relay names the relation), except that
+// there is no cdc-lsn and cdc-commit-time is the row's created_at.
 //
 // # Guarantees
 //
@@ -29,7 +30,8 @@
 //     buffered copies are aborted, and every following cycle first probes Kafka with one
 //     metadata request (ProbeTimeout) and touches no row until the probe answers.
 //   - Rejected for good (too large, invalid or unauthorised topic) and bad rows (NULL or empty
-//     key, NULL payload, headers that are not a JSON object): parked on the dead-letter topic
+//     key, NULL payload, headers that are not a JSON object or that use a name reserved by the
+//     record contract, such as outbox-id or cdc-lsn): parked on the dead-letter topic
 //     with the reason, the same as the relay, and then marked published. A dead-letter topic
 //     that refuses them too stops the poller with an error: nothing is dropped silently.
 //

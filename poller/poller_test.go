@@ -23,6 +23,7 @@ func TestParseHeadersMatchesTheDecoder(t *testing.T) {
 		{`[1]`, ``, true},
 		{`"s"`, ``, true},
 		{`{"k": `, ``, true},
+		{`{"outbox_id": "1", "x-cdc-lsn": "2"}`, `outbox_id=1;x-cdc-lsn=2`, false},
 	} {
 		hs, err := parseHeaders([]byte(c.in))
 		if c.bad {
@@ -42,6 +43,30 @@ func TestParseHeadersMatchesTheDecoder(t *testing.T) {
 		if strings.Join(got, ";") != c.want {
 			t.Errorf("%s: got %q, want %q", c.in, strings.Join(got, ";"), c.want)
 		}
+	}
+}
+
+// The decoder's rule for reserved names, with the decoder's reason (issue 10, defect 7).
+func TestParseHeadersRefusesReservedNames(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"outbox-id": "1"}`:                          `headers: "outbox-id" is reserved by the record contract`,
+		`{"cdc-lsn": "0/1", "k": "v"}`:                `headers: "cdc-lsn" is reserved by the record contract`,
+		`{"Outbox-Table": "x", "dlq-error": "e"}`:     `headers: "Outbox-Table", "dlq-error" are reserved by the record contract`,
+		`{"aggregate-id": 1, "event-type": "e"}`:      `headers: "aggregate-id", "event-type" are reserved by the record contract`,
+		`{"cdc-commit-time": "t", "dlq-whatever": 1}`: `headers: "cdc-commit-time", "dlq-whatever" are reserved by the record contract`,
+	} {
+		hs, err := parseHeaders([]byte(in))
+		if !errors.Is(err, decoder.ErrReservedHeader) || err.Error() != want {
+			t.Errorf("%s: got %v, want %s", in, err, want)
+		}
+		for _, h := range hs {
+			if sink.ReservedHeader(h.Key) {
+				t.Errorf("%s: reserved header %q kept", in, h.Key)
+			}
+		}
+	}
+	if hs, _ := parseHeaders([]byte(`{"cdc-lsn": "0/1", "k": "v"}`)); len(hs) != 1 || hs[0].Key != "k" {
+		t.Errorf("the other headers are not kept for the dead letter: %v", hs)
 	}
 }
 
@@ -138,6 +163,8 @@ func TestBadRowsAreDeadLettered(t *testing.T) {
 		{s("k"), s(""), s("{}"), nil, decoder.ErrEmptyTopic},
 		{s("k"), s("t"), nil, nil, decoder.ErrNullPayload},
 		{s("k"), s("t"), s("{}"), s("[1]"), decoder.ErrBadHeaders},
+		{s("k"), s("t"), s("{}"), s(`{"outbox-id": "1"}`), decoder.ErrReservedHeader},
+		{s("k"), s("t"), s("{}"), s(`{"cdc-lsn": "0/1"}`), decoder.ErrReservedHeader},
 	} {
 		pd := p.record("7", c.key, c.topic, c.payload, nil, c.headers, &ct)
 		if !pd.dlq || pd.rec.Topic != "dlq" {
@@ -150,14 +177,25 @@ func TestBadRowsAreDeadLettered(t *testing.T) {
 		if got := string(sink.Header(pd.rec, sink.HeaderDLQRelation)); got != "public.outbox" {
 			t.Errorf("dlq-relation %q", got)
 		}
+		// The contract's headers appear once: a reserved row header is not carried along.
+		n := 0
+		for _, h := range pd.rec.Headers {
+			if h.Key == sink.HeaderOutboxID || h.Key == sink.HeaderLSN {
+				n++
+			}
+		}
+		if n != 1 || string(sink.Header(pd.rec, sink.HeaderOutboxID)) != "7" {
+			t.Errorf("%v: dead letter headers %v, want outbox-id 7 once and no cdc-lsn", c.want, pd.rec.Headers)
+		}
 	}
-	if n := p.stats.BadRows.Load(); n != 6 {
-		t.Errorf("BadRows = %d, want 6", n)
+	if n := p.stats.BadRows.Load(); n != 8 {
+		t.Errorf("BadRows = %d, want 8", n)
 	}
 	good := p.record("8", s("k"), s("t"), s(`{"a": 1}`), s("e"), s(`{"h": "v"}`), &ct)
 	if good.dlq || good.rec.Topic != "t" || string(good.rec.Value) != `{"a": 1}` ||
 		string(sink.Header(good.rec, sink.HeaderCommitTime)) != "2026-01-02T03:04:05.000006Z" ||
-		sink.Header(good.rec, sink.HeaderLSN) != nil || string(sink.Header(good.rec, "h")) != "v" {
+		sink.Header(good.rec, sink.HeaderLSN) != nil || string(sink.Header(good.rec, "h")) != "v" ||
+		string(sink.Header(good.rec, sink.HeaderOutboxTable)) != "public.outbox" {
 		t.Errorf("good row: %+v", good.rec)
 	}
 }
