@@ -1,28 +1,56 @@
 // Package inbox makes a Kafka consumer's effect happen once although cdc-relay delivers
 // at least once (seed 001, "Inbox и дедупликация на стороне потребителя").
 //
-// Every record cdc-relay publishes carries the outbox id in its outbox-id header. Inside the
-// caller's PostgreSQL transaction, Inbox.Process inserts (consumer, outbox id) into the
-// processed table with ON CONFLICT DO NOTHING and runs the handler only when the row is new.
-// The mark and the handler's writes commit or roll back together, so:
+// Every record cdc-relay publishes carries the outbox id in its outbox-id header and its source
+// in its outbox-table header ("schema.table", or "message:<prefix>" for a logical message).
+// Outbox ids are unique per table only: two outbox tables in one publication both have an id 1,
+// so the inbox keys a mark by (consumer, source table, outbox id). Inside the caller's
+// PostgreSQL transaction, Inbox.Process inserts that key into the processed table with
+// ON CONFLICT DO NOTHING and runs the handler only when the row is new. The mark and the
+// handler's writes commit or roll back together, so:
 //
 //   - a duplicate (the relay's replay window, a consumer that re-reads after a crash) finds the
 //     row and is skipped;
-//   - two consumers racing on the same id serialize on the primary key: the second waits for
+//   - two consumers racing on the same key serialize on the primary key: the second waits for
 //     the first transaction and skips if it committed, or processes if it rolled back;
 //   - a handler that fails rolls the mark back with its own writes, so the redelivery runs it again.
 //
 // The guarantee covers what the handler writes in the same transaction. A side effect outside
-// PostgreSQL (an HTTP call, an email) needs its own idempotency key: the outbox id is a good one.
+// PostgreSQL (an HTTP call, an email) needs its own idempotency key: the source table and the
+// outbox id together are a good one.
 //
 // The table (CreateTable makes it; the name is configurable):
 //
 //	CREATE TABLE IF NOT EXISTS inbox_processed (
 //	    consumer     text,
+//	    outbox_table text NOT NULL DEFAULT '',
 //	    outbox_id    text,
 //	    processed_at timestamptz DEFAULT now(),
-//	    PRIMARY KEY (consumer, outbox_id)
+//	    PRIMARY KEY (consumer, outbox_table, outbox_id)
 //	);
+//
+// # Records without outbox-table, and tables made before it
+//
+// A record published before the header existed has none: Handle passes the empty table, so such
+// records deduplicate by outbox id alone, as before. A processed table made before the header
+// (PRIMARY KEY (consumer, outbox_id)) is migrated by CreateTable the first time it runs: the
+// column is added with the empty string for the existing marks, which therefore keep absorbing
+// redeliveries of the old records, and the primary key is rebuilt, holding an exclusive lock on
+// the table while its index builds. To do it ahead of time on a large table:
+//
+//	ALTER TABLE inbox_processed ADD COLUMN outbox_table text NOT NULL DEFAULT '';
+//	ALTER TABLE inbox_processed DROP CONSTRAINT inbox_processed_pkey,
+//	    ADD PRIMARY KEY (consumer, outbox_table, outbox_id);
+//
+// An old mark does not match a record that carries the header: a record the consumer processed
+// from a relay without the header, and that an upgraded relay publishes again (its replay window
+// at the restart, or a republish with cdc-relay poll), runs the handler a second time. Matching
+// old marks by id alone would instead skip every new event of one table whose id an old mark of
+// another table holds, until the marks are pruned; a duplicate inside the replay window is the
+// smaller risk. It is avoided by upgrading the consumers first and stopping the old relay
+// cleanly (SIGTERM: it confirms everything Kafka acknowledged, so the new one replays nothing).
+//
+// # Pruning
 //
 // Old rows can be removed with Prune once no redelivery can be that old (the Kafka topic's
 // retention, or how far back a consumer group may be reset).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -70,12 +71,18 @@ func (f *fixture) count(t *testing.T, q string, args ...any) int {
 	return n
 }
 
+// process runs Process for id of the table public.outbox.
 func (f *fixture) process(t *testing.T, in *inbox.Inbox, consumer, id string) bool {
+	t.Helper()
+	return f.processFrom(t, in, consumer, "public.outbox", id)
+}
+
+func (f *fixture) processFrom(t *testing.T, in *inbox.Inbox, consumer, table, id string) bool {
 	t.Helper()
 	var ran bool
 	err := pgx.BeginFunc(context.Background(), f.pool, func(tx pgx.Tx) error {
 		var err error
-		ran, err = in.Process(context.Background(), tx, id, f.apply(consumer, id))
+		ran, err = in.Process(context.Background(), tx, table, id, f.apply(consumer, id))
 		return err
 	})
 	if err != nil {
@@ -105,6 +112,130 @@ func TestProcessRunsTheHandlerOncePerID(t *testing.T) {
 	}
 	if n := f.count(t, `SELECT count(DISTINCT outbox_id) FROM `+f.effects); n != 4 {
 		t.Errorf("%d distinct effects, want 4", n)
+	}
+}
+
+// Outbox ids are unique per table only (issue 10, defect 6): id 1 of a.outbox and id 1 of
+// b.outbox are two events, each processed once; a record without the outbox-table header (an
+// older relay's) is a third key, deduplicated by its id alone.
+func TestTheSameIDFromTwoTablesIsTwoEvents(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	in := f.inbox(t, "billing")
+	ran := 0
+	for _, d := range []struct{ table, id string }{
+		{"a.outbox", "1"}, {"b.outbox", "1"}, {"a.outbox", "1"}, {"b.outbox", "1"},
+		{"message:outbox", "1"}, {"", "1"}, {"", "1"}, {"a.outbox", "2"},
+	} {
+		if f.processFrom(t, in, "billing", d.table, d.id) {
+			ran++
+		}
+	}
+	if ran != 5 {
+		t.Errorf("handler ran %d times, want 5 (a.outbox 1, b.outbox 1, message:outbox 1, no table 1, a.outbox 2)", ran)
+	}
+}
+
+// Handle takes the source from the record's outbox-table header.
+func TestHandleKeysByTheOutboxTableHeader(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	in := f.inbox(t, "billing")
+	rec := func(table, id string) *kgo.Record {
+		r := &kgo.Record{Topic: "x", Headers: []kgo.RecordHeader{{Key: inbox.HeaderOutboxID, Value: []byte(id)}}}
+		if table != "" {
+			r.Headers = append(r.Headers, kgo.RecordHeader{Key: inbox.HeaderOutboxTable, Value: []byte(table)})
+		}
+		return r
+	}
+	var got []string
+	for _, r := range []*kgo.Record{rec("a.outbox", "1"), rec("b.outbox", "1"), rec("", "1"), rec("b.outbox", "1"), rec("", "1"), rec("a.outbox", "1")} {
+		ran, err := in.Handle(context.Background(), f.pool, r, func(ctx context.Context, tx pgx.Tx, r *kgo.Record) error {
+			return f.apply("billing", inbox.OutboxTable(r)+"/"+inbox.OutboxID(r))(ctx, tx)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ran {
+			got = append(got, inbox.OutboxTable(r)+"/"+inbox.OutboxID(r))
+		}
+	}
+	if want := []string{"a.outbox/1", "b.outbox/1", "/1"}; !slices.Equal(got, want) {
+		t.Errorf("handled %q, want %q", got, want)
+	}
+}
+
+// A processed table made by the inbox before the outbox-table header is migrated by
+// CreateTable, once, also when consumers start together; its marks keep deduplicating
+// records without the header.
+func TestCreateTableMigratesAnOldTable(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	if _, err := f.pool.Exec(ctx, `CREATE TABLE `+f.table+` (
+    consumer     text,
+    outbox_id    text,
+    processed_at timestamptz DEFAULT now(),
+    PRIMARY KEY (consumer, outbox_id)
+)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.pool.Exec(ctx, `INSERT INTO `+f.table+` (consumer, outbox_id) VALUES ('billing', '5'), ('billing', '6')`); err != nil {
+		t.Fatal(err)
+	}
+	in, err := inbox.New(inbox.Config{Consumer: "billing", Table: "public." + f.table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Go(func() {
+			if err := in.CreateTable(ctx, f.pool); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if err := in.CreateTable(ctx, f.pool); err != nil { // and again, on the migrated table
+		t.Fatal(err)
+	}
+	var key string
+	if err := f.pool.QueryRow(ctx, `SELECT string_agg(a.attname, ',' ORDER BY k.i)
+		FROM pg_constraint c, unnest(c.conkey) WITH ORDINALITY k(attnum, i), pg_attribute a
+		WHERE c.conrelid = $1::regclass AND c.contype = 'p' AND a.attrelid = c.conrelid AND a.attnum = k.attnum`, f.table).Scan(&key); err != nil {
+		t.Fatal(err)
+	}
+	if key != "consumer,outbox_table,outbox_id" {
+		t.Errorf("primary key (%s), want (consumer,outbox_table,outbox_id)", key)
+	}
+	if n := f.count(t, `SELECT count(*) FROM `+f.table+` WHERE outbox_table = ''`); n != 2 {
+		t.Errorf("%d old marks with the empty table, want 2", n)
+	}
+	if f.processFrom(t, in, "billing", "", "5") {
+		t.Error("a record without outbox-table ran again although an old mark has its id")
+	}
+	if !f.processFrom(t, in, "billing", "a.outbox", "5") || f.processFrom(t, in, "billing", "a.outbox", "5") {
+		t.Error("a.outbox's id 5 is not processed exactly once after the migration")
+	}
+}
+
+// The table's name is quoted everywhere, also inside CreateTable's migration block.
+func TestCreateTableWithAnOddName(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	odd := f.table + `_O'dd $inbox$`
+	t.Cleanup(func() { f.pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+pgx.Identifier{odd}.Sanitize()) })
+	in, err := inbox.New(inbox.Config{Consumer: "billing", Table: "public." + odd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := in.CreateTable(context.Background(), f.pool); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !f.processFrom(t, in, "billing", "a.outbox", "1") || f.processFrom(t, in, "billing", "a.outbox", "1") {
+		t.Error("id 1 not processed exactly once")
 	}
 }
 
@@ -140,7 +271,7 @@ func TestConcurrentDuplicatesApplyOnce(t *testing.T) {
 		wg.Go(func() {
 			<-start
 			err := pgx.BeginFunc(context.Background(), f.pool, func(tx pgx.Tx) error {
-				ok, err := in.Process(context.Background(), tx, "42", f.apply("billing", "42"))
+				ok, err := in.Process(context.Background(), tx, "public.outbox", "42", f.apply("billing", "42"))
 				if ok {
 					ran.Add(1)
 				}
@@ -169,7 +300,7 @@ func TestHandlerFailureLeavesTheIDUnprocessed(t *testing.T) {
 	in := f.inbox(t, "billing")
 	boom := errors.New("downstream is down")
 	err := pgx.BeginFunc(context.Background(), f.pool, func(tx pgx.Tx) error {
-		_, err := in.Process(context.Background(), tx, "9", func(ctx context.Context, tx pgx.Tx) error {
+		_, err := in.Process(context.Background(), tx, "public.outbox", "9", func(ctx context.Context, tx pgx.Tx) error {
 			if err := f.apply("billing", "9")(ctx, tx); err != nil {
 				return err
 			}
