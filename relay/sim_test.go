@@ -1,0 +1,566 @@
+package relay
+
+// The simulation: seeded schedules of outbox transactions, Kafka faults, connection drops,
+// cancels and restarts run against the real relay, replication stream and sink, with a scripted
+// walsender (internal/simwal) in place of PostgreSQL, kfake in place of Kafka and simTable in
+// place of the dead-letter table. Invariants are in siminvariants_test.go, the schedule in
+// simschedule_test.go.
+//
+//	go test -race -count=1 -run Sim ./relay                     # the default count (CI)
+//	go test -count=1 -run 'Sim$' ./relay -sim.n 100000          # more (or CDC_RELAY_SIM_N=100000)
+//	go test -count=1 -run 'Sim$' ./relay -sim.seed 1234 -sim.v  # replay one seed, with the relay's log
+//
+// A failure prints the seed, the schedule and the replay command. The schedule is a pure
+// function of the seed; goroutine interleavings are not, so the invariants must hold under any.
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/cdc-relay/cdc-relay/internal/simwal"
+	"github.com/cdc-relay/cdc-relay/replication"
+	"github.com/cdc-relay/cdc-relay/sink"
+)
+
+var (
+	simN       = flag.Int("sim.n", 0, "simulation schedules to run (default 40, or $CDC_RELAY_SIM_N)")
+	simSeed    = flag.Uint64("sim.seed", 0, "run only this simulation seed")
+	simBase    = flag.Uint64("sim.base", 1, "first simulation seed")
+	simWorkers = flag.Int("sim.workers", 0, "schedules run at once (default 2×GOMAXPROCS)")
+	simVerbose = flag.Bool("sim.v", false, "log the relay's output of each schedule")
+)
+
+const simDefaultN = 40
+
+func TestSim(t *testing.T) {
+	seeds := []uint64{*simSeed}
+	if *simSeed == 0 {
+		n := *simN
+		if n == 0 {
+			n, _ = strconv.Atoi(os.Getenv("CDC_RELAY_SIM_N"))
+		}
+		if n == 0 {
+			n = simDefaultN
+		}
+		if testing.Short() {
+			n = min(n, 10)
+		}
+		seeds = seeds[:0]
+		for i := range n {
+			seeds = append(seeds, *simBase+uint64(i))
+		}
+	}
+	workers := *simWorkers
+	if workers == 0 {
+		workers = 2 * runtime.GOMAXPROCS(0)
+	}
+	next := make(chan uint64)
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	for range min(workers, len(seeds)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for seed := range next {
+				t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+					if !runSchedule(t, newSchedule(seed)) {
+						failed.Add(1)
+					}
+				})
+			}
+		}()
+	}
+	for _, s := range seeds {
+		next <- s
+	}
+	close(next)
+	wg.Wait()
+	if n := failed.Load(); n > 0 {
+		t.Logf("%d of %d schedules failed; replay one with: go test -count=1 -run 'Sim$' ./relay -sim.seed N -sim.v", n, len(seeds))
+	}
+}
+
+// harness is one schedule's world: the fake walsender, the Kafka cluster, the table, what was
+// committed, and the violations found.
+type harness struct {
+	t     *testing.T
+	sc    *schedule
+	log   *slog.Logger
+	logw  *lockedBuf
+	srv   *simwal.Server
+	kafka *kfake.Cluster
+	idx   *kafkaIndex
+	store *tableStore
+
+	mu         sync.Mutex
+	committed  []committedTxn
+	okFlush    uint64 // highest flush already checked against invariant (a)
+	violations []string
+	forGood    []string // error texts of injected for-good faults: records they hit may be dead-lettered
+	mem        memSample
+
+	runCtx atomic.Pointer[runState] // the current run, for the server's script
+}
+
+type runState struct {
+	run        *simRun
+	session0   int // sessions before this run
+	sent       atomic.Int64
+	cancel     context.CancelFunc
+	cancelMsgs int64
+}
+
+type committedTxn struct {
+	txn  simwal.Txn
+	rows []simRow
+}
+
+type lockedBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.b.Len() > 4<<20 {
+		return len(p), nil
+	}
+	return l.b.Write(p)
+}
+
+func (h *harness) violate(inv, format string, args ...any) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.violations) < 20 {
+		h.violations = append(h.violations, "("+inv+") "+fmt.Sprintf(format, args...))
+	}
+}
+
+// runSchedule runs sc and reports whether every invariant held.
+func runSchedule(t *testing.T, sc *schedule) bool {
+	h := &harness{t: t, sc: sc, logw: &lockedBuf{}, store: &tableStore{}}
+	var w io.Writer = io.Discard
+	if *simVerbose {
+		w = h.logw
+	}
+	h.log = slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	if err := h.setup(); err != nil {
+		t.Fatalf("seed %d: setup: %v", sc.seed, err)
+	}
+	defer h.close()
+
+	txn := 0
+	for i := range sc.runs {
+		h.run(i, &sc.runs[i], sc.txns[txn:txn+sc.runs[i].commit])
+		txn += sc.runs[i].commit
+	}
+	h.finalRun(sc.txns[txn:])
+	h.checkEnd()
+
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.violations) == 0 {
+		return true
+	}
+	t.Errorf("seed %d: %d invariant violations:\n  %s\nschedule:\n%s\nreplay: go test -count=1 -run 'Sim$' ./relay -sim.seed %d -sim.v",
+		sc.seed, len(h.violations), strings.Join(h.violations, "\n  "), sc, sc.seed)
+	if *simVerbose {
+		h.logw.mu.Lock()
+		t.Logf("relay log:\n%s", h.logw.b.String())
+		h.logw.mu.Unlock()
+	}
+	return false
+}
+
+func (h *harness) setup() error {
+	var err error
+	h.kafka, err = kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		return err
+	}
+	adm := kadm.NewClient(mustClient(kgo.SeedBrokers(h.kafka.ListenAddrs()...)))
+	defer adm.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	topics := []string{simDLQ}
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, simDLQ); err != nil {
+		return err
+	}
+	for _, tp := range h.sc.topics {
+		var cfg map[string]*string
+		if tp.maxBytes > 0 {
+			v := strconv.Itoa(tp.maxBytes)
+			cfg = map[string]*string{"max.message.bytes": &v}
+		}
+		if _, err := adm.CreateTopic(ctx, tp.partitions, 1, cfg, tp.name); err != nil {
+			return err
+		}
+		topics = append(topics, tp.name)
+	}
+	h.idx, err = newKafkaIndex(h.kafka.ListenAddrs(), topics)
+	if err != nil {
+		return err
+	}
+	h.srv, err = simwal.New("sim_slot", 0x1000000)
+	if err != nil {
+		return err
+	}
+	h.srv.Script = h.script
+	h.srv.OnFlush = h.checkFlush
+	return nil
+}
+
+func mustClient(opts ...kgo.Opt) *kgo.Client {
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		panic(err)
+	}
+	return cl
+}
+
+func (h *harness) close() {
+	if h.srv != nil {
+		h.srv.Close()
+	}
+	if h.idx != nil {
+		h.idx.close()
+	}
+	if h.kafka != nil {
+		h.kafka.Close()
+	}
+}
+
+// script is the walsender's: connection drops, keepalives asking for a reply, and the cancel
+// after a number of messages.
+func (h *harness) script(e simwal.Event) simwal.Action {
+	rs := h.runCtx.Load()
+	if rs == nil {
+		return simwal.Action{}
+	}
+	n := rs.sent.Add(1)
+	if rs.cancelMsgs > 0 && n == rs.cancelMsgs {
+		rs.cancel()
+	}
+	var a simwal.Action
+	if rs.run == nil {
+		return a
+	}
+	if k, ok := rs.run.drops[e.Session-rs.session0]; ok && e.Sent >= k {
+		a.Drop = true
+	}
+	if rs.run.replyEvery > 0 && e.Sent%rs.run.replyEvery == rs.run.replyEvery-1 {
+		a.Keepalive, a.Reply = true, true
+	}
+	return a
+}
+
+func (h *harness) config() Config {
+	return Config{
+		Replication: replication.Config{
+			ConnString: h.srv.ConnString(), Slot: "sim_slot", Publications: []string{"pub"},
+			StatusInterval: h.sc.statusInterval, ConnectTimeout: 5 * time.Second,
+			MinBackoff: 2 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, StandbyRetry: 10 * time.Millisecond,
+		},
+		Sink: sink.Config{
+			Brokers: h.kafka.ListenAddrs(), MaxBufferedRecords: h.sc.maxRecords, MaxBufferedBytes: h.sc.maxBytes,
+			DialTimeout: time.Second,
+			Opts:        []kgo.Opt{kgo.RetryBackoffFn(func(int) time.Duration { return 3 * time.Millisecond })},
+		},
+		DLQTopic:        simDLQ,
+		Buffer:          h.sc.buffer,
+		ShutdownTimeout: h.sc.shutdown,
+		StartupTimeout:  5 * time.Second,
+		Logger:          h.log,
+	}
+}
+
+// newRelay is a relay.New with the scripted table in place of PostgreSQL's.
+func (h *harness) newRelay(refuse int) (*Relay, *simTable) {
+	r, err := New(h.config())
+	if err != nil {
+		h.t.Fatalf("seed %d: New: %v", h.sc.seed, err)
+	}
+	tb := &simTable{refuse: refuse, store: h.store}
+	r.table = tb
+	return r, tb
+}
+
+// commit appends the transactions to the fake WAL, every delay.
+func (h *harness) commit(ctx context.Context, txns []simTxnSpec, delay time.Duration) {
+	for _, tx := range txns {
+		changes := make([]simwal.Change, 0, len(tx.rows))
+		for _, r := range tx.rows {
+			changes = append(changes, rowChange(r))
+		}
+		h.mu.Lock() // held across the commit so that a flush check never sees the WAL ahead of h.committed
+		c := h.srv.Commit(tx.gap, changes)
+		h.committed = append(h.committed, committedTxn{txn: c, rows: tx.rows})
+		h.mu.Unlock()
+		if delay > 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(delay):
+			}
+		}
+	}
+}
+
+var simRel = simwal.OutboxRelation(16384)
+
+func rowChange(r simRow) simwal.Change {
+	if r.message {
+		topic := `"` + r.topic + `"`
+		if r.topic == "" {
+			topic = "null"
+		}
+		content := fmt.Sprintf(`{"id":"%d","key":"%s","topic":%s,"event_type":"sim","payload":%s`, r.id, r.key, topic, r.payload)
+		if r.headers != "" {
+			content += `,"headers":` + r.headers
+		}
+		return simwal.Change{Prefix: "outbox", Content: content + "}"}
+	}
+	v := []simwal.Value{simwal.Text(strconv.FormatInt(r.id, 10)), simwal.Text(r.key), nil, simwal.Text(r.payload), simwal.Text("sim"), nil}
+	if r.topic != "" {
+		v[2] = simwal.Text(r.topic)
+	}
+	if r.headers != "" {
+		v[5] = simwal.Text(r.headers)
+	}
+	return simwal.Change{Rel: simRel, Values: v}
+}
+
+// run is one relay process: started on the slot, fed, faulted, then canceled (or stopped by a
+// fatal fault).
+func (h *harness) run(i int, run *simRun, txns []simTxnSpec) {
+	r, _ := h.newRelay(run.tableRefuse)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rs := &runState{run: run, session0: len(h.srv.Sessions()), cancel: cancel, cancelMsgs: int64(run.cancelMsgs)}
+	h.runCtx.Store(rs)
+	defer h.runCtx.Store(nil)
+	if run.holdSlot > 0 {
+		h.srv.HoldSlot(4242)
+		time.AfterFunc(run.holdSlot, func() { h.srv.HoldSlot(0) })
+	}
+	fatal := false
+	var handles []func()
+	for _, f := range run.faults {
+		fatal = fatal || f.kind == faultFatal
+		if f.kind == faultForGood || f.kind == faultDLQRefused || f.kind == faultFatal {
+			h.mu.Lock()
+			h.forGood = append(h.forGood, f.err.Message)
+			h.mu.Unlock()
+		}
+		stop := h.installFault(ctx, f)
+		handles = append(handles, stop)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- r.Run(ctx) }()
+	stopSample := h.sample(r)
+	go h.commit(ctx, txns, run.commitDelay)
+	if run.cancelMsgs == 0 || run.cancelAfter > 0 {
+		time.AfterFunc(run.cancelAfter+50*time.Millisecond, cancel)
+	}
+	var err error
+	select {
+	case err = <-errc:
+	case <-time.After(30 * time.Second):
+		h.violate("g", "run %d: Run did not return within 30s of its start (cancel at %s)", i+1, run.cancelAfter)
+		cancel()
+		err = <-errc
+	}
+	stopSample()
+	for _, stop := range handles {
+		stop()
+	}
+	if err != nil && !fatal {
+		h.violate("g", "run %d: Run returned %v after a cancel, with no fault that must stop the relay", i+1, err)
+	}
+	if h.srv.Confirmed() == 0 {
+		h.violate("a", "run %d: the slot lost its position", i+1)
+	}
+}
+
+// finalRun commits the rest with no faults, waits until the slot has confirmed everything,
+// watches an idle window, and cancels.
+func (h *harness) finalRun(txns []simTxnSpec) {
+	r, _ := h.newRelay(0)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rs := &runState{session0: len(h.srv.Sessions()), cancel: cancel}
+	h.runCtx.Store(rs)
+	defer h.runCtx.Store(nil)
+	errc := make(chan error, 1)
+	go func() { errc <- r.Run(ctx) }()
+	stopSample := h.sample(r)
+	h.commit(ctx, txns, 0)
+	end := h.srv.WALEnd()
+	deadline := time.Now().Add(20 * time.Second)
+	for h.srv.Confirmed() < end && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if c := h.srv.Confirmed(); c < end {
+		h.violate("b", "final run: the slot is at %s after 20s, want the WAL end %s (published %d, dead-lettered %d, in flight %d txns, %d records)",
+			c, end, r.stats.Published.Load(), r.stats.DeadLettered.Load(), r.InFlight(), r.sink.Buffered())
+	} else {
+		h.checkIdle()
+	}
+	cancel()
+	select {
+	case err := <-errc:
+		if err != nil {
+			h.violate("g", "final run: Run returned %v after a cancel", err)
+		}
+	case <-time.After(30 * time.Second):
+		h.violate("g", "final run: Run did not return within 30s of the cancel")
+	}
+	stopSample()
+}
+
+// installFault puts f on the cluster after f.after and returns a function that removes it.
+func (h *harness) installFault(ctx context.Context, f simFault) func() {
+	var mu sync.Mutex
+	var remove []func()
+	install := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if ctx.Err() != nil {
+			return
+		}
+		switch f.kind {
+		case faultRetriable, faultForGood, faultFatal:
+			fh := h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: f.topic, Partitions: []int32{f.partition}, Err: f.err, Count: f.count})
+			remove = append(remove, fh.Remove)
+		case faultDLQRefused, faultDown:
+			fk := kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: f.err, Count: -1}
+			if f.kind == faultDLQRefused {
+				fk.Topic = simDLQ
+			}
+			fh := h.kafka.Fault(fk)
+			remove = append(remove, fh.Remove)
+			t := time.AfterFunc(f.dur, fh.Remove)
+			remove = append(remove, func() { t.Stop() })
+		case faultSlow:
+			var slow atomic.Bool
+			slow.Store(true)
+			left := atomic.Int64{}
+			left.Store(int64(f.count))
+			h.kafka.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+				if slow.Load() && left.Add(-1) >= 0 {
+					h.kafka.SleepControl(func() { time.Sleep(f.dur / 4) })
+				}
+				return nil, nil, false
+			})
+			remove = append(remove, func() { slow.Store(false) })
+		}
+	}
+	t := time.AfterFunc(f.after, install)
+	return func() {
+		t.Stop()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, r := range remove {
+			r()
+		}
+		remove = nil
+	}
+}
+
+// simTable is the scripted dead-letter table: it refuses its first refuse writes, then commits
+// into the shared store (what PostgreSQL would keep across restarts).
+type simTable struct {
+	mu     sync.Mutex
+	items  []tableLetter
+	refuse int
+	store  *tableStore
+}
+
+type tableStore struct {
+	mu   sync.Mutex
+	recs []*kgo.Record
+}
+
+func (s *tableStore) all() []*kgo.Record {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]*kgo.Record(nil), s.recs...)
+}
+
+func (s *simTable) push(l tableLetter) {
+	s.mu.Lock()
+	s.items = append(s.items, l)
+	s.mu.Unlock()
+}
+
+func (s *simTable) len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.items)
+}
+
+func (s *simTable) bytes() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, l := range s.items {
+		n += recordBytes(l.rec)
+	}
+	return n
+}
+
+func (s *simTable) write(ctx context.Context, done func(*kgo.Record, *txn)) error {
+	for s.len() > 0 {
+		s.mu.Lock()
+		refuse := s.refuse > 0
+		if refuse {
+			s.refuse--
+		}
+		s.mu.Unlock()
+		if refuse {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(5 * time.Millisecond):
+			}
+			continue
+		}
+		s.mu.Lock()
+		items := s.items
+		s.items = nil
+		s.mu.Unlock()
+		for _, l := range items {
+			s.store.mu.Lock()
+			s.store.recs = append(s.store.recs, l.rec)
+			s.store.mu.Unlock()
+			done(l.rec, l.txn)
+		}
+	}
+	return nil
+}
+
+func (s *simTable) close() {}
+
+func recordBytes(r *kgo.Record) int {
+	n := len(r.Key) + len(r.Value)
+	for _, h := range r.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return n
+}

@@ -1,0 +1,300 @@
+package relay
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cdc-relay/cdc-relay/internal/simwal"
+	"github.com/cdc-relay/cdc-relay/sink"
+)
+
+// The simulation's invariants (sim_test.go runs them):
+//
+//	(a) every flush position the walsender receives is at or before the commit LSN of the
+//	    first committed transaction with a record on neither its topic nor the dead-letter
+//	    topic nor the table (checked when the flush arrives, against Kafka at that moment);
+//	(b) after the final run every committed row is on its topic or, only if it is bad, too
+//	    large on its own, or hit by an injected for-good fault, dead-lettered with dlq-error;
+//	(c) per topic and key, first deliveries (by outbox-id) follow commit order across restarts;
+//	(d) no valid record is dead-lettered (except those an injected for-good fault refused);
+//	(e) the dead-letter queues (topic queue + table queue) never hold more than the producer's
+//	    MaxBufferedRecords / MaxBufferedBytes;
+//	(f) an idle relay sends no more than its heartbeat status updates;
+//	(g) Run returns nil on a cancel unless a fault that must stop the relay was injected.
+
+// kafkaIndex reads every record of the simulation's topics from kfake.
+type kafkaIndex struct {
+	mu     sync.Mutex
+	cl     *kgo.Client
+	adm    *kadm.Client
+	topics []string
+	next   map[string]map[int32]int64 // next offset to read per partition
+	recs   []seenRec                  // per partition in offset order
+	byID   map[string][]int
+}
+
+type seenRec struct {
+	topic   string
+	part    int32
+	off     int64
+	key     string
+	id      string
+	dlqErr  string
+	dlqFrom string
+}
+
+func newKafkaIndex(brokers, topics []string) (*kafkaIndex, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topics...),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(20*time.Millisecond))
+	if err != nil {
+		return nil, err
+	}
+	return &kafkaIndex{cl: cl, adm: kadm.NewClient(cl), topics: topics, next: map[string]map[int32]int64{}, byID: map[string][]int{}}, nil
+}
+
+func (k *kafkaIndex) close() { k.cl.Close() }
+
+// refresh reads everything up to the end offsets of now.
+func (k *kafkaIndex) refresh() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ends, err := k.adm.ListEndOffsets(ctx, k.topics...)
+	if err != nil {
+		return err
+	}
+	behind := func() bool {
+		caught := true
+		ends.Each(func(o kadm.ListedOffset) {
+			if o.Offset > k.next[o.Topic][o.Partition] {
+				caught = false
+			}
+		})
+		return !caught
+	}
+	for behind() {
+		fs := k.cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return fmt.Errorf("reading Kafka: %w", ctx.Err())
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if k.next[r.Topic] == nil {
+				k.next[r.Topic] = map[int32]int64{}
+			}
+			k.next[r.Topic][r.Partition] = r.Offset + 1
+			s := seenRec{topic: r.Topic, part: r.Partition, off: r.Offset, key: string(r.Key),
+				id: string(sink.Header(r, sink.HeaderOutboxID)), dlqErr: string(sink.Header(r, sink.HeaderDLQError)),
+				dlqFrom: string(sink.Header(r, sink.HeaderDLQTopic))}
+			k.byID[s.id] = append(k.byID[s.id], len(k.recs))
+			k.recs = append(k.recs, s)
+		})
+	}
+	return nil
+}
+
+// where reports whether outbox id is on topic and whether it is dead-lettered (topic or table).
+func (h *harness) where(id string, topic string, table map[string][]string) (onTopic, dead bool) {
+	for _, i := range h.idx.byID[id] {
+		r := h.idx.recs[i]
+		switch {
+		case r.topic == simDLQ && r.dlqErr != "":
+			dead = true
+		case topic != "" && r.topic == topic:
+			onTopic = true
+		}
+	}
+	return onTopic, dead || len(table[id]) > 0
+}
+
+func (h *harness) tableIDs() map[string][]string {
+	m := map[string][]string{}
+	for _, r := range h.store.all() {
+		id := string(sink.Header(r, sink.HeaderOutboxID))
+		m[id] = append(m[id], string(sink.Header(r, sink.HeaderDLQError)))
+	}
+	return m
+}
+
+// safeBound is the highest position that may be confirmed now: the commit LSN of the first
+// transaction with a record parked nowhere, or no bound. It reads the index as it is.
+func (h *harness) safeBound(committed []committedTxn) (pglogrepl.LSN, string) {
+	table := h.tableIDs()
+	h.idx.mu.Lock()
+	defer h.idx.mu.Unlock()
+	for i, c := range committed {
+		for _, r := range c.rows {
+			id := strconv.FormatInt(r.id, 10)
+			if on, dead := h.where(id, r.topic, table); !on && !dead {
+				return c.txn.CommitLSN, fmt.Sprintf("transaction %d (xid %d, commit %s, end %s): outbox id %s (%s, key %s, topic %q) is on neither its topic nor the dead-letter topic nor the table",
+					i, c.txn.Xid, c.txn.CommitLSN, c.txn.EndLSN, id, r.class, r.key, r.topic)
+			}
+		}
+	}
+	return math.MaxUint64, ""
+}
+
+// checkFlush is invariant (a), run by the walsender as each status update arrives.
+func (h *harness) checkFlush(st simwal.Status) {
+	h.mu.Lock()
+	if uint64(st.Flush) <= h.okFlush {
+		h.mu.Unlock()
+		return
+	}
+	committed := h.committed
+	h.mu.Unlock()
+	bound, why := h.safeBound(committed)
+	if st.Flush > bound {
+		if err := h.idx.refresh(); err != nil {
+			h.violate("a", "cannot read Kafka to check flush %s: %v", st.Flush, err)
+			return
+		}
+		bound, why = h.safeBound(committed)
+	}
+	if st.Flush > bound {
+		h.violate("a", "session %d confirmed %s past undelivered %s", st.Session, st.Flush, why)
+		return
+	}
+	h.mu.Lock()
+	h.okFlush = max(h.okFlush, uint64(st.Flush))
+	h.mu.Unlock()
+}
+
+type memSample struct {
+	records, bytes int
+}
+
+// sample is invariant (e): it watches the dead-letter queues every millisecond until stopped.
+func (h *harness) sample(r *Relay) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	tb, _ := r.table.(*simTable)
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		reported := false
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			r.dlq.mu.Lock()
+			n, b := len(r.dlq.items), 0
+			for _, dl := range r.dlq.items {
+				b += recordBytes(dl.rec)
+			}
+			r.dlq.mu.Unlock()
+			if tb != nil {
+				n += tb.len()
+				b += tb.bytes()
+			}
+			h.mu.Lock()
+			h.mem.records, h.mem.bytes = max(h.mem.records, n), max(h.mem.bytes, b)
+			h.mu.Unlock()
+			if !reported && (n > h.sc.maxRecords || b > h.sc.maxBytes) {
+				reported = true
+				h.violate("e", "the dead-letter queues hold %d records / %d bytes, over the producer's limits %d / %d",
+					n, b, h.sc.maxRecords, h.sc.maxBytes)
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
+}
+
+// checkIdle is invariant (f): caught up with nothing to send, the stream sends its heartbeat
+// status updates and nothing more.
+func (h *harness) checkIdle() {
+	// Let the last acknowledgements and the keepalive exchange settle first.
+	time.Sleep(2 * h.sc.statusInterval)
+	before := len(h.srv.Statuses())
+	window := 5 * h.sc.statusInterval
+	time.Sleep(window)
+	got := len(h.srv.Statuses()) - before
+	if limit := 5 + 3; got > limit {
+		h.violate("f", "an idle relay sent %d status updates in %s (status interval %s): want at most %d", got, window, h.sc.statusInterval, limit)
+	}
+}
+
+// checkEnd is invariants (b), (c) and (d), after the final run.
+func (h *harness) checkEnd() {
+	if err := h.idx.refresh(); err != nil {
+		h.violate("b", "cannot read Kafka: %v", err)
+		return
+	}
+	h.mu.Lock()
+	committed := h.committed
+	forGood := h.forGood
+	h.mu.Unlock()
+	table := h.tableIDs()
+	h.idx.mu.Lock()
+	defer h.idx.mu.Unlock()
+	injected := func(errs []string) bool {
+		for _, e := range errs {
+			for _, f := range forGood {
+				if strings.Contains(e, f) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	deadIDs := map[string]bool{}
+	for _, c := range committed {
+		for _, r := range c.rows {
+			id := strconv.FormatInt(r.id, 10)
+			on, dead := h.where(id, r.topic, table)
+			var errs []string
+			for _, i := range h.idx.byID[id] {
+				if rec := h.idx.recs[i]; rec.topic == simDLQ {
+					errs = append(errs, rec.dlqErr)
+				}
+			}
+			errs = append(errs, table[id]...)
+			if dead {
+				deadIDs[id] = true
+			}
+			switch {
+			case r.class == rowValid && !on && !(dead && injected(errs)):
+				h.violate("b", "valid outbox id %s (key %s, topic %s, txn end %s) is not on its topic (dead-lettered: %v %q)", id, r.key, r.topic, c.txn.EndLSN, dead, errs)
+			case r.class != rowValid && !dead:
+				h.violate("b", "%s outbox id %s (topic %q) is not in the dead-letter topic or table", r.class, id, r.topic)
+			}
+			if r.class == rowValid && dead && !injected(errs) {
+				h.violate("d", "valid outbox id %s (key %s, topic %s, %d bytes) was dead-lettered: %q", id, r.key, r.topic, len(r.payload), errs)
+			}
+			for _, e := range errs {
+				if e == "" {
+					h.violate("b", "outbox id %s dead-lettered without %s", id, sink.HeaderDLQError)
+				}
+			}
+		}
+	}
+	// (c): per topic and key, the first delivery of each id comes in commit (= id) order.
+	type tk struct{ topic, key string }
+	last := map[tk]int64{}
+	seen := map[string]bool{}
+	for _, rec := range h.idx.recs {
+		if rec.topic == simDLQ || seen[rec.topic+"/"+rec.id] || deadIDs[rec.id] {
+			continue
+		}
+		seen[rec.topic+"/"+rec.id] = true
+		id, _ := strconv.ParseInt(rec.id, 10, 64)
+		k := tk{rec.topic, rec.key}
+		if id < last[k] {
+			h.violate("c", "key %s on %s[%d]: outbox id %d first delivered at offset %d, after id %d (commit order broken: a gap was filled by a replay)",
+				rec.key, rec.topic, rec.part, id, rec.off, last[k])
+		}
+		last[k] = max(last[k], id)
+	}
+}

@@ -1,0 +1,225 @@
+package relay
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// The schedule of one simulation: a pure function of its seed (math/rand/v2 PCG). Everything
+// the relay is given (rows, transactions, limits) and every fault point (connection drops,
+// Kafka errors, cancels, restarts) comes from here; only goroutine interleavings do not.
+
+const simDLQ = "sim.dlq"
+
+type rowClass uint8
+
+const (
+	rowValid rowClass = iota
+	rowBad            // the decoder refuses it (NULL topic, invalid headers): dead-lettered
+	rowBig            // larger than its topic's max.message.bytes on its own: dead-lettered
+)
+
+func (c rowClass) String() string { return [...]string{"valid", "bad", "big"}[c] }
+
+type simTopic struct {
+	name       string
+	partitions int32
+	maxBytes   int // max.message.bytes; 0 = the broker's default
+}
+
+type simRow struct {
+	id      int64
+	key     string
+	topic   string // "" = NULL (a bad row)
+	payload string
+	headers string // raw JSON; "" = NULL
+	message bool   // a logical message instead of an Insert
+	class   rowClass
+}
+
+type simTxnSpec struct {
+	gap  int // bytes of other tables' WAL before it
+	rows []simRow
+}
+
+type faultKind uint8
+
+const (
+	faultRetriable faultKind = iota // NOT_LEADER_FOR_PARTITION / REQUEST_TIMED_OUT on a partition, a few times
+	faultForGood                    // TOPIC_AUTHORIZATION_FAILED on a topic, once or twice: those records are dead-lettered
+	faultDLQRefused                 // the dead-letter topic refuses for good during the run: the table takes them
+	faultSlow                       // produce answers delayed
+	faultDown                       // every produce request fails retriably for a while (broker gone)
+	faultFatal                      // UNKNOWN_SERVER_ERROR: the relay must stop (Run returns an error)
+)
+
+func (k faultKind) String() string {
+	return [...]string{"retriable", "for-good", "dlq-refused", "slow", "down", "fatal"}[k]
+}
+
+type simFault struct {
+	kind      faultKind
+	topic     string
+	partition int32
+	count     int
+	err       *kerr.Error
+	after     time.Duration // installed this long after the run starts
+	dur       time.Duration // removed after this long (down, dlq-refused, slow)
+}
+
+type simRun struct {
+	commit      int           // transactions committed during this run (after commitDelay)
+	commitDelay time.Duration // between commits
+	drops       map[int]int   // session of this run (from 1) -> drop after this many messages
+	faults      []simFault
+	cancelMsgs  int           // cancel once this run's sessions sent this many messages (0: by time)
+	cancelAfter time.Duration // cancel after this long (when cancelMsgs is 0)
+	tableRefuse int           // table writes refused in this run
+	holdSlot    time.Duration // the slot is active for another process this long at the start
+	replyEvery  int           // keepalives with reply requested every this many messages (0: none)
+}
+
+type schedule struct {
+	seed           uint64
+	topics         []simTopic
+	maxRecords     int
+	maxBytes       int
+	buffer         int
+	statusInterval time.Duration
+	shutdown       time.Duration
+	txns           []simTxnSpec
+	runs           []simRun // each a new relay.New on the same slot; then a final clean run
+	final          int      // transactions committed during the final run
+}
+
+// newSchedule derives a schedule from seed.
+func newSchedule(seed uint64) *schedule {
+	rng := rand.New(rand.NewPCG(seed, seed^0x5eed5eed))
+	sc := &schedule{seed: seed}
+	sc.maxRecords = []int{5, 8, 20, 100}[rng.IntN(4)]
+	sc.maxBytes = []int{4 << 10, 16 << 10, 1 << 20}[rng.IntN(3)]
+	sc.buffer = []int{1, 64, 1024}[rng.IntN(3)]
+	sc.statusInterval = time.Duration(20+rng.IntN(30)) * time.Millisecond
+	sc.shutdown = time.Duration(300+rng.IntN(1500)) * time.Millisecond
+	nt := 1 + rng.IntN(3)
+	for i := range nt {
+		tp := simTopic{name: fmt.Sprintf("sim.t%d", i), partitions: int32(1 + rng.IntN(3))}
+		if rng.IntN(2) == 0 {
+			tp.maxBytes = 700 + rng.IntN(1300) // a small max.message.bytes: batches must fit it
+		}
+		sc.topics = append(sc.topics, tp)
+	}
+	keys := 1 + rng.IntN(4)
+	id := int64(0)
+	ntx := 5 + rng.IntN(60)
+	for range ntx {
+		tx := simTxnSpec{gap: rng.IntN(3) * 512}
+		n := rng.IntN(8) // empty transactions too (other tables only)
+		if rng.IntN(10) == 0 {
+			n = 20 + rng.IntN(60) // a large one
+		}
+		for range n {
+			id++
+			tp := sc.topics[rng.IntN(len(sc.topics))]
+			r := simRow{id: id, key: fmt.Sprintf("k%d", rng.IntN(keys)), topic: tp.name, message: rng.IntN(6) == 0,
+				payload: fmt.Sprintf(`{"n":%d,"pad":"%s"}`, id, strings.Repeat("x", rng.IntN(150)))}
+			if rng.IntN(3) == 0 {
+				r.headers = `{"trace":"t` + fmt.Sprint(id) + `"}`
+			}
+			switch p := rng.IntN(100); {
+			case p < 4:
+				r.class, r.topic = rowBad, ""
+			case p < 7:
+				r.class, r.headers = rowBad, `"not an object"`
+			case p < 10 && tp.maxBytes > 0:
+				r.class, r.payload = rowBig, `"`+strings.Repeat("B", tp.maxBytes+100)+`"`
+			}
+			tx.rows = append(tx.rows, r)
+		}
+		sc.txns = append(sc.txns, tx)
+	}
+	// Split the transactions over the runs; the final run commits what is left.
+	nruns := rng.IntN(5)
+	left := ntx
+	for range nruns {
+		run := simRun{commit: rng.IntN(left + 1), commitDelay: time.Duration(rng.IntN(3)) * time.Millisecond, drops: map[int]int{}}
+		left -= run.commit
+		for s := 1; s <= 3; s++ {
+			if rng.IntN(3) == 0 {
+				run.drops[s] = rng.IntN(40)
+			}
+		}
+		if rng.IntN(2) == 0 {
+			run.cancelMsgs = 1 + rng.IntN(200)
+		}
+		run.cancelAfter = time.Duration(rng.IntN(400)) * time.Millisecond
+		if rng.IntN(4) == 0 {
+			run.tableRefuse = 1 + rng.IntN(20)
+		}
+		if rng.IntN(6) == 0 {
+			run.holdSlot = time.Duration(rng.IntN(50)) * time.Millisecond
+		}
+		if rng.IntN(4) == 0 {
+			run.replyEvery = 1 + rng.IntN(20)
+		}
+		for nf := rng.IntN(4); nf > 0; nf-- {
+			tp := sc.topics[rng.IntN(len(sc.topics))]
+			f := simFault{kind: faultKind(rng.IntN(6)), topic: tp.name, partition: rng.Int32N(tp.partitions),
+				count: 1 + rng.IntN(4), after: time.Duration(rng.IntN(100)) * time.Millisecond,
+				dur: time.Duration(20+rng.IntN(300)) * time.Millisecond}
+			switch f.kind {
+			case faultRetriable:
+				f.err = []*kerr.Error{kerr.NotLeaderForPartition, kerr.RequestTimedOut, kerr.NotEnoughReplicas}[rng.IntN(3)]
+			case faultForGood:
+				f.err, f.count = kerr.TopicAuthorizationFailed, 1+rng.IntN(2)
+			case faultDLQRefused:
+				f.err, f.topic = kerr.TopicAuthorizationFailed, simDLQ
+			case faultDown:
+				f.err = kerr.NotLeaderForPartition
+			case faultFatal:
+				if rng.IntN(3) != 0 { // rarer: it ends the run
+					f.kind, f.err = faultRetriable, kerr.NotLeaderForPartition
+				} else {
+					f.err = kerr.UnknownServerError
+				}
+			}
+			run.faults = append(run.faults, f)
+		}
+		sc.runs = append(sc.runs, run)
+	}
+	sc.final = left
+	return sc
+}
+
+func (sc *schedule) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "seed %d: %d transactions, buffer limits %d records / %d bytes, channel %d, status every %s, shutdown %s\n",
+		sc.seed, len(sc.txns), sc.maxRecords, sc.maxBytes, sc.buffer, sc.statusInterval, sc.shutdown)
+	for _, tp := range sc.topics {
+		fmt.Fprintf(&b, "  topic %s: %d partitions, max.message.bytes %d\n", tp.name, tp.partitions, tp.maxBytes)
+	}
+	for i, tx := range sc.txns {
+		fmt.Fprintf(&b, "  txn %d (gap %d):", i, tx.gap)
+		for _, r := range tx.rows {
+			kind := "row"
+			if r.message {
+				kind = "msg"
+			}
+			fmt.Fprintf(&b, " %s %d/%s/%s/%s(%dB)", kind, r.id, r.key, r.topic, r.class, len(r.payload))
+		}
+		b.WriteByte('\n')
+	}
+	for i, run := range sc.runs {
+		fmt.Fprintf(&b, "  run %d: commit %d (every %s), drops %v, cancel after %d messages / %s, table refuses %d, slot held %s, reply every %d\n",
+			i+1, run.commit, run.commitDelay, run.drops, run.cancelMsgs, run.cancelAfter, run.tableRefuse, run.holdSlot, run.replyEvery)
+		for _, f := range run.faults {
+			fmt.Fprintf(&b, "    fault %s on %s[%d] x%d at +%s for %s: %v\n", f.kind, f.topic, f.partition, f.count, f.after, f.dur, f.err)
+		}
+	}
+	fmt.Fprintf(&b, "  final run: commit %d, no faults, run to quiescence, then cancel\n", sc.final)
+	return b.String()
+}
