@@ -49,12 +49,12 @@ type simTxnSpec struct {
 type faultKind uint8
 
 const (
-	faultRetriable faultKind = iota // NOT_LEADER_FOR_PARTITION / REQUEST_TIMED_OUT on a partition, a few times
-	faultForGood                    // TOPIC_AUTHORIZATION_FAILED on a topic, once or twice: those records are dead-lettered
-	faultDLQRefused                 // the dead-letter topic refuses for good during the run: the table takes them
-	faultSlow                       // produce answers delayed
-	faultDown                       // every produce request fails retriably for a while (broker gone)
-	faultFatal                      // UNKNOWN_SERVER_ERROR: the relay must stop (Run returns an error)
+	faultRetriable  faultKind = iota // NOT_LEADER_FOR_PARTITION / REQUEST_TIMED_OUT on a partition, a few times
+	faultForGood                     // TOPIC_AUTHORIZATION_FAILED on a topic, once or twice: those records are dead-lettered
+	faultDLQRefused                  // the dead-letter topic refuses for good during the run: the table takes them
+	faultSlow                        // produce answers delayed
+	faultDown                        // every produce request fails retriably for a while (broker gone)
+	faultFatal                       // UNKNOWN_SERVER_ERROR: the relay must stop (Run returns an error)
 )
 
 func (k faultKind) String() string {
