@@ -147,6 +147,7 @@ func TestPollDeliversEveryRowWithTheRunRecord(t *testing.T) {
 		// The same headers, in the same order, as the relay's decoder gives (sorted by key).
 		want := []kgo.RecordHeader{
 			{Key: "outbox-id", Value: []byte(strconv.FormatInt(special[0], 10))},
+			{Key: "outbox-table", Value: []byte(e.F.Table)},
 			{Key: "aggregate-id", Value: []byte("k1")},
 			{Key: "event-type", Value: []byte("order.created")},
 			{Key: "attempt", Value: []byte("3")},
