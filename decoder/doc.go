@@ -16,7 +16,8 @@
 //   - Every Event and Commit carries the transaction's xid, commit LSN (Begin.FinalLSN) and
 //     commit time (UTC), so the caller can group events by transaction without keeping state.
 //   - A bad row (NULL or empty key, NULL payload, a mapped column dropped by ALTER TABLE, bad
-//     headers, a logical message that is not an outbox event) is never dropped silently: Decode
+//     headers, headers that use a name of the record contract such as outbox-id or cdc-lsn, a
+//     logical message that is not an outbox event) is never dropped silently: Decode
 //     returns the Event as far as it could be read together with a *RowError, the decoder stays
 //     consistent, and the caller dead-letters the row and goes on. IsBadRow tells the two apart.
 //   - Anything else that is wrong is a *ProtocolError (errors.Is(err, ErrProtocol)): a truncated
