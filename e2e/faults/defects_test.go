@@ -258,43 +258,64 @@ func TestDeadLetterWithANULInItsHeadersIsParkedInTheTable(t *testing.T) {
 	ins := func(key, topic, headers string) int64 {
 		t.Helper()
 		var id int64
-		if err := f.Pool.QueryRow(ctx, `INSERT INTO `+f.Table+` (aggregate_id, topic, payload, headers) VALUES ($1, $2, '{"x": 1}', $3::json) RETURNING id`,
+		if err := f.Pool.QueryRow(ctx, `INSERT INTO `+f.Table+` (aggregate_id, topic, payload, headers) VALUES (nullif($1, ''), $2, '{"x": 1}', $3::json) RETURNING id`,
 			key, topic, headers).Scan(&id); err != nil {
 			t.Fatal(err)
 		}
 		return id
 	}
 	good1 := ins("k1", f.Topic, `{"correlation-id": "c-1"}`)
-	bad := ins("k2", denied, `{"correlation-id": "c-\u0000-2", "note": "nul \u0000 inside"}`)
-	good2 := ins("k1", f.Topic, `{"correlation-id": "c-3"}`)
+	// Kafka refuses it (not authorized), then the dead-letter topic does too.
+	denial := ins("k2", denied, `{"correlation-id": "c-\u0000-2", "note": "nul \u0000 inside"}`)
+	// A bad row (no key): straight to the dead-letter topic, which refuses it.
+	badRow := ins("", f.Topic, `{"correlation-id": "c-\u0000-3"}`)
+	good2 := ins("k1", f.Topic, `{"correlation-id": "c-4"}`)
 	end := f.CurrentWAL(t)
 
-	cons.WaitFor(t, 60*time.Second, "the good rows around the bad one", hasAll([]int64{good1, good2}))
-	var (
-		outboxID, topic, errText string
-		headers                  string
-	)
+	cons.WaitFor(t, 60*time.Second, "the good rows around the bad ones", hasAll([]int64{good1, good2}))
+	type parked struct{ topic, errText, headers string }
+	var rows map[string]parked
 	const refused = "cannot park dead letters in PostgreSQL"
-	testenv.Eventually(t, 60*time.Second, "the dead letter in cdc_relay_dead_letters", func() bool {
-		err := f.Pool.QueryRow(ctx, `SELECT outbox_id, topic, error, headers::text FROM cdc_relay_dead_letters WHERE slot = $1`, f.Slot).
-			Scan(&outboxID, &topic, &errText, &headers)
-		return err == nil || p.Exited() || strings.Count(p.Output(), refused) >= 3
+	testenv.Eventually(t, 60*time.Second, "both dead letters in cdc_relay_dead_letters", func() bool {
+		rows = map[string]parked{}
+		rs, err := f.Pool.Query(ctx, `SELECT outbox_id, topic, error, headers::text FROM cdc_relay_dead_letters WHERE slot = $1`, f.Slot)
+		if err == nil {
+			for rs.Next() {
+				var id string
+				var r parked
+				if rs.Scan(&id, &r.topic, &r.errText, &r.headers) == nil {
+					rows[id] = r
+				}
+			}
+			rs.Close()
+		}
+		return len(rows) >= 2 || p.Exited() || strings.Count(p.Output(), refused) >= 3
 	})
 	if p.Exited() {
 		t.Fatalf("the relay exited:\n%s", p.Output())
 	}
-	if outboxID == "" {
-		t.Fatalf("the table refused the dead letter %d times: the insert is wedged", strings.Count(p.Output(), refused))
+	if len(rows) < 2 {
+		t.Fatalf("the table refused dead letters %d times (%d of 2 parked): the insert is wedged", strings.Count(p.Output(), refused), len(rows))
 	}
-	if outboxID != strconv.FormatInt(bad, 10) || topic != denied || !strings.Contains(errText, "TOPIC_AUTHORIZATION_FAILED") {
-		t.Errorf("dead-letter row: outbox_id %s topic %s error %q", outboxID, topic, errText)
-	}
-	if !strings.Contains(headers, "correlation-id") {
-		t.Errorf("dead-letter row lost the row's headers: %s", headers)
+	for _, c := range []struct {
+		id         int64
+		topic, err string
+	}{{denial, denied, "TOPIC_AUTHORIZATION_FAILED"}, {badRow, f.Topic, "aggregate_id is NULL"}} {
+		r, ok := rows[strconv.FormatInt(c.id, 10)]
+		if !ok {
+			t.Errorf("outbox id %d is not in cdc_relay_dead_letters (parked: %v)", c.id, rows)
+			continue
+		}
+		if r.topic != c.topic || !strings.Contains(r.errText, c.err) || !strings.Contains(r.errText, "refused it too") {
+			t.Errorf("outbox id %d: topic %s, error %q; want topic %s and an error with %q", c.id, r.topic, r.errText, c.topic, c.err)
+		}
+		if !strings.Contains(r.headers, "correlation-id") {
+			t.Errorf("outbox id %d: the row's headers were lost: %s", c.id, r.headers)
+		}
 	}
 	testenv.Eventually(t, 30*time.Second, "the slot to confirm past the dead letter", func() bool { return f.SlotConfirmed(t) >= end })
 	if n := strings.Count(p.Output(), refused); n > 0 {
 		t.Logf("the table insert failed %d times before it succeeded", n)
 	}
-	t.Logf("parked: outbox_id %s, headers %s, error %q", outboxID, headers, errText)
+	t.Logf("parked: %v", rows)
 }
