@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -218,5 +219,52 @@ func TestConfigValidate(t *testing.T) {
 	c := Config{}.withDefaults()
 	if c.DLQTopic == "" || c.Buffer == 0 || c.ShutdownTimeout == 0 || c.Logger == nil {
 		t.Fatalf("defaults not applied: %+v", c)
+	}
+}
+
+// Before streaming the relay is not ready, and says why.
+func TestReadyBeforeStreaming(t *testing.T) {
+	r, err := New(Config{
+		Replication: replication.Config{ConnString: "postgres://u@127.0.0.1:1/db", Slot: "s", Publications: []string{"p"}},
+		Sink:        sink.Config{Brokers: []string{"127.0.0.1:1"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Sink().Close()
+	if err := r.Ready(context.Background()); err == nil {
+		t.Fatal("ready before streaming")
+	}
+	if s := r.MetricsSnapshot(); s.State != replication.StateConnecting.String() || s.TxnsInFlight != 0 {
+		t.Errorf("snapshot %+v", s)
+	}
+	if _, err := New(Config{}); err == nil {
+		t.Error("New accepted an empty config")
+	}
+}
+
+// The tracker compacts its queue once most of it is done, and keeps confirming in order.
+func TestTrackerCompactsLongQueues(t *testing.T) {
+	var c confirms
+	tr := newTracker(c.add)
+	var open []*txn
+	for i := range 3000 {
+		x := tr.begin()
+		tr.add(x)
+		tr.commit(x, pglogrepl.LSN(i+1))
+		open = append(open, x)
+	}
+	for _, x := range open[:2500] {
+		tr.done(x)
+	}
+	tr.begin() // compacts: head > 1024 and more than half done
+	if c.last() != 2500 || tr.inFlight() != 501 {
+		t.Fatalf("confirmed %s with %d in flight", c.last(), tr.inFlight())
+	}
+	for _, x := range open[2500:] {
+		tr.done(x)
+	}
+	if c.last() != 3000 {
+		t.Fatalf("confirmed %s, want 3000", c.last())
 	}
 }
