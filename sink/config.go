@@ -2,6 +2,7 @@ package sink
 
 import (
 	"fmt"
+	"log/slog"
 	"math"
 	"time"
 
@@ -29,6 +30,11 @@ type Config struct {
 	UnknownTopicRetries int
 	// DialTimeout bounds the connection to a broker. Default 5s.
 	DialTimeout time.Duration
+	// BatchMaxBytes caps a record batch; each topic's batches are capped further at its
+	// max.message.bytes, read before the first record to it. Default DefaultBatchMaxBytes.
+	BatchMaxBytes int
+	// Logger receives the sink's warnings. Default slog.Default().
+	Logger *slog.Logger
 	// Opts are passed to kgo.NewClient after the options above, so they win.
 	// TLS and SASL go here.
 	Opts []kgo.Opt
@@ -43,6 +49,9 @@ func (c Config) Validate() error {
 		if b == "" {
 			return fmt.Errorf("sink: empty broker address in %q: %w", c.Brokers, ErrNoBrokers)
 		}
+	}
+	if c.BatchMaxBytes != 0 && (c.BatchMaxBytes < 512 || c.BatchMaxBytes > 1<<30) {
+		return fmt.Errorf("sink: batch max bytes %d out of range: use 512 to 1 GiB", c.BatchMaxBytes)
 	}
 	if c.MaxBufferedRecords < 0 || c.MaxBufferedBytes < 0 {
 		return fmt.Errorf("sink: buffer limits must be positive (records %d, bytes %d)", c.MaxBufferedRecords, c.MaxBufferedBytes)
@@ -65,6 +74,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.DialTimeout == 0 {
 		c.DialTimeout = 5 * time.Second
+	}
+	if c.BatchMaxBytes == 0 {
+		c.BatchMaxBytes = DefaultBatchMaxBytes
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
 	}
 	return c
 }

@@ -33,6 +33,15 @@ func Rejected(err error) bool {
 	return false
 }
 
+// Permanent reports whether err, from Ping, is one that retrying with the same configuration
+// cannot fix: a certificate that is not trusted or does not name the broker, TLS against a
+// plaintext listener or the reverse, refused credentials. Anything else (a broker that is down,
+// not answering, restarting) is worth waiting for.
+func Permanent(err error) bool {
+	_, permanent := connectHint(err)
+	return permanent
+}
+
 // unreachableError names the brokers that did not answer and what to check.
 type unreachableError struct {
 	brokers []string

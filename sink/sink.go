@@ -2,16 +2,21 @@ package sink
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Sink is a Kafka producer configured for the relay's delivery guarantee.
 type Sink struct {
-	cl  *kgo.Client
-	cfg Config
+	cl     *kgo.Client
+	adm    *kadm.Client
+	cfg    Config
+	limits *topicLimits
 }
 
 // New creates the producer. It does not contact Kafka; call Ping to check reachability.
@@ -20,11 +25,29 @@ func New(cfg Config) (*Sink, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	cl, err := kgo.NewClient(cfg.opts()...)
+	limits := &topicLimits{def: int32(cfg.BatchMaxBytes), log: cfg.Logger}
+	cl, err := kgo.NewClient(append(cfg.opts(), kgo.ProducerBatchMaxBytesFn(limits.batchMax))...)
 	if err != nil {
 		return nil, fmt.Errorf("sink: configure Kafka client: %w", err)
 	}
-	return &Sink{cl: cl, cfg: cfg}, nil
+	return &Sink{cl: cl, adm: kadm.NewClient(cl), cfg: cfg, limits: limits}, nil
+}
+
+// Limits returns the producer's buffer limits: records and bytes.
+func (s *Sink) Limits() (records, bytes int) { return s.cfg.MaxBufferedRecords, s.cfg.MaxBufferedBytes }
+
+// RejectedAlone reports whether err, the failure of r, means Kafka refused r itself for good:
+// Rejected(err), and for a record too large, r alone exceeds its topic's limit. A batch
+// refused as too large although r fits on its own (the topic's limit was lowered while the
+// relay ran) is not r's fault: r must not be dead-lettered.
+func (s *Sink) RejectedAlone(r *kgo.Record, err error) bool {
+	if !Rejected(err) {
+		return false
+	}
+	if errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge) {
+		return s.limits.tooLargeAlone(r) || int64(len(r.Key)+len(r.Value)) > int64(s.cfg.MaxBufferedBytes)
+	}
+	return true
 }
 
 // Client returns the underlying franz-go client (for admin requests and tests).
@@ -63,6 +86,7 @@ func (s *Sink) Produce(ctx context.Context, r *kgo.Record, promise func(*kgo.Rec
 	if r.Context == nil {
 		r.Context = context.Background()
 	}
+	s.limits.learn(ctx, s.adm, r.Topic)
 	s.cl.Produce(ctx, r, promise)
 }
 
@@ -71,6 +95,11 @@ func (s *Sink) Flush(ctx context.Context) error { return s.cl.Flush(ctx) }
 
 // Buffered returns the records currently buffered or in flight.
 func (s *Sink) Buffered() int64 { return s.cl.BufferedProduceRecords() }
+
+// BufferedBoth returns the records and bytes currently buffered or in flight.
+func (s *Sink) BufferedBoth() (records, bytes int64) {
+	return s.cl.BufferedProduceRecords(), s.cl.BufferedProduceBytes()
+}
 
 // Close closes the client. Records still buffered fail with kgo.ErrClientClosed, so call
 // Flush first. Close is idempotent.
