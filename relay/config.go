@@ -26,7 +26,8 @@ type Config struct {
 	Buffer int
 	// ShutdownTimeout bounds the final Kafka flush. Default 30s.
 	ShutdownTimeout time.Duration
-	// StartupTimeout bounds the first contact with Kafka. Default 10s.
+	// StartupTimeout is how long each attempt to reach Kafka at startup waits before the relay
+	// warns and tries again; it waits for Kafka for as long as it takes. Default 10s.
 	StartupTimeout time.Duration
 	// Logger is the relay's logger. Default slog.Default().
 	Logger *slog.Logger
@@ -65,6 +66,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Replication.Logger == nil {
 		c.Replication.Logger = c.Logger
+	}
+	if c.Sink.Logger == nil {
+		c.Sink.Logger = c.Logger
 	}
 	return c
 }

@@ -41,7 +41,7 @@ type parker interface {
 	len() int
 	// write commits every queued letter, calling done for each letter's transaction after
 	// it is safe; it retries until ctx ends.
-	write(ctx context.Context, done func(*txn)) error
+	write(ctx context.Context, done func(*kgo.Record, *txn)) error
 	close()
 }
 
@@ -67,7 +67,7 @@ func (d *deadTable) len() int {
 // write commits every queued letter, retrying with backoff until it succeeds or ctx ends
 // (the letters then stay queued, unconfirmed: a restart replays them). done is called for
 // each letter's transaction after its row is committed.
-func (d *deadTable) write(ctx context.Context, done func(*txn)) error {
+func (d *deadTable) write(ctx context.Context, done func(*kgo.Record, *txn)) error {
 	for attempt := 0; d.len() > 0; attempt++ {
 		err := d.writeOnce(ctx, done)
 		if err == nil {
@@ -93,7 +93,7 @@ func (d *deadTable) write(ctx context.Context, done func(*txn)) error {
 	return nil
 }
 
-func (d *deadTable) writeOnce(ctx context.Context, done func(*txn)) error {
+func (d *deadTable) writeOnce(ctx context.Context, done func(*kgo.Record, *txn)) error {
 	if d.conn == nil {
 		cfg, err := pgx.ParseConfig(d.connString)
 		if err != nil {
@@ -130,7 +130,7 @@ func (d *deadTable) writeOnce(ctx context.Context, done func(*txn)) error {
 			"table", slotstore.DeadLetterTable, "outbox_id", string(sink.Header(l.rec, sink.HeaderOutboxID)),
 			"topic", string(sink.Header(l.rec, sink.HeaderDLQTopic)), "cause", l.refusal)
 		d.written()
-		done(l.txn)
+		done(l.rec, l.txn)
 	}
 	d.mu.Lock()
 	d.items = d.items[len(items):]

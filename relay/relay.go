@@ -2,10 +2,12 @@ package relay
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -42,8 +44,11 @@ type Relay struct {
 	dec    *decoder.Decoder
 	track  *tracker
 	dlq    *deadLetters
-	table  parker // the last-resort destination: PostgreSQL's dead-letter table
-	stats  Stats
+	// letters bounds the dead letters not yet parked: when neither destination takes them,
+	// reading pauses instead of holding more (DESIGN.md, "Backpressure").
+	letters *letterBudget
+	table   parker // the last-resort destination: PostgreSQL's dead-letter table
+	stats   Stats
 }
 
 // New validates cfg and builds the parts. Nothing is contacted until Run.
@@ -68,6 +73,8 @@ func New(cfg Config) (*Relay, error) {
 	r.track = newTracker(stream.Ack)
 	r.track.beforeConfirm = cfg.BeforeConfirm
 	r.dlq = newDeadLetters()
+	records, bytes := snk.Limits()
+	r.letters = newLetterBudget(records, bytes, snk.BufferedBoth)
 	r.table = &deadTable{connString: cfg.Replication.ConnString, password: cfg.Replication.Password, slot: cfg.Replication.Slot, log: cfg.Logger,
 		written: func() { r.stats.ParkedInTable.Add(1) }}
 	cfg.Metrics.SetSource(r)
@@ -89,13 +96,7 @@ func (r *Relay) Sink() *sink.Sink { return r.sink }
 func (r *Relay) Run(ctx context.Context) error {
 	defer r.sink.Close()
 	defer r.table.close()
-	pctx, cancel := context.WithTimeout(ctx, r.cfg.StartupTimeout)
-	err := r.sink.Ping(pctx)
-	cancel()
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
+	if err := r.waitForKafka(ctx); err != nil || ctx.Err() != nil {
 		return err
 	}
 
@@ -121,6 +122,39 @@ func (r *Relay) Run(ctx context.Context) error {
 	return runErr
 }
 
+// waitForKafka returns once Kafka answers, nil when ctx ends first, and an error only for what
+// retrying cannot fix (sink.Permanent). A relay (re)started during a broker outage waits, as the
+// running relay does, instead of exiting into its supervisor's growing back-off; it says so at
+// every cycle, and /readyz reports it not ready (the stream has not started).
+func (r *Relay) waitForKafka(ctx context.Context) error {
+	for attempt := 0; ; attempt++ {
+		pctx, cancel := context.WithTimeout(ctx, r.cfg.StartupTimeout)
+		err := r.sink.Ping(pctx)
+		cancel()
+		if err == nil {
+			if attempt > 0 {
+				r.log.Info("Kafka answers: starting to read the slot", "waited_cycles", attempt)
+			}
+			return nil
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		if sink.Permanent(err) {
+			return err
+		}
+		wait := min(time.Second<<min(attempt, 3), 5*time.Second)
+		r.log.Warn("waiting for Kafka: it is unreachable, so nothing is read from the slot yet; retrying", "retry_in", wait, "cause", err)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
 // drain flushes the producer and the dead-letter queue until both are empty.
 func (r *Relay) drain(ctx context.Context) error {
 	for {
@@ -133,7 +167,7 @@ func (r *Relay) drain(ctx context.Context) error {
 		if err := r.produceDeadLetters(ctx); err != nil {
 			return err
 		}
-		if err := r.table.write(ctx, r.track.done); err != nil {
+		if err := r.table.write(ctx, r.parked); err != nil {
 			return err
 		}
 	}
@@ -155,6 +189,13 @@ func (r *Relay) pipeline(ctx context.Context, msgs <-chan []replication.Message)
 		for i := range batch {
 			if err := p.handle(ctx, &batch[i]); err != nil {
 				return err
+			}
+			// A cancel stops the pipeline at once: the record produced last may have failed
+			// waiting for buffer space (never buffered), and nothing after it may be produced,
+			// or its key would get a gap. Its transaction stays unacknowledged, so the position
+			// holds before it (DESIGN.md, "Shutdown").
+			if ctx.Err() != nil {
+				return nil
 			}
 		}
 	}
@@ -219,31 +260,41 @@ func (r *Relay) produce(ctx context.Context, x *txn, stamp *sink.Stamp, out deco
 		hdrs[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
 	}
 	rec := sink.NewRecord(sink.Event{
-		ID: ev.ID, AggregateID: ev.AggregateID, Topic: ev.Topic, Payload: ev.Payload,
+		ID: ev.ID, Table: ev.Relation, AggregateID: ev.AggregateID, Topic: ev.Topic, Payload: ev.Payload,
 		EventType: ev.EventType, Headers: hdrs, Stamp: stamp,
 	})
+	if !r.letters.wait(ctx, rec, r.log) {
+		return // shutdown while reading was paused: nothing of x after this is produced
+	}
 	r.track.add(x)
 	if badRow != nil {
 		r.stats.BadRows.Add(1)
 		r.cfg.Metrics.ProduceError(metrics.ClassBadRow)
 		r.log.Error("bad row: dead-lettering it", "lsn", out.CommitLSN, "relation", ev.Relation, "outbox_id", ev.ID, "cause", badRow)
-		r.dlq.push(deadLetter{rec: sink.DeadLetter(r.cfg.DLQTopic, rec, ev.Relation, badRow), txn: x})
+		r.park(deadLetter{rec: sink.DeadLetter(r.cfg.DLQTopic, rec, ev.Relation, badRow), txn: x})
 		return
 	}
 	relation, commitAt := ev.Relation, out.CommitTime
 	r.sink.Produce(ctx, rec, func(rec *kgo.Record, err error) {
 		switch {
 		case err == nil:
+			r.letters.signal()
 			r.stats.Published.Add(1)
 			r.stats.Bytes.Add(int64(len(rec.Value)))
 			r.cfg.Metrics.Acked(commitAt)
 			r.track.done(x)
-		case sink.Rejected(err):
+		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+			// Shutdown while this record waited for buffer space: it was never buffered, and the
+			// pipeline produces nothing after it. Its transaction stays unacknowledged, so the
+			// confirmed position stops before it and the next start replays it.
+		case r.sink.RejectedAlone(rec, err):
 			r.cfg.Metrics.ProduceError(metrics.ClassRejected)
 			r.log.Error("Kafka rejected a record for good: dead-lettering it", "topic", rec.Topic, "outbox_id", string(sink.Header(rec, sink.HeaderOutboxID)), "cause", err)
-			r.dlq.push(deadLetter{rec: sink.DeadLetter(r.cfg.DLQTopic, rec, relation, err), txn: x})
+			r.park(deadLetter{rec: sink.DeadLetter(r.cfg.DLQTopic, rec, relation, err), txn: x})
 		default:
-			// Shutdown (context canceled, client closed) or a producer failure: never confirm past it.
+			// The client closed, a producer failure, or a batch refused as too large although this
+			// record fits on its own (the topic's limit changed): never confirm past it; the
+			// restart replays it, and sizes batches from the topic's limit read anew.
 			r.cfg.Metrics.ProduceError(metrics.ClassUndelivered)
 			r.track.fail(fmt.Errorf("relay: record for %s (outbox id %s) not delivered: %w", rec.Topic, sink.Header(rec, sink.HeaderOutboxID), err))
 		}
@@ -254,6 +305,19 @@ func (r *Relay) produce(ctx context.Context, x *txn, stamp *sink.Stamp, out deco
 type deadLetter struct {
 	rec *kgo.Record
 	txn *txn
+}
+
+// park queues a dead letter for the dead-letter goroutine and counts it against the
+// dead-letter budget until it is parked (acknowledged on the topic or committed in the table).
+func (r *Relay) park(dl deadLetter) {
+	r.letters.add(dl.rec)
+	r.dlq.push(dl)
+}
+
+// parked is called once a dead letter is acknowledged on the topic or committed in the table.
+func (r *Relay) parked(rec *kgo.Record, x *txn) {
+	r.letters.remove(rec)
+	r.track.done(x)
 }
 
 // deadLetters is the queue between promises (which must not block) and the goroutine that
@@ -307,7 +371,7 @@ func (r *Relay) deadLetterLoop(ctx context.Context) error {
 			if err := r.produceDeadLetters(ctx); err != nil && ctx.Err() == nil {
 				return err
 			}
-			if err := r.table.write(ctx, r.track.done); err != nil && ctx.Err() == nil {
+			if err := r.table.write(ctx, r.parked); err != nil && ctx.Err() == nil {
 				return err
 			}
 		}
@@ -321,6 +385,11 @@ func (r *Relay) produceDeadLetters(ctx context.Context) error {
 	for _, dl := range r.dlq.take() {
 		x := dl.txn
 		r.sink.Produce(ctx, dl.rec, func(rec *kgo.Record, err error) {
+			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+				// Shutdown while it waited for buffer space: queue it again; drain produces it.
+				r.dlq.push(deadLetter{rec: rec, txn: x})
+				return
+			}
 			if err != nil {
 				r.cfg.Metrics.ProduceError(metrics.ClassDeadLetterRefused)
 				if sink.Rejected(err) {
@@ -333,7 +402,7 @@ func (r *Relay) produceDeadLetters(ctx context.Context) error {
 				return
 			}
 			r.stats.DeadLettered.Add(1)
-			r.track.done(x)
+			r.parked(rec, x)
 		})
 	}
 	return r.track.err()

@@ -1,0 +1,121 @@
+package relay
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// letterBudget bounds the dead letters held in memory: queued for the dead-letter topic, in
+// flight to it, or waiting for the dead-letter table. Records too large for Kafka fail at once,
+// never blocking Produce, so without a bound they would pile up for as long as neither
+// destination takes them. Dead letters count against the producer's own limits: before the
+// pipeline produces the next record, it waits while letters are held and letters plus the
+// producer's buffer and the next record would pass MaxBufferedRecords or MaxBufferedBytes. The
+// relay then holds at most those limits whatever Kafka and PostgreSQL refuse (a record larger
+// than the limits on its own is let through alone). Without letters it never
+// waits here: the producer's buffer blocks Produce by itself.
+type letterBudget struct {
+	maxRecords int
+	maxBytes   int64
+
+	buffered func() (records, bytes int64) // the producer's buffer now
+	waiting  atomic.Bool                   // the pipeline waits: acknowledgements signal
+
+	mu      sync.Mutex
+	records int
+	bytes   int64
+	freed   chan struct{} // signalled when a letter leaves
+}
+
+func newLetterBudget(records, bytes int, buffered func() (int64, int64)) *letterBudget {
+	return &letterBudget{maxRecords: records, maxBytes: int64(bytes), buffered: buffered, freed: make(chan struct{}, 1)}
+}
+
+func letterSize(r *kgo.Record) int64 {
+	n := len(r.Key) + len(r.Value)
+	for _, h := range r.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return int64(n)
+}
+
+func (b *letterBudget) add(r *kgo.Record) {
+	b.mu.Lock()
+	b.records++
+	b.bytes += letterSize(r)
+	b.mu.Unlock()
+}
+
+func (b *letterBudget) remove(r *kgo.Record) {
+	b.mu.Lock()
+	b.records--
+	b.bytes -= letterSize(r)
+	b.mu.Unlock()
+	b.signal()
+}
+
+// signal wakes a waiting pipeline: a letter left, or the producer's buffer shrank.
+func (b *letterBudget) signal() {
+	if !b.waiting.Load() {
+		return
+	}
+	select {
+	case b.freed <- struct{}{}:
+	default:
+	}
+}
+
+// held returns the letters and bytes held now.
+func (b *letterBudget) held() (int, int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.records, b.bytes
+}
+
+// full reports whether producing a record of next bytes could take the letters and the
+// producer's buffer over the limits (it may become a letter at once: too large, a bad row).
+func (b *letterBudget) full(next int64) bool {
+	records, bytes := b.held()
+	if records == 0 {
+		return false
+	}
+	bufRecords, bufBytes := b.buffered()
+	return int64(records)+bufRecords+1 > int64(b.maxRecords) || bytes+bufBytes+next > b.maxBytes
+}
+
+// wait returns once the budget has room for next, or false when ctx ends first. While it waits,
+// reading is paused; it says so once, and again every minute.
+func (b *letterBudget) wait(ctx context.Context, next *kgo.Record, log *slog.Logger) bool {
+	size := letterSize(next)
+	if !b.full(size) {
+		return true
+	}
+	b.waiting.Store(true)
+	defer b.waiting.Store(false)
+	began := time.Now()
+	records, bytes := b.held()
+	log.Warn("reading paused: dead letters wait for the dead-letter topic or table to take them; the confirmed position holds until they are parked",
+		"letters", records, "bytes", bytes, "max_records", b.maxRecords, "max_bytes", b.maxBytes)
+	tick := time.NewTicker(time.Minute)
+	defer tick.Stop()
+	poll := time.NewTicker(100 * time.Millisecond) // the producer's buffer shrinks without a signal when Kafka fails records
+	defer poll.Stop()
+	for b.full(size) {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-b.freed:
+		case <-poll.C:
+		case <-tick.C:
+			records, bytes := b.held()
+			log.Warn("reading still paused: dead letters are not being parked", "for", time.Since(began).Round(time.Second), "letters", records, "bytes", bytes)
+		}
+	}
+	log.Info("reading resumed: dead letters are parked again", "paused", time.Since(began).Round(time.Millisecond))
+	return true
+}
