@@ -23,6 +23,10 @@ type Config struct {
 	// StatusInterval is how often a standby status update is sent. Default 10s. Keep it
 	// well below the server's wal_sender_timeout (default 60s).
 	StatusInterval time.Duration
+	// ConfirmDelay is how soon after the confirmed position advances a status update carries
+	// it (coalesced): what a kill -9 replays is what was confirmed in the last ConfirmDelay.
+	// StatusInterval stays the heartbeat. Default 100ms; negative: only every StatusInterval.
+	ConfirmDelay time.Duration
 	// ConnectTimeout bounds connecting and starting a session. Default 10s.
 	ConnectTimeout time.Duration
 	// MinBackoff and MaxBackoff bound the exponential backoff between reconnects.
@@ -69,6 +73,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ConnectTimeout == 0 {
 		c.ConnectTimeout = 10 * time.Second
+	}
+	if c.ConfirmDelay == 0 {
+		c.ConfirmDelay = 100 * time.Millisecond
 	}
 	if c.MinBackoff == 0 {
 		c.MinBackoff = 250 * time.Millisecond

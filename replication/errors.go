@@ -1,6 +1,8 @@
 package replication
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"strings"
@@ -22,9 +24,10 @@ var (
 	ErrPublicationMissing = errors.New("publication does not exist")
 )
 
-// IsRetryable reports whether a failed session should be retried by reconnecting: the
-// connection was cut, the server restarted or the walsender was terminated. Configuration
-// errors, authentication failures and a missing, lost or foreign slot are not retryable.
+// IsRetryable reports whether a failed session should be retried by reconnecting: the server
+// is unreachable, was restarted or is starting, the connection was cut or the walsender was
+// terminated. Configuration errors, authentication and TLS verification failures and a
+// missing, lost or foreign slot are not retryable.
 func IsRetryable(err error) bool {
 	switch {
 	case err == nil:
@@ -33,6 +36,9 @@ func IsRetryable(err error) bool {
 		return true
 	case errors.Is(err, ErrSlotMissing), errors.Is(err, ErrSlotLost),
 		errors.Is(err, ErrWrongPlugin), errors.Is(err, ErrPublicationMissing):
+		return false
+	}
+	if tlsRefused(err) {
 		return false
 	}
 	var pgErr *pgconn.PgError
@@ -50,6 +56,20 @@ func IsRetryable(err error) bool {
 	}
 	// Anything else is the network: refused, reset, EOF, timeouts.
 	return true
+}
+
+// tlsRefused reports a TLS failure that the same configuration meets again: a certificate that
+// is not trusted or does not name the host, or a server that does not speak TLS.
+func tlsRefused(err error) bool {
+	var (
+		unknown  x509.UnknownAuthorityError
+		hostname x509.HostnameError
+		invalid  x509.CertificateInvalidError
+		verify   *tls.CertificateVerificationError
+		header   tls.RecordHeaderError
+	)
+	return errors.As(err, &unknown) || errors.As(err, &hostname) || errors.As(err, &invalid) ||
+		errors.As(err, &verify) || errors.As(err, &header)
 }
 
 // classify maps a server error to the package's sentinels, keeping the server's words.

@@ -12,6 +12,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -88,11 +89,22 @@ type Stream struct {
 
 	conn       *pgconn.PgConn
 	nextStatus time.Time
-	tcp        *net.TCPConn  // the connection's socket, for SO_RCVLOWAT; nil when not TCP
-	lowat      bool          // SO_RCVLOWAT is raised: the stream is draining a backlog
-	pace       bool          // the connection is to this host and its TCP counters are readable
-	deadline   bool          // paced reads have set a read deadline on the socket
-	br         *bufio.Reader // the connection's read buffer, under pgproto3's
+	sent       pglogrepl.LSN // the flush position of the last status update sent
+	lastMsg    time.Time     // when the last message arrived, to notice a drained backlog
+
+	// The replay window: Ack schedules a status update ConfirmDelay later (coalesced), so a
+	// kill -9 replays what was confirmed in the last ConfirmDelay rather than StatusInterval.
+	// wake interrupts a blocked read by setting the socket's read deadline in the past, then
+	// signals wakeCh; the read loop and forward send the status.
+	wakeMu      sync.Mutex
+	wakeConn    net.Conn // the session's connection, nil between sessions
+	wakePending atomic.Bool
+	wakeCh      chan struct{}
+	tcp         *net.TCPConn  // the connection's socket, for SO_RCVLOWAT; nil when not TCP
+	lowat       bool          // SO_RCVLOWAT is raised: the stream is draining a backlog
+	pace        bool          // the connection is to this host and its TCP counters are readable
+	deadline    bool          // paced reads have set a read deadline on the socket
+	br          *bufio.Reader // the connection's read buffer, under pgproto3's
 }
 
 // pacing reports whether reads are paced now: draining a backlog from the same host.
@@ -119,7 +131,7 @@ func New(cfg Config) (*Stream, error) {
 	if cc.ConnectTimeout == 0 || cc.ConnectTimeout > cfg.ConnectTimeout {
 		cc.ConnectTimeout = cfg.ConnectTimeout
 	}
-	s := &Stream{cfg: cfg, connCfg: cc, log: cfg.Logger.With("slot", cfg.Slot)}
+	s := &Stream{cfg: cfg, connCfg: cc, log: cfg.Logger.With("slot", cfg.Slot), wakeCh: make(chan struct{}, 1)}
 	// Every connection reads through a pacer (idle unless draining from the same host) and a
 	// 64 KiB buffer, so that a paced read takes what the walsender has sent in one go.
 	cc.BuildFrontend = func(r io.Reader, w io.Writer) *pgproto3.Frontend {
@@ -136,10 +148,51 @@ func New(cfg Config) (*Stream, error) {
 func (s *Stream) Ack(lsn pglogrepl.LSN) {
 	for {
 		cur := s.flushed.Load()
-		if uint64(lsn) <= cur || s.flushed.CompareAndSwap(cur, uint64(lsn)) {
+		if uint64(lsn) <= cur {
 			return
 		}
+		if s.flushed.CompareAndSwap(cur, uint64(lsn)) {
+			break
+		}
 	}
+	if s.cfg.ConfirmDelay > 0 && s.wakePending.CompareAndSwap(false, true) {
+		time.AfterFunc(s.cfg.ConfirmDelay, s.wake)
+	}
+}
+
+// wake makes the read loop send a status update now: it interrupts a blocked read by moving
+// the socket's read deadline into the past, then signals. The loop resets the deadline after
+// it took the signal, so the order (deadline, then signal) leaves no deadline in the past.
+func (s *Stream) wake() {
+	s.wakeMu.Lock()
+	if s.wakeConn != nil {
+		s.wakeConn.SetReadDeadline(time.Unix(1, 0))
+	}
+	s.wakeMu.Unlock()
+	select {
+	case s.wakeCh <- struct{}{}:
+	default:
+	}
+}
+
+// woken handles a wake: it clears the past deadline wake left and sends the confirmed
+// position if it moved since the last status update.
+func (s *Stream) woken() error {
+	s.wakePending.Store(false)
+	s.deadline = false // a paced read sets its own deadline again
+	if err := s.conn.Conn().SetReadDeadline(time.Time{}); err != nil {
+		return classify(fmt.Errorf("receive: %w", err), s.cfg.Slot)
+	}
+	if s.Flushed() != s.sent {
+		return s.sendStatus()
+	}
+	return nil
+}
+
+func (s *Stream) setWakeConn(c net.Conn) {
+	s.wakeMu.Lock()
+	s.wakeConn = c
+	s.wakeMu.Unlock()
 }
 
 // Flushed returns the flush position that is (or will next be) reported to the server.
@@ -185,18 +238,25 @@ func (s *Stream) Run(ctx context.Context, out chan<- []Message) error {
 			s.log.Info("slot is held by another process: waiting as a standby", "retry_in", s.cfg.StandbyRetry, "cause", err)
 			wait = s.cfg.StandbyRetry
 			attempt = 0
-		case !IsRetryable(err) || !everStreamed && !streamed && isConnectError(err):
+		case !IsRetryable(err):
 			s.state.Store(int32(StateStopped))
 			return err
 		default:
+			// Whatever retrying can fix is retried, before the first session as after it: a
+			// relay (re)started during an outage, or a standby that never streamed, waits for
+			// PostgreSQL instead of exiting (exactly when a takeover is likely).
 			if streamed {
 				attempt = 0
 			}
 			wait = backoff(s.cfg.MinBackoff, s.cfg.MaxBackoff, attempt)
 			attempt++
 			s.state.Store(int32(StateReconnecting))
-			s.reconnects.Add(1)
-			s.log.Warn("replication connection lost: reconnecting", "in", wait.Round(time.Millisecond), "flushed", s.Flushed(), "cause", err)
+			if everStreamed || streamed {
+				s.reconnects.Add(1)
+				s.log.Warn("replication connection lost: reconnecting", "in", wait.Round(time.Millisecond), "flushed", s.Flushed(), "cause", err)
+			} else {
+				s.log.Warn("waiting for PostgreSQL: cannot start replicating; retrying", "in", wait.Round(time.Millisecond), "cause", err)
+			}
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -220,6 +280,7 @@ func (s *Stream) session(ctx context.Context, out chan<- []Message) (bool, error
 	}
 	s.conn = conn
 	s.tcp, s.lowat, s.pace, s.deadline = tcpConn(conn.Conn()), false, false, false
+	s.setWakeConn(conn.Conn())
 	start, err := s.checkSlot(cctx)
 	if err != nil {
 		return false, err
@@ -280,8 +341,17 @@ func (s *Stream) checkSlot(ctx context.Context) (pglogrepl.LSN, error) {
 	if err != nil {
 		return 0, fmt.Errorf("read slot %q: confirmed_flush_lsn %q: %w", s.cfg.Slot, confirmed, err)
 	}
-	s.Ack(lsn)
-	return s.Flushed(), nil
+	// Start from the slot's own position, never from a higher one this process remembers: after
+	// a failover the new primary's slot may be behind it, and starting ahead would skip what lies
+	// between. Replay is allowed, loss is not. Reporting exactly the slot's position is also safe
+	// on servers that take a reported flush position without checking that it moves forward.
+	if f := s.Flushed(); f > lsn {
+		s.log.Warn("the slot is behind what this relay confirmed: replaying from the slot's position (duplicates, no loss)",
+			"slot_confirmed", lsn, "relay_confirmed", f)
+	}
+	s.flushed.Store(uint64(lsn))
+	s.sent = lsn
+	return lsn, nil
 }
 
 // Reading. The stream hands the pipeline everything one read fetched as one batch, so a
@@ -292,8 +362,9 @@ func (s *Stream) checkSlot(ctx context.Context) (pglogrepl.LSN, error) {
 // drainWait has passed, instead of at every message; below caughtUpLag it lowers it again.
 // DESIGN.md ("Reading a backlog") has the measurements.
 const (
-	MaxBatch      = 512       // messages per batch at most
-	maxBatchBytes = 256 << 10 // message bytes per batch at most (one larger message is its own batch)
+	MaxBatch      = 512                   // messages per batch at most
+	idleAfter     = 10 * time.Millisecond // nothing read for this long while draining: drained
+	maxBatchBytes = 256 << 10             // message bytes per batch at most (one larger message is its own batch)
 	behindLag     = 10 * time.Millisecond
 	caughtUpLag   = 2 * time.Millisecond
 	drainLowat    = 32 << 10
@@ -312,9 +383,17 @@ func (s *Stream) stream(ctx context.Context, out chan<- []Message) error {
 			}
 			batch, batchBytes = make([]Message, 0, len(batch)), 0
 		}
+		select {
+		case <-s.wakeCh:
+			if err := s.woken(); err != nil {
+				return err
+			}
+			timedOut = true
+		default:
+		}
 		now := time.Now()
 		if !now.Before(s.nextStatus) {
-			if err := s.sendStatus(false); err != nil {
+			if err := s.sendStatus(); err != nil {
 				return err
 			}
 		}
@@ -355,10 +434,17 @@ func (s *Stream) stream(ctx context.Context, out chan<- []Message) error {
 				return ctx.Err()
 			}
 			if pgconn.Timeout(err) {
+				// Nothing arrived for a while: the backlog is drained. Leave the drain mode now
+				// rather than at the next Begin with little lag, which a quiet outbox never sends
+				// (a 1 ms read bound forever is what kept an idle relay busy).
+				if s.lowat && time.Since(s.lastMsg) >= idleAfter {
+					s.leaveDrain()
+				}
 				continue
 			}
 			return classify(fmt.Errorf("receive: %w", err), s.cfg.Slot)
 		}
+		s.lastMsg = time.Now()
 		switch msg := raw.(type) {
 		case *pgproto3.ErrorResponse:
 			return classify(pgconn.ErrorResponseToPgError(msg), s.cfg.Slot)
@@ -374,7 +460,7 @@ func (s *Stream) stream(ctx context.Context, out chan<- []Message) error {
 				}
 				s.serverEnd.Store(uint64(k.ServerWALEnd))
 				if k.ReplyRequested {
-					if err := s.sendStatus(false); err != nil {
+					if err := s.sendStatus(); err != nil {
 						return err
 					}
 				}
@@ -419,13 +505,19 @@ func (s *Stream) adapt(lag time.Duration) {
 	case !s.lowat && lag >= behindLag:
 		s.lowat = setRcvLowat(s.tcp, drainLowat) == nil
 	case s.lowat && lag <= caughtUpLag:
-		if setRcvLowat(s.tcp, 1) == nil {
-			s.lowat = false
-			if s.deadline {
-				s.tcp.SetReadDeadline(time.Time{}) // left by paced reads; pgconn's contexts take over
-				s.deadline = false
-			}
-		}
+		s.leaveDrain()
+	}
+}
+
+// leaveDrain reads each message as it comes again: SO_RCVLOWAT back to 1, no paced deadline.
+func (s *Stream) leaveDrain() {
+	if s.tcp == nil || setRcvLowat(s.tcp, 1) != nil {
+		return
+	}
+	s.lowat = false
+	if s.deadline {
+		s.tcp.SetReadDeadline(time.Time{}) // left by paced reads; pgconn's contexts take over
+		s.deadline = false
 	}
 }
 
@@ -454,8 +546,13 @@ func (s *Stream) forward(ctx context.Context, out chan<- []Message, batch []Mess
 		case <-ctx.Done():
 			t.Stop()
 			return ctx.Err()
+		case <-s.wakeCh:
+			t.Stop()
+			if err := s.woken(); err != nil {
+				return err
+			}
 		case <-t.C:
-			if err := s.sendStatus(false); err != nil {
+			if err := s.sendStatus(); err != nil {
 				return err
 			}
 		}
@@ -465,31 +562,42 @@ func (s *Stream) forward(ctx context.Context, out chan<- []Message, batch []Mess
 // sendStatus reports the flush position explicitly in all three fields. Reporting the
 // write position no further than the flush position also makes an idle walsender send a
 // keepalive with its current position, which is how a quiet slot learns it may advance.
-func (s *Stream) sendStatus(replyRequested bool) error {
+func (s *Stream) sendStatus() error {
 	pos := s.Flushed()
 	err := pglogrepl.SendStandbyStatusUpdate(context.Background(), s.conn, pglogrepl.StandbyStatusUpdate{
 		WALWritePosition: pos,
 		WALFlushPosition: pos,
 		WALApplyPosition: pos,
 		ClientTime:       time.Now(),
-		ReplyRequested:   replyRequested,
 	})
 	s.nextStatus = time.Now().Add(s.cfg.StatusInterval)
 	if err != nil {
 		return fmt.Errorf("send standby status: %w", err)
 	}
+	s.sent = pos
 	return nil
 }
 
-// Close sends a final status update with the current flush position and closes the
-// connection. Call it after Run has returned. It is idempotent.
+// Close sends a final status update with the current flush position, ends the COPY and waits
+// (within ctx) for the server to end it too, then closes the connection. Call it after Run
+// has returned. It is idempotent.
+//
+// Ending the COPY is what makes the server apply the final status: the walsender handles the
+// client's messages in order, so once it answers the CopyDone it has taken the position. Closing
+// the socket right after the status, in the middle of a backlog, resets the connection with
+// unread data in it, and the server may never read the status (the next start then replays
+// from the previous one).
 func (s *Stream) Close(ctx context.Context) error {
 	if s.conn == nil {
 		return nil
 	}
+	s.setWakeConn(nil)
 	var err error
 	if !s.conn.IsClosed() && s.Flushed() != 0 {
-		err = s.sendStatus(false)
+		err = s.sendStatus()
+		if err == nil {
+			err = s.endCopy(ctx)
+		}
 	}
 	cerr := s.conn.Close(ctx)
 	s.conn = nil
@@ -500,7 +608,27 @@ func (s *Stream) Close(ctx context.Context) error {
 	return cerr
 }
 
+// endCopy sends CopyDone and reads until the server's ReadyForQuery, discarding the rest of
+// the stream, within ctx.
+func (s *Stream) endCopy(ctx context.Context) error {
+	if s.lowat {
+		s.leaveDrain() // no pacing, no SO_RCVLOWAT while discarding
+	}
+	nc := s.conn.Conn()
+	if dl, ok := ctx.Deadline(); ok {
+		nc.SetDeadline(dl)
+	} else {
+		nc.SetDeadline(time.Now().Add(5 * time.Second))
+	}
+	defer nc.SetDeadline(time.Time{})
+	if _, err := pglogrepl.SendStandbyCopyDone(ctx, s.conn); err != nil {
+		return fmt.Errorf("end the replication stream: %w", err)
+	}
+	return nil
+}
+
 func (s *Stream) closeConn() {
+	s.setWakeConn(nil)
 	if s.conn != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		s.conn.Close(ctx)

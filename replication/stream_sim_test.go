@@ -161,19 +161,32 @@ func TestSimStreamWaitsAsStandby(t *testing.T) {
 	s.Close(context.Background())
 }
 
-// Nothing listening: the first connection fails for good (a configuration error, not an outage).
-func TestSimStreamNoServerFails(t *testing.T) {
-	srv, s := simStream(t, Config{ConnectTimeout: time.Second})
+// Nothing listening: the stream waits for PostgreSQL, retrying, as a relay (re)started during
+// an outage must (issue 10, defects 5 and 8), and a cancel ends it cleanly.
+func TestSimStreamNoServerWaits(t *testing.T) {
+	srv, s := simStream(t, Config{ConnectTimeout: time.Second, MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
 	srv.Close()
-	err := s.Run(context.Background(), make(chan []Message, 1))
-	if err == nil || !isConnectError(err) {
-		t.Fatalf("Run = %v, want a connect error", err)
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- s.Run(ctx, make(chan []Message, 1)) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for s.State() != StateReconnecting {
+		if time.Now().After(deadline) {
+			t.Fatalf("state %s, want reconnecting", s.State())
+		}
+		time.Sleep(2 * time.Millisecond)
 	}
-	if s.State() != StateStopped {
-		t.Errorf("state %s", s.State())
+	select {
+	case err := <-errc:
+		t.Fatalf("Run returned %v while PostgreSQL was unreachable; want it to keep retrying", err)
+	default:
+	}
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatalf("Run after cancel = %v, want nil", err)
 	}
 	var ce *connectError
-	if !errors.As(err, &ce) || ce.Unwrap() == nil {
+	if !errors.As(&connectError{err: errors.New("x")}, &ce) || ce.Unwrap() == nil {
 		t.Error("connect error does not unwrap")
 	}
 	_ = pglogrepl.LSN(0)

@@ -255,6 +255,7 @@ type session struct {
 	pingWait   bool // a keepalive was sent and no status update came since
 	replyAsked bool // the client asked for a reply (ReplyRequested)
 	readErr    error
+	copyDone   bool // the client ended the COPY: answer as the walsender does
 }
 
 func (ss *session) wake() {
@@ -385,6 +386,15 @@ func (ss *session) replicate(q string) {
 		ss.read()
 	}()
 	ss.stream(start, done)
+	s.mu.Lock()
+	copyDone := ss.copyDone
+	s.mu.Unlock()
+	if copyDone { // the walsender's answer: its own CopyDone, then the command's end
+		ss.send(&pgproto3.CopyDone{})
+		ss.send(&pgproto3.CommandComplete{CommandTag: []byte("START_REPLICATION")})
+		ss.send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
+		ss.be.Flush()
+	}
 	ss.conn.Close()
 	<-done
 }
@@ -431,6 +441,7 @@ func (ss *session) read() {
 		case *pgproto3.CopyDone, *pgproto3.Terminate:
 			s.mu.Lock()
 			ss.readErr = errors.New("client ended the copy")
+			_, ss.copyDone = m.(*pgproto3.CopyDone)
 			s.mu.Unlock()
 			ss.wake()
 			return
