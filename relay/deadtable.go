@@ -143,28 +143,35 @@ func (d *deadTable) insert(ctx context.Context, l tableLetter) error {
 	hdrs := make(map[string]string, len(r.Headers))
 	for _, h := range r.Headers {
 		if _, dup := hdrs[h.Key]; !dup {
-			hdrs[h.Key] = strings.ToValidUTF8(string(h.Value), "\uFFFD")
+			hdrs[pgText(h.Key)] = pgText(string(h.Value))
 		}
 	}
 	hj, err := json.Marshal(hdrs)
 	if err != nil {
 		return err
 	}
-	msg := fmt.Sprintf("%s; dead-letter topic %s refused it too: %v", sink.Header(r, sink.HeaderDLQError), r.Topic, l.refusal)
+	msg := pgText(fmt.Sprintf("%s; dead-letter topic %s refused it too: %v", sink.Header(r, sink.HeaderDLQError), r.Topic, l.refusal))
 	var lsn *string
 	if v := sink.Header(r, sink.HeaderLSN); v != nil {
-		s := string(v)
+		s := pgText(string(v))
 		lsn = &s
 	}
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	_, err = d.conn.Exec(wctx, `INSERT INTO `+slotstore.DeadLetterTable+` (slot, outbox_id, topic, key, value, headers, error, lsn)
 		VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8::pg_lsn)`,
-		d.slot, string(sink.Header(r, sink.HeaderOutboxID)), string(sink.Header(r, sink.HeaderDLQTopic)), r.Key, r.Value, string(hj), msg, lsn)
+		d.slot, pgText(string(sink.Header(r, sink.HeaderOutboxID))), pgText(string(sink.Header(r, sink.HeaderDLQTopic))), r.Key, r.Value, string(hj), msg, lsn)
 	if err != nil {
 		return fmt.Errorf("insert into %s: %w", slotstore.DeadLetterTable, err)
 	}
 	return nil
+}
+
+// pgText makes s storable in a text or jsonb column: PostgreSQL refuses NUL bytes (and jsonb
+// the \u0000 escape) and invalid UTF-8, and a letter refused for that would be retried forever.
+// The key and value go to bytea columns unchanged.
+func pgText(s string) string {
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
 }
 
 // close closes the connection. It runs after the dead-letter goroutine has stopped.

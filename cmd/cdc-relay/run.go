@@ -24,17 +24,18 @@ const crashEnv = "CDC_RELAY_TEST_CRASH_AFTER_CONFIRMS"
 
 func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var (
-		c        common
-		pubs     listFlag
-		brokers  listFlag
-		tables   listFlag
-		cols     decoder.Columns
-		dcfg     decoder.Config
-		scfg     sink.Config
-		rcfg     relay.Config
-		interval time.Duration
-		ops      opsFlags
-		ksec     kafkaSecurity
+		c            common
+		pubs         listFlag
+		brokers      listFlag
+		tables       listFlag
+		cols         decoder.Columns
+		dcfg         decoder.Config
+		scfg         sink.Config
+		rcfg         relay.Config
+		interval     time.Duration
+		confirmDelay time.Duration
+		ops          opsFlags
+		ksec         kafkaSecurity
 	)
 	fs := newFlagSet("run", "run --pg-url URL --brokers HOST:PORT[,..] --slot NAME --publication NAME [flags]", stderr)
 	c.register(fs)
@@ -46,12 +47,14 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.StringVar(&rcfg.DLQTopic, "dlq-topic", "cdc-relay.dlq", "dead-letter topic for rows that cannot be published and records Kafka rejects for good")
 	fs.StringVar(&dcfg.MessagePrefix, "message-prefix", "outbox", "prefix of pg_logical_emit_message events to publish")
 	registerColumns(fs, &cols.ID, &cols.AggregateID, &cols.Topic, &cols.Payload, &cols.EventType, &cols.Headers)
-	fs.DurationVar(&interval, "status-interval", 10*time.Second, "how often the confirmed position is sent to PostgreSQL")
+	fs.DurationVar(&interval, "status-interval", 10*time.Second, "how often a status update is sent to PostgreSQL when nothing new was confirmed (the heartbeat)")
+	fs.DurationVar(&confirmDelay, "confirm-delay", 100*time.Millisecond, "how soon after Kafka acknowledged a transaction its position is sent to PostgreSQL: what a kill -9 replays (negative: only every --status-interval)")
+	fs.IntVar(&scfg.BatchMaxBytes, "batch-max-bytes", sink.DefaultBatchMaxBytes, "largest record batch; each topic's batches are also capped at its max.message.bytes")
 	fs.IntVar(&scfg.MaxBufferedRecords, "max-buffered-records", 10_000, "records the producer may hold before reading pauses")
 	fs.IntVar(&scfg.MaxBufferedBytes, "max-buffered-bytes", 32<<20, "bytes the producer may hold before reading pauses")
 	fs.DurationVar(&scfg.Linger, "linger", 0, "how long a partition waits for more records before sending")
 	fs.StringVar(&scfg.ClientID, "kafka-client-id", "cdc-relay", "Kafka client id")
-	fs.DurationVar(&rcfg.StartupTimeout, "kafka-timeout", 10*time.Second, "how long to wait for Kafka to answer at startup")
+	fs.DurationVar(&rcfg.StartupTimeout, "kafka-timeout", 10*time.Second, "how long each attempt to reach Kafka at startup waits before the relay warns and tries again (it waits as long as it takes)")
 	fs.DurationVar(&rcfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for Kafka to acknowledge what it holds")
 	ops.registerMetrics(fs)
 	ops.registerSlot(fs)
@@ -82,7 +85,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	rcfg.Decoder, rcfg.Sink, rcfg.Logger = dcfg, scfg, log
 	rcfg.Replication = replication.Config{
 		ConnString: c.pgURL, Password: c.pgPassword, Slot: c.slot, Publications: pubs,
-		StatusInterval: interval, ConnectTimeout: c.pgTimeout, Logger: log,
+		StatusInterval: interval, ConfirmDelay: confirmDelay, ConnectTimeout: c.pgTimeout, Logger: log,
 	}
 	crash, err := crashHook(crashEnv, log, "after Kafka acknowledged, before the position is confirmed")
 	if err != nil {
@@ -95,11 +98,27 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return &usageError{err}
 	}
 
-	// Preflight over a normal connection: wal_level, slot and publication, with errors that
-	// say what to fix, before anything streams.
-	conn, err := connectPG(ctx, &c)
+	reg := metrics.NewRegistry("run", version)
+	rcfg.Metrics = metrics.NewRelay(reg)
+	rcfg.Sink.Opts = append(rcfg.Sink.Opts, kgo.WithHooks(rcfg.Metrics.KafkaHooks()))
+	r, err := relay.New(rcfg)
+	if err != nil {
+		return &usageError{err}
+	}
+	// Health and metrics first: while the relay waits for PostgreSQL or Kafka below, /healthz
+	// answers and /readyz says what it waits for.
+	ops.pgPassword = c.pgPassword
+	stopOps, err := ops.startRun(ctx, reg, r, c.pgURL, c.slot, log)
 	if err != nil {
 		return err
+	}
+	defer stopOps()
+
+	// Preflight over a normal connection: wal_level, slot and publication, with errors that
+	// say what to fix, before anything streams. An unreachable server is waited for.
+	conn, err := waitForPG(ctx, &c, log)
+	if err != nil || conn == nil {
+		return err // nil: stopped while waiting
 	}
 	var published []string
 	for _, p := range pubs {
@@ -118,20 +137,6 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := checkTables(tables, published, pubs); err != nil {
 		return err
 	}
-
-	reg := metrics.NewRegistry("run", version)
-	rcfg.Metrics = metrics.NewRelay(reg)
-	rcfg.Sink.Opts = append(rcfg.Sink.Opts, kgo.WithHooks(rcfg.Metrics.KafkaHooks()))
-	r, err := relay.New(rcfg)
-	if err != nil {
-		return &usageError{err}
-	}
-	ops.pgPassword = c.pgPassword
-	stopOps, err := ops.startRun(ctx, reg, r, c.pgURL, c.slot, log)
-	if err != nil {
-		return err
-	}
-	defer stopOps()
 	log.Info("starting", "slot", c.slot, "publications", []string(pubs), "brokers", []string(brokers))
 	if err := r.Run(ctx); err != nil {
 		return fmt.Errorf("run: %w", err)

@@ -6,10 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/cdc-relay/cdc-relay/replication"
 	"github.com/cdc-relay/cdc-relay/slotstore"
 )
 
@@ -35,6 +38,39 @@ func connectPG(ctx context.Context, c *common) (*pgx.Conn, error) {
 		return nil, fmt.Errorf("connect to PostgreSQL at %s:%d: %w (%s)", cfg.Host, cfg.Port, err, pgConnectHint(err))
 	}
 	return conn, nil
+}
+
+// waitForPG connects for the preflight, waiting while the server cannot be reached (down,
+// restarting, starting up), as the running relay does: a relay (re)started during an outage
+// must not exit into its supervisor's growing back-off. What retrying cannot fix (refused
+// credentials, TLS verification, a missing database) ends it at once. It returns a nil
+// connection and nil error when ctx ends first.
+func waitForPG(ctx context.Context, c *common, log *slog.Logger) (*pgx.Conn, error) {
+	for attempt := 0; ; attempt++ {
+		conn, err := connectPG(ctx, c)
+		if err == nil {
+			if attempt > 0 {
+				log.Info("PostgreSQL answers: starting")
+			}
+			return conn, nil
+		}
+		var ue *usageError
+		if ctx.Err() != nil {
+			return nil, nil
+		}
+		if errors.As(err, &ue) || !replication.IsRetryable(err) {
+			return nil, err
+		}
+		wait := min(time.Second<<min(attempt, 3), 5*time.Second)
+		log.Warn("waiting for PostgreSQL: it is unreachable; retrying", "retry_in", wait, "cause", err)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, nil
+		case <-t.C:
+		}
+	}
 }
 
 // slotErr turns slotstore's configuration findings into usage errors (exit 2).
