@@ -155,8 +155,14 @@ func (r *Relay) waitForKafka(ctx context.Context) error {
 	}
 }
 
-// drain flushes the producer and the dead-letter queue until both are empty.
+// drain flushes the producer and the dead-letter queue until both are empty. After a record
+// failed for good (the relay stops, and the next start replays from before it), the records
+// still buffered are aborted instead: delivering them would put later records of a key ahead
+// of the failed one, whose replay then comes after them.
 func (r *Relay) drain(ctx context.Context) error {
+	if r.track.broken.Load() {
+		return r.sink.Abort(ctx)
+	}
 	for {
 		if err := r.sink.Flush(ctx); err != nil {
 			return err
@@ -193,9 +199,12 @@ func (r *Relay) pipeline(ctx context.Context, msgs <-chan []replication.Message)
 			// A cancel stops the pipeline at once: the record produced last may have failed
 			// waiting for buffer space (never buffered), and nothing after it may be produced,
 			// or its key would get a gap. Its transaction stays unacknowledged, so the position
-			// holds before it (DESIGN.md, "Shutdown").
+			// holds before it (DESIGN.md, "Shutdown"). A failed record stops it the same way.
 			if ctx.Err() != nil {
 				return nil
+			}
+			if r.track.broken.Load() {
+				return r.track.err()
 			}
 		}
 	}

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -26,6 +27,7 @@ type tracker struct {
 	head   int    // q[head:] are live
 	failed error  // once set, nothing is confirmed any more
 	failCh chan struct{}
+	broken atomic.Bool // failed != nil, read without the lock by the pipeline after each message
 
 	// confirm receives each new position. beforeConfirm, when set, runs first (a test hook
 	// that kills the process between Kafka's acknowledgement and the status update).
@@ -114,6 +116,7 @@ func (t *tracker) fail(err error) {
 	t.mu.Lock()
 	if t.failed == nil {
 		t.failed = err
+		t.broken.Store(true)
 		close(t.failCh)
 	}
 	t.mu.Unlock()

@@ -96,6 +96,10 @@ func (s *Sink) Flush(ctx context.Context) error { return s.cl.Flush(ctx) }
 // Buffered returns the records currently buffered or in flight.
 func (s *Sink) Buffered() int64 { return s.cl.BufferedProduceRecords() }
 
+// Abort fails every buffered record that is not in flight (kgo.ErrAborting) and waits until
+// none is buffered, or ctx ends. Records already sent may still be acknowledged.
+func (s *Sink) Abort(ctx context.Context) error { return s.cl.AbortBufferedRecords(ctx) }
+
 // BufferedBoth returns the records and bytes currently buffered or in flight.
 func (s *Sink) BufferedBoth() (records, bytes int64) {
 	return s.cl.BufferedProduceRecords(), s.cl.BufferedProduceBytes()
