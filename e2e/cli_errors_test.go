@@ -3,7 +3,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,14 +13,14 @@ import (
 )
 
 // Bad configuration ends `cdc-relay run` within seconds, never a hang: exit 2 for what the
-// operator must fix in the command or the database setup, exit 1 for a service that cannot be
-// reached, and a message on stderr that says what to fix.
+// operator must fix in the command or the database setup, and a message on stderr that says
+// what to fix. A service that cannot be reached is waited for instead
+// (TestRunWaitsForServicesItCannotReach).
 func TestRunConfigurationErrorsExitFastWithAFix(t *testing.T) {
 	t.Parallel()
 	e := testenv.NewRelayEnv(t, true)
 	pg := testenv.PGURL(t)
 	brokers := strings.Join(testenv.Brokers(t), ",")
-	closed := testenv.FreePort(t)
 	other := e.F.Table + "_other"
 	if _, err := e.F.Pool.Exec(context.Background(), `CREATE TABLE `+other+` (id bigserial primary key)`); err != nil {
 		t.Fatal(err)
@@ -42,12 +44,6 @@ func TestRunConfigurationErrorsExitFastWithAFix(t *testing.T) {
 			[]string{"--brokers is required", "CDC_RELAY_BROKERS"}},
 		{"invalid slot name", with("--slot", "Bad-Name"), nil, 2, []string{"Bad-Name"}},
 		{"malformed URL", with("--pg-url", "postgres://%zz@localhost/db"), nil, 2, []string{"bad --pg-url"}},
-		{"Postgres unreachable", with("--pg-url", fmt.Sprintf("postgres://postgres@127.0.0.1:%d/cdc", closed)), nil, 1,
-			[]string{fmt.Sprintf("connect to PostgreSQL at 127.0.0.1:%d", closed), "connection refused", "check that the server runs"}},
-		{"Postgres not answering", with("--pg-url", "postgres://postgres@10.255.255.1:5432/cdc", "--pg-timeout", "2s"), nil, 1,
-			[]string{"connect to PostgreSQL at 10.255.255.1:5432", "check that the server runs"}},
-		{"Kafka unreachable", with("--brokers", fmt.Sprintf("127.0.0.1:%d", closed), "--kafka-timeout", "3s"), nil, 1,
-			[]string{"Kafka is unreachable", fmt.Sprintf("127.0.0.1:%d", closed), "check that the broker runs"}},
 		{"wal_level not logical", with("--pg-url", replica), nil, 2, []string{"wal_level", "replica", "set wal_level = logical", "restart PostgreSQL"}},
 		{"missing publication", with("--publication", "no_such_pub"), nil, 2,
 			[]string{`publication "no_such_pub"`, "does not exist", "cdc-relay slot create"}},
@@ -89,4 +85,83 @@ func lastLine(s string) string {
 		}
 	}
 	return lines[len(lines)-1]
+}
+
+// A relay (re)started while PostgreSQL or Kafka cannot be reached waits for it, saying at each
+// cycle what it waits for and why, instead of exiting into its supervisor's growing back-off
+// (issue 10, defect 8); SIGTERM then ends it cleanly. A server that accepts and never answers
+// is waited for the same way, each attempt bounded by --pg-timeout.
+func TestRunWaitsForServicesItCannotReach(t *testing.T) {
+	t.Parallel()
+	e := testenv.NewRelayEnv(t, true)
+	closed := testenv.FreePort(t)
+	silent := silentListener(t)
+	base := []string{"--pg-url", testenv.PGURL(t), "--brokers", strings.Join(testenv.Brokers(t), ",")}
+	cases := []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"Postgres unreachable", []string{"--pg-url", fmt.Sprintf("postgres://postgres@127.0.0.1:%d/cdc", closed)},
+			[]string{"waiting for PostgreSQL", fmt.Sprintf("connect to PostgreSQL at 127.0.0.1:%d", closed), "connection refused", "check that the server runs"}},
+		{"Postgres not answering", []string{"--pg-url", "postgres://postgres@" + silent + "/cdc", "--pg-timeout", "1s"},
+			[]string{"waiting for PostgreSQL", "connect to PostgreSQL at " + silent, "check that the server runs"}},
+		{"Kafka unreachable", []string{"--brokers", fmt.Sprintf("127.0.0.1:%d", closed), "--kafka-timeout", "1s"},
+			[]string{"waiting for Kafka", fmt.Sprintf("Kafka is unreachable at [127.0.0.1:%d]", closed), "check that the broker runs"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			p := e.Start(t, nil, append(append([]string{}, base...), c.args...)...)
+			testenv.Eventually(t, 30*time.Second, "two warnings of the wait", func() bool {
+				return strings.Count(p.Output(), c.want[0]) >= 2
+			})
+			if p.Exited() {
+				t.Fatalf("the relay exited while it should wait")
+			}
+			out := p.Output()
+			for _, w := range c.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("output lacks %q", w)
+				}
+			}
+			if code := p.Stop(t); code != 0 {
+				t.Errorf("SIGTERM while waiting: exit %d, want 0", code)
+			}
+			if t.Failed() {
+				t.Logf("output:\n%s", p.Output())
+			}
+		})
+	}
+}
+
+// silentListener accepts connections on 127.0.0.1 and never answers: a server that hangs.
+func silentListener(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+	})
+	return ln.Addr().String()
 }
