@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdc-relay/cdc-relay/decoder"
@@ -98,6 +99,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return &usageError{err}
 	}
 
+	if _, err := pgx.ParseConfig(c.pgURL); err != nil {
+		return &usageError{fmt.Errorf("bad --pg-url: %w", err)}
+	}
 	reg := metrics.NewRegistry("run", version)
 	rcfg.Metrics = metrics.NewRelay(reg)
 	rcfg.Sink.Opts = append(rcfg.Sink.Opts, kgo.WithHooks(rcfg.Metrics.KafkaHooks()))
