@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 var (
@@ -33,13 +34,16 @@ func Rejected(err error) bool {
 	return false
 }
 
-// Permanent reports whether err, from Ping, is one that retrying with the same configuration
-// cannot fix: a certificate that is not trusted or does not name the broker, TLS against a
-// plaintext listener or the reverse, refused credentials. Anything else (a broker that is down,
-// not answering, restarting) is worth waiting for.
+// Permanent reports whether err, from a Ping that used its whole time, is one that retrying
+// with the same configuration cannot fix: a certificate that is not trusted or does not name the
+// broker, TLS against a plaintext listener or the reverse, refused credentials, or a broker that
+// closed every connection at its first read for the whole attempt (a listener spoken to in the
+// wrong protocol). Anything else (a broker that is down, not answering, restarting) is worth
+// waiting for.
 func Permanent(err error) bool {
+	var firstEOF *kgo.ErrFirstReadEOF
 	_, permanent := connectHint(err)
-	return permanent
+	return permanent || errors.As(err, &firstEOF)
 }
 
 // unreachableError names the brokers that did not answer and what to check.
