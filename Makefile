@@ -3,7 +3,7 @@
 
 COUNT ?= 100
 
-.PHONY: demo test bench faults faults-full chaos build up down faults-down vet
+.PHONY: demo test sim bench faults faults-full chaos build up down faults-down vet
 
 ## demo: run the main job end to end on local services: COUNT orders through the relay to Kafka.
 demo:
@@ -12,6 +12,11 @@ demo:
 ## test: the full suite (unit + integration against real Postgres and Kafka) with -race.
 test:
 	scripts/test.sh
+
+## sim: N seeded simulation schedules of the relay (scripted walsender, kfake); no services needed.
+N ?= 1000
+sim:
+	go test -count=1 -timeout 0 -run 'Sim$$' ./relay -sim.n $(N)
 
 ## bench: run vs poll vs pg_recvlogical on the local services; prints the table and writes
 ## results/<date>/ (table.md, latency-cdf.svg/png, report.json). BENCH_FLAGS=--quick for a short run.
