@@ -191,3 +191,48 @@ func TestSimStreamNoServerWaits(t *testing.T) {
 	}
 	_ = pglogrepl.LSN(0)
 }
+
+// After a failover the new primary's slot may be behind what the relay confirmed to the old
+// one. The next session must start from the slot's own position, replaying what lies between,
+// never from the higher position the stream remembers (that would skip those transactions).
+func TestSimStreamRestartsFromTheSlotWhenItIsBehind(t *testing.T) {
+	srv, s := simStream(t, Config{StatusInterval: 20 * time.Millisecond, ConfirmDelay: time.Millisecond})
+	rel := simwal.OutboxRelation(16384)
+	t1 := srv.Commit(0, []simwal.Change{row(rel, "1")})
+	t2 := srv.Commit(0, []simwal.Change{row(rel, "2")})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch := make(chan []Message, 64)
+	errc := make(chan error, 1)
+	go func() { errc <- s.Run(ctx, ch) }()
+	kinds := map[Kind]int{}
+	collect(t, ch, 6, kinds) // Begin, Relation, Insert, Commit; Begin, Insert, Commit
+	s.Ack(t2.EndLSN)
+	deadline := time.Now().Add(10 * time.Second)
+	for srv.Confirmed() != t2.EndLSN {
+		if time.Now().After(deadline) {
+			t.Fatalf("the server never heard %s (confirmed %s)", t2.EndLSN, srv.Confirmed())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	srv.RewindSlot(t1.EndLSN) // the promoted standby's slot: behind by t2
+	srv.DropAll()
+	got := collect(t, ch, kinds[KindData]+3, kinds) // t2 again: Begin, (Relation,) Insert, Commit
+	var replayed bool
+	for _, m := range got {
+		replayed = replayed || m.Kind == KindData && m.Data[0] == 'C' && m.WALStart == t2.CommitLSN
+	}
+	if !replayed {
+		t.Errorf("transaction 2 was not sent again after the slot moved back")
+	}
+	ss := srv.Sessions()
+	if len(ss) < 2 || ss[1].Requested != t1.EndLSN {
+		t.Fatalf("sessions %+v: the second must request the slot's position %s, not the remembered %s", ss, t1.EndLSN, t2.EndLSN)
+	}
+	if f := s.Flushed(); f != t1.EndLSN {
+		t.Errorf("flush position after the reconnect %s, want the slot's %s", f, t1.EndLSN)
+	}
+	cancel()
+	<-errc
+	s.Close(context.Background())
+}

@@ -194,6 +194,14 @@ func (s *Server) HoldSlot(pid uint32) {
 	s.mu.Unlock()
 }
 
+// RewindSlot sets the slot's confirmed_flush_lsn back to lsn, as a promoted standby's copy of
+// the slot may be behind what the old primary's had confirmed.
+func (s *Server) RewindSlot(lsn pglogrepl.LSN) {
+	s.mu.Lock()
+	s.confirmed = lsn
+	s.mu.Unlock()
+}
+
 // DropAll closes every live session's connection, as a server restart would.
 func (s *Server) DropAll() {
 	s.mu.Lock()
