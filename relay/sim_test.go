@@ -357,7 +357,11 @@ func (h *harness) run(i int, run *simRun, txns []simTxnSpec) {
 	defer h.runCtx.Store(nil)
 	if run.holdSlot > 0 {
 		h.srv.HoldSlot(4242)
-		time.AfterFunc(run.holdSlot, func() { h.srv.HoldSlot(0) })
+		release := time.AfterFunc(run.holdSlot, func() { h.srv.HoldSlot(0) })
+		defer func() { // a run shorter than the hold must not release the next run's hold
+			release.Stop()
+			h.srv.HoldSlot(0)
+		}()
 	}
 	fatal := false
 	var handles []func()
@@ -374,7 +378,16 @@ func (h *harness) run(i int, run *simRun, txns []simTxnSpec) {
 	errc := make(chan error, 1)
 	go func() { errc <- r.Run(ctx) }()
 	stopSample := h.sample(r)
-	go h.commit(ctx, txns, run.commitDelay)
+	// The run's commits end before the run does: a commit goroutine left running would commit
+	// this run's transactions after (or between) the next run's, and the WAL order would no
+	// longer be the schedule's (nor the outbox ids'). What is left when the relay stops is
+	// committed at once, as PostgreSQL commits while the relay is down.
+	committing := make(chan struct{})
+	go func() {
+		defer close(committing)
+		h.commit(ctx, txns, run.commitDelay)
+	}()
+	defer func() { cancel(); <-committing }()
 	if run.cancelMsgs == 0 || run.cancelAfter > 0 {
 		time.AfterFunc(run.cancelAfter+50*time.Millisecond, cancel)
 	}
@@ -438,10 +451,13 @@ func (h *harness) finalRun(txns []simTxnSpec) {
 func (h *harness) installFault(ctx context.Context, f simFault) func() {
 	var mu sync.Mutex
 	var remove []func()
+	stopped := false
 	install := func() {
 		mu.Lock()
 		defer mu.Unlock()
-		if ctx.Err() != nil {
+		// A run that ends by itself (a fatal fault) is stopped before its context ends: an
+		// install that fired just before must not put a fault no one removes on the next runs.
+		if ctx.Err() != nil || stopped {
 			return
 		}
 		switch f.kind {
@@ -476,6 +492,7 @@ func (h *harness) installFault(ctx context.Context, f simFault) func() {
 		t.Stop()
 		mu.Lock()
 		defer mu.Unlock()
+		stopped = true
 		for _, r := range remove {
 			r()
 		}
@@ -515,16 +532,6 @@ func (s *simTable) len() int {
 	return len(s.items)
 }
 
-func (s *simTable) bytes() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for _, l := range s.items {
-		n += recordBytes(l.rec)
-	}
-	return n
-}
-
 func (s *simTable) write(ctx context.Context, done func(*kgo.Record, *txn)) error {
 	for s.len() > 0 {
 		s.mu.Lock()
@@ -556,11 +563,3 @@ func (s *simTable) write(ctx context.Context, done func(*kgo.Record, *txn)) erro
 }
 
 func (s *simTable) close() {}
-
-func recordBytes(r *kgo.Record) int {
-	n := len(r.Key) + len(r.Value)
-	for _, h := range r.Headers {
-		n += len(h.Key) + len(h.Value)
-	}
-	return n
-}

@@ -24,10 +24,12 @@ import (
 //	    topic nor the table (checked when the flush arrives, against Kafka at that moment);
 //	(b) after the final run every committed row is on its topic or, only if it is bad, too
 //	    large on its own, or hit by an injected for-good fault, dead-lettered with dlq-error;
-//	(c) per topic and key, first deliveries (by outbox-id) follow commit order across restarts;
+//	(c) per topic and key, first deliveries follow commit order (the rows' WAL positions) across
+//	    restarts;
 //	(d) no valid record is dead-lettered (except those an injected for-good fault refused);
-//	(e) the dead-letter queues (topic queue + table queue) never hold more than the producer's
-//	    MaxBufferedRecords / MaxBufferedBytes;
+//	(e) the dead letters the relay holds (its letterBudget: queued for or in flight to the
+//	    dead-letter topic, or waiting for the table) never pass the producer's MaxBufferedRecords
+//	    / MaxBufferedBytes, except one letter alone, larger than the byte limit by itself;
 //	(f) an idle relay sends no more than its heartbeat status updates;
 //	(g) Run returns nil on a cancel unless a fault that must stop the relay was injected.
 
@@ -177,11 +179,13 @@ type memSample struct {
 	records, bytes int
 }
 
-// sample is invariant (e): it watches the dead-letter queues every millisecond until stopped.
+// sample is invariant (e): it reads the relay's own dead-letter accounting (letterBudget.held)
+// every millisecond until stopped. The relay lets a letter through when none is held, so one
+// letter alone may be larger than the byte limit.
 func (h *harness) sample(r *Relay) (stop func()) {
 	done := make(chan struct{})
 	finished := make(chan struct{})
-	tb, _ := r.table.(*simTable)
+	maxRecords, maxBytes := simMemFactor*h.sc.maxRecords, int64(simMemFactor*h.sc.maxBytes)
 	go func() {
 		defer close(finished)
 		tick := time.NewTicker(time.Millisecond)
@@ -193,22 +197,13 @@ func (h *harness) sample(r *Relay) (stop func()) {
 				return
 			case <-tick.C:
 			}
-			r.dlq.mu.Lock()
-			n, b := len(r.dlq.items), 0
-			for _, dl := range r.dlq.items {
-				b += recordBytes(dl.rec)
-			}
-			r.dlq.mu.Unlock()
-			if tb != nil {
-				n += tb.len()
-				b += tb.bytes()
-			}
+			n, b := r.letters.held()
 			h.mu.Lock()
-			h.mem.records, h.mem.bytes = max(h.mem.records, n), max(h.mem.bytes, b)
+			h.mem.records, h.mem.bytes = max(h.mem.records, n), max(h.mem.bytes, int(b))
 			h.mu.Unlock()
-			if !reported && (n > simMemFactor*h.sc.maxRecords || b > simMemFactor*h.sc.maxBytes) {
+			if !reported && (n > maxRecords || (b > maxBytes && n > 1)) {
 				reported = true
-				h.violate("e", "the dead-letter queues hold %d records / %d bytes, over the producer's limits %d / %d",
+				h.violate("e", "the relay holds %d dead letters / %d bytes, over the producer's limits %d / %d",
 					n, b, h.sc.maxRecords, h.sc.maxBytes)
 			}
 		}
@@ -284,21 +279,48 @@ func (h *harness) checkEnd() {
 			}
 		}
 	}
-	// (c): per topic and key, the first delivery of each id comes in commit (= id) order.
+	// (c): per topic and key, the first delivery of each id comes in commit order: the order of
+	// the rows' positions in the WAL, as Server.Commit placed them (transactions do not overlap,
+	// and a transaction's changes are in order). The schedule's ids follow the same order, since
+	// its transactions are committed one after the other; that is the harness's own check.
+	type walPos struct {
+		lsn pglogrepl.LSN
+		xid uint32
+	}
+	pos := map[string]walPos{}
+	var lastID int64
+	for _, c := range committed {
+		for i, r := range c.rows {
+			pos[strconv.FormatInt(r.id, 10)] = walPos{c.txn.ChangeLSNs[i], c.txn.Xid}
+			if r.id < lastID {
+				h.violate("sim", "the harness committed outbox id %d (xid %d) after id %d: the WAL is not in the schedule's order", r.id, c.txn.Xid, lastID)
+			}
+			lastID = max(lastID, r.id)
+		}
+	}
 	type tk struct{ topic, key string }
-	last := map[tk]int64{}
+	type first struct {
+		id string
+		walPos
+	}
+	last := map[tk]first{}
 	seen := map[string]bool{}
 	for _, rec := range h.idx.recs {
 		if rec.topic == simDLQ || seen[rec.topic+"/"+rec.id] || deadIDs[rec.id] {
 			continue
 		}
 		seen[rec.topic+"/"+rec.id] = true
-		id, _ := strconv.ParseInt(rec.id, 10, 64)
-		k := tk{rec.topic, rec.key}
-		if id < last[k] {
-			h.violate("c", "key %s on %s[%d]: outbox id %d first delivered at offset %d, after id %d (commit order broken: a gap was filled by a replay)",
-				rec.key, rec.topic, rec.part, id, rec.off, last[k])
+		p, ok := pos[rec.id]
+		if !ok {
+			h.violate("c", "key %s on %s[%d]: offset %d has outbox id %q, which was never committed", rec.key, rec.topic, rec.part, rec.off, rec.id)
+			continue
 		}
-		last[k] = max(last[k], id)
+		k := tk{rec.topic, rec.key}
+		if l, ok := last[k]; ok && p.lsn < l.lsn {
+			h.violate("c", "key %s on %s[%d]: outbox id %s (xid %d, at %s) first delivered at offset %d, after id %s (xid %d, at %s) (commit order broken: a gap was filled by a replay)",
+				rec.key, rec.topic, rec.part, rec.id, p.xid, p.lsn, rec.off, l.id, l.xid, l.lsn)
+			continue
+		}
+		last[k] = first{rec.id, p}
 	}
 }
