@@ -267,10 +267,11 @@ func TestRecordsThatFitTheTopicAreNotDeadLetteredAsABatch(t *testing.T) {
 // Issue 10 (4): after draining a backlog of one-row transactions (which raises SO_RCVLOWAT and
 // paces reads) and catching up, a relay with nothing to do uses under ~1 % of a core: measured
 // as the process's utime+stime over a 3 s idle window, with the fixture's 1 s status interval.
-// The non-race binary, so that the figure is the relay's own.
+// The non-race binary, so that the figure is the relay's own; and a PostgreSQL of the test's own,
+// since other tests' WAL on the shared server reaches every walsender and so every relay.
 func TestRelayIsIdleAfterDrainingABacklog(t *testing.T) {
 	t.Parallel()
-	e := testenv.NewRelayEnv(t, false)
+	e := testenv.NewPrivateRelayEnv(t, false)
 	const backlog = 20_000
 	committed := e.F.InsertOneRowTxns(t, backlog, "k", "", 0)
 	end := e.F.CurrentWAL(t)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -154,4 +155,38 @@ func (f *Fixture) SlotReleased(t testing.TB, timeout time.Duration) {
 		err := f.Pool.QueryRow(context.Background(), `SELECT active FROM pg_replication_slots WHERE slot_name = $1`, f.Slot).Scan(&active)
 		return err == nil && !active
 	})
+}
+
+// NewPrivateRelayEnv is NewRelayEnv on a throwaway PostgreSQL of the test's own (TempPostgres,
+// wal_level = logical), for measurements that other tests' WAL on the shared server would
+// disturb: a walsender decodes all WAL of its server, and wakes its client for it. Kafka is the
+// shared one; topics are the test's own as usual.
+func NewPrivateRelayEnv(t *testing.T, race bool) *RelayEnv {
+	t.Helper()
+	url := TempPostgres(t, "wal_level = logical")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, url)
+	if err == nil {
+		err = pool.Ping(ctx)
+	}
+	if err != nil {
+		t.Fatalf("the throwaway PostgreSQL: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	n := Name(t)
+	f := &Fixture{Name: n, Table: "public." + n, Publication: n, Slot: n, Topic: n + ".events", DLQ: n + ".dlq", Pool: pool}
+	if _, err := pool.Exec(ctx, OutboxDDL(f.Table)); err != nil {
+		t.Fatalf("create %s: %v", f.Table, err)
+	}
+	CreateTopic(t, f.Topic, 3)
+	CreateTopic(t, f.DLQ, 1)
+	e := &RelayEnv{F: f, Bin: Binary(t, race), Env: []string{
+		"CDC_RELAY_PG_URL=" + url, "CDC_RELAY_SLOT=" + f.Slot, "CDC_RELAY_PUBLICATION=" + f.Publication,
+	}}
+	out, errOut, code := Run(t, 30*time.Second, e.Bin, e.Env, "slot", "create", "--table", f.Table)
+	if code != 0 {
+		t.Fatalf("slot create: exit %d\n%s%s", code, out, errOut)
+	}
+	return e
 }
