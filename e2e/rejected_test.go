@@ -8,18 +8,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdc-relay/cdc-relay/internal/testenv"
+	"github.com/cdc-relay/cdc-relay/slotstore"
 )
 
 // Records Kafka rejects for good are dead-lettered with their original key, value and headers
 // plus the error, the source LSN and the outbox id, and the stream goes on: a payload over the
 // topic's max.message.bytes and a topic name Kafka refuses go to the dead-letter topic; a
 // payload larger than the dead-letter topic accepts too goes to the PostgreSQL table
-// cdc_relay_dead_letters, and only once it is committed there does the slot move past it.
+// public.cdc_relay_dead_letters, and only once it is committed there does the slot move past
+// it. The relay's search_path puts a schema of the test's own first, holding a dead-letter
+// table of the same name: the row goes to public's all the same (issue 10).
 func TestRejectedRecordsAreDeadLetteredAndTheStreamGoesOn(t *testing.T) {
 	t.Parallel()
 	e := testenv.NewRelayEnv(t, true)
@@ -33,10 +37,25 @@ func TestRejectedRecordsAreDeadLetteredAndTheStreamGoesOn(t *testing.T) {
 	}
 	t.Cleanup(func() { adm.DeleteTopics(context.Background(), small) })
 	t.Cleanup(func() {
-		f.Pool.Exec(context.Background(), `DELETE FROM cdc_relay_dead_letters WHERE slot = $1`, f.Slot)
+		f.Pool.Exec(context.Background(), `DELETE FROM public.cdc_relay_dead_letters WHERE slot = $1`, f.Slot)
 	})
+	decoy := f.Name + "_sp"
+	decoyTable := pgx.Identifier{decoy, "cdc_relay_dead_letters"}.Sanitize()
+	if _, err := f.Pool.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+pgx.Identifier{decoy}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		f.Pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS `+pgx.Identifier{decoy}.Sanitize()+` CASCADE`)
+	})
+	ddl, err := slotstore.DeadLetterTableDDL(decoy + ".cdc_relay_dead_letters")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Pool.Exec(ctx, ddl); err != nil {
+		t.Fatal(err)
+	}
 
-	p := e.Start(t, nil)
+	p := e.Start(t, []string{"PGOPTIONS=-c search_path=" + decoy + ",public"})
 	cons := testenv.Consume(t, f.Topic)
 	dlq := testenv.Consume(t, f.DLQ)
 	insert := func(key, topic, payload string) int64 {
@@ -98,13 +117,17 @@ func TestRejectedRecordsAreDeadLetteredAndTheStreamGoesOn(t *testing.T) {
 		key, value                    []byte
 		corr                          string
 	)
-	testenv.Eventually(t, 60*time.Second, "the huge record in cdc_relay_dead_letters", func() bool {
+	testenv.Eventually(t, 60*time.Second, "the huge record in public.cdc_relay_dead_letters", func() bool {
 		err := f.Pool.QueryRow(ctx, `SELECT outbox_id, topic, key, value, error, lsn::text, headers->>'correlation-id'
-			FROM cdc_relay_dead_letters WHERE slot = $1`, f.Slot).Scan(&outboxID, &topic, &key, &value, &errText, &lsn, &corr)
+			FROM public.cdc_relay_dead_letters WHERE slot = $1`, f.Slot).Scan(&outboxID, &topic, &key, &value, &errText, &lsn, &corr)
 		return err == nil
 	})
 	if outboxID != strconv.FormatInt(huge, 10) || topic != f.Topic || string(key) != "k4" || len(value) < 3<<20 || corr != "c" || lsn == "" {
 		t.Errorf("dead-letter row: outbox_id %s topic %s key %q value %d bytes correlation-id %q lsn %q", outboxID, topic, key, len(value), corr, lsn)
+	}
+	var inDecoy int
+	if err := f.Pool.QueryRow(ctx, `SELECT count(*) FROM `+decoyTable).Scan(&inDecoy); err != nil || inDecoy != 0 {
+		t.Errorf("%d rows (%v) in %s, the search_path's first schema's table: want none", inDecoy, err, decoyTable)
 	}
 	if !strings.Contains(errText, "MESSAGE_TOO_LARGE") || !strings.Contains(errText, "dead-letter topic "+f.DLQ+" refused it too") {
 		t.Errorf("dead-letter row error %q", errText)

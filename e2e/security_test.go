@@ -447,7 +447,11 @@ func TestLeastPrivilegeSlotCommands(t *testing.T) {
 
 	// The table's owner makes the publication, and the dead-letter table exists (slot create
 	// makes it when missing, which needs CREATE on the schema); the role does the rest.
-	if _, err := f.Pool.Exec(context.Background(), slotstore.DeadLetterTableDDL); err != nil && !strings.Contains(err.Error(), "already exists") {
+	ddl, err := slotstore.DeadLetterTableDDL(slotstore.DefaultDeadLetterTable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Pool.Exec(context.Background(), ddl); err != nil && !strings.Contains(err.Error(), "already exists") {
 		t.Fatalf("create the dead-letter table: %v", err)
 	}
 	if _, err := f.Pool.Exec(context.Background(), "CREATE PUBLICATION "+pgx.Identifier{f.Publication}.Sanitize()+

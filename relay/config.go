@@ -2,6 +2,7 @@ package relay
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/cdc-relay/cdc-relay/metrics"
 	"github.com/cdc-relay/cdc-relay/replication"
 	"github.com/cdc-relay/cdc-relay/sink"
+	"github.com/cdc-relay/cdc-relay/slotstore"
 )
 
 // Config configures a Relay. Zero fields take the defaults stated.
@@ -21,6 +23,10 @@ type Config struct {
 	// DLQTopic receives records Kafka rejects for good and rows that cannot become records,
 	// with the original key, value and headers plus the error. Default "cdc-relay.dlq".
 	DLQTopic string
+	// DeadLetterTable is the PostgreSQL table, "schema.table" ("table" means public.table),
+	// where a record goes when the dead-letter topic refuses it too; the relay creates it on
+	// first use if missing. Default slotstore.DefaultDeadLetterTable.
+	DeadLetterTable string
 	// Buffer bounds the replication messages waiting between the connection and the
 	// producer (they wait in batches of up to replication.MaxBatch). Default 4096.
 	Buffer int
@@ -45,12 +51,20 @@ func (c Config) Validate() error {
 	if c.Buffer < 0 || c.ShutdownTimeout < 0 || c.StartupTimeout < 0 {
 		errs = append(errs, errors.New("relay: buffer and timeouts must not be negative"))
 	}
+	if c.DeadLetterTable != "" {
+		if _, err := slotstore.ParseTableName(c.DeadLetterTable); err != nil {
+			errs = append(errs, fmt.Errorf("relay: dead-letter %w", err))
+		}
+	}
 	return errors.Join(errs...)
 }
 
 func (c Config) withDefaults() Config {
 	if c.DLQTopic == "" {
 		c.DLQTopic = "cdc-relay.dlq"
+	}
+	if c.DeadLetterTable == "" {
+		c.DeadLetterTable = slotstore.DefaultDeadLetterTable
 	}
 	if c.Buffer == 0 {
 		c.Buffer = 4096

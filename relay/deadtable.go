@@ -17,14 +17,16 @@ import (
 )
 
 // deadTable parks dead letters that the dead-letter topic refused in PostgreSQL
-// (slotstore.DeadLetterTable), over a normal connection of its own. Promises push (never
-// blocking); the dead-letter goroutine writes. A record's transaction is counted done only
-// once its row is committed, so the position never passes a record that is parked nowhere.
+// (Config.DeadLetterTable, always schema-qualified, so the connection's search_path does not
+// matter), over a normal connection of its own. Promises push (never blocking); the
+// dead-letter goroutine writes. A record's transaction is counted done only once its row is
+// committed, so the position never passes a record that is parked nowhere.
 // While PostgreSQL is unreachable the goroutine retries with backoff and the position holds.
 type deadTable struct {
 	connString string
 	password   string // replaces connString's password when set (replication.Config.Password)
 	slot       string
+	table      slotstore.TableName // the dead-letter table, always schema-qualified
 	log        *slog.Logger
 	written    func() // called once per row committed
 
@@ -79,7 +81,7 @@ func (d *deadTable) write(ctx context.Context, done func(*kgo.Record, *txn)) err
 		}
 		wait := min(250*time.Millisecond<<min(attempt, 7), 30*time.Second)
 		d.log.Error("cannot park dead letters in PostgreSQL: retrying; the confirmed position holds until they are parked",
-			"table", slotstore.DeadLetterTable, "queued", d.len(), "retry_in", wait, "cause", err)
+			"table", d.table.String(), "queued", d.len(), "retry_in", wait, "cause", err)
 		if d.conn != nil {
 			d.conn.Close(context.Background())
 			d.conn = nil
@@ -105,7 +107,7 @@ func (d *deadTable) writeOnce(ctx context.Context, done func(*kgo.Record, *txn))
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		conn, err := pgx.ConnectConfig(cctx, cfg)
 		if err == nil {
-			err = slotstore.New(conn).CreateDeadLetterTable(cctx)
+			err = slotstore.New(conn).CreateDeadLetterTable(cctx, d.table.String())
 			if err != nil {
 				conn.Close(context.Background())
 			}
@@ -127,7 +129,7 @@ func (d *deadTable) writeOnce(ctx context.Context, done func(*kgo.Record, *txn))
 			return err
 		}
 		d.log.Error("dead-letter topic refused a record: parked it in PostgreSQL",
-			"table", slotstore.DeadLetterTable, "outbox_id", string(sink.Header(l.rec, sink.HeaderOutboxID)),
+			"table", d.table.String(), "outbox_id", string(sink.Header(l.rec, sink.HeaderOutboxID)),
 			"topic", string(sink.Header(l.rec, sink.HeaderDLQTopic)), "cause", l.refusal)
 		d.written()
 		done(l.rec, l.txn)
@@ -158,11 +160,11 @@ func (d *deadTable) insert(ctx context.Context, l tableLetter) error {
 	}
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	_, err = d.conn.Exec(wctx, `INSERT INTO `+slotstore.DeadLetterTable+` (slot, outbox_id, topic, key, value, headers, error, lsn)
+	_, err = d.conn.Exec(wctx, `INSERT INTO `+d.table.Sanitize()+` (slot, outbox_id, topic, key, value, headers, error, lsn)
 		VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8::pg_lsn)`,
 		d.slot, pgText(string(sink.Header(r, sink.HeaderOutboxID))), pgText(string(sink.Header(r, sink.HeaderDLQTopic))), r.Key, r.Value, string(hj), msg, lsn)
 	if err != nil {
-		return fmt.Errorf("insert into %s: %w", slotstore.DeadLetterTable, err)
+		return fmt.Errorf("insert into %s: %w", d.table, err)
 	}
 	return nil
 }

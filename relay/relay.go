@@ -17,6 +17,7 @@ import (
 	"github.com/cdc-relay/cdc-relay/metrics"
 	"github.com/cdc-relay/cdc-relay/replication"
 	"github.com/cdc-relay/cdc-relay/sink"
+	"github.com/cdc-relay/cdc-relay/slotstore"
 )
 
 // Stats are the relay's counters. All fields are read atomically.
@@ -27,7 +28,7 @@ type Stats struct {
 	BadRows      atomic.Int64 // rows that could not become records (dead-lettered)
 	Transactions atomic.Int64 // transactions seen
 	// ParkedInTable counts dead letters the dead-letter topic refused too, committed to the
-	// PostgreSQL table slotstore.DeadLetterTable instead.
+	// PostgreSQL table Config.DeadLetterTable instead.
 	ParkedInTable atomic.Int64
 	// KafkaOutages counts the times Kafka stopped acknowledging while records were in flight;
 	// KafkaProbes the metadata probes sent during those outages (one per backoff cycle).
@@ -75,8 +76,12 @@ func New(cfg Config) (*Relay, error) {
 	r.dlq = newDeadLetters()
 	records, bytes := snk.Limits()
 	r.letters = newLetterBudget(records, bytes, snk.BufferedBoth)
-	r.table = &deadTable{connString: cfg.Replication.ConnString, password: cfg.Replication.Password, slot: cfg.Replication.Slot, log: cfg.Logger,
-		written: func() { r.stats.ParkedInTable.Add(1) }}
+	deadTbl, err := slotstore.ParseTableName(cfg.DeadLetterTable) // checked by Validate
+	if err != nil {
+		return nil, err
+	}
+	r.table = &deadTable{connString: cfg.Replication.ConnString, password: cfg.Replication.Password, slot: cfg.Replication.Slot,
+		table: deadTbl, log: cfg.Logger, written: func() { r.stats.ParkedInTable.Add(1) }}
 	cfg.Metrics.SetSource(r)
 	return r, nil
 }

@@ -7,14 +7,50 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// DeadLetterTable is the table where the relay parks a record that Kafka refused for good
-// when the dead-letter topic refuses it too (e.g. a payload larger than any topic accepts):
-// the last resort before the relay would have to stop. Rows are never deleted by the relay.
-const DeadLetterTable = "cdc_relay_dead_letters"
+// DefaultDeadLetterTable is the table where the relay parks a record that Kafka refused for
+// good when the dead-letter topic refuses it too (e.g. a payload larger than any topic
+// accepts): the last resort before the relay would have to stop. Rows are never deleted by the
+// relay. The name is schema-qualified, so it does not depend on a connection's search_path.
+const DefaultDeadLetterTable = "public.cdc_relay_dead_letters"
 
-// DeadLetterTableDDL creates DeadLetterTable if it is missing. It is run by `slot create` and,
-// on first use, by the relay.
-const DeadLetterTableDDL = `CREATE TABLE IF NOT EXISTS ` + DeadLetterTable + ` (
+// TableName is a schema-qualified table name, taken literally (no case folding).
+type TableName struct {
+	Schema, Name string
+}
+
+// ParseTableName parses "schema.table" or "table" (meaning public.table) with the rules of
+// ValidateName's "table". The error wraps ErrBadName.
+func ParseTableName(s string) (TableName, error) {
+	t, err := parseTable(s)
+	if err != nil {
+		return TableName{}, err
+	}
+	return TableName(t), nil
+}
+
+// String returns "schema.table", unquoted, for messages and logs.
+func (t TableName) String() string { return t.Schema + "." + t.Name }
+
+// Sanitize returns the quoted "schema"."table" for SQL.
+func (t TableName) Sanitize() string { return pgx.Identifier{t.Schema, t.Name}.Sanitize() }
+
+// Sequence returns "schema.table_id_seq", the id sequence the dead-letter table's bigserial
+// column creates (PostgreSQL shortens it when the table name is long).
+func (t TableName) Sequence() string { return t.Schema + "." + t.Name + "_id_seq" }
+
+// DeadLetterTableDDL returns the statement that creates the dead-letter table table
+// ("schema.table" or "table", meaning public.table) if it is missing. It is run by
+// `slot create` and, on first use, by the relay. The error wraps ErrBadName.
+func DeadLetterTableDDL(table string) (string, error) {
+	t, err := ParseTableName(table)
+	if err != nil {
+		return "", fmt.Errorf("dead-letter %w", err)
+	}
+	return deadLetterDDL(t), nil
+}
+
+func deadLetterDDL(t TableName) string {
+	return `CREATE TABLE IF NOT EXISTS ` + t.Sanitize() + ` (
     id          bigserial    PRIMARY KEY,
     slot        text         NOT NULL,
     outbox_id   text,
@@ -26,32 +62,43 @@ const DeadLetterTableDDL = `CREATE TABLE IF NOT EXISTS ` + DeadLetterTable + ` (
     lsn         pg_lsn,
     created_at  timestamptz  NOT NULL DEFAULT now()
 )`
+}
 
-// CreateDeadLetterTable creates DeadLetterTable (in the first schema of the search_path,
-// normally public) if it does not exist. Two relays racing to create it are both fine.
+// CreateDeadLetterTable creates the dead-letter table table ("schema.table" or "table",
+// meaning public.table; DefaultDeadLetterTable normally) if it does not exist. The name is
+// always schema-qualified, whatever the connection's search_path. Two relays racing to create
+// it are both fine.
 //
 // A table that exists already is left alone without running CREATE, so a role without CREATE
 // on the schema works once an owner has made the table (least privilege: the relay then needs
 // only INSERT on it and USAGE on its id sequence).
-func (s *Store) CreateDeadLetterTable(ctx context.Context) error {
+func (s *Store) CreateDeadLetterTable(ctx context.Context, table string) error {
+	t, err := ParseTableName(table)
+	if err != nil {
+		return fmt.Errorf("dead-letter %w", err)
+	}
 	var exists bool
-	err := s.conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, DeadLetterTable).Scan(&exists)
+	err = s.conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, t.Sanitize()).Scan(&exists)
 	if err == nil && exists {
 		return nil
 	}
-	_, err = s.conn.Exec(ctx, DeadLetterTableDDL)
+	_, err = s.conn.Exec(ctx, deadLetterDDL(t))
 	if c := pgCode(err); c == "23505" || c == "42P07" { // created concurrently
 		err = nil
 	}
 	if err != nil {
-		if pgCode(err) == codeInsufficientPrivilege {
-			var role, schema string
-			_ = s.conn.QueryRow(ctx, `SELECT current_user, coalesce(current_schema(), 'public')`).Scan(&role, &schema)
+		switch pgCode(err) {
+		case codeInsufficientPrivilege:
+			var role string
+			_ = s.conn.QueryRow(ctx, `SELECT current_user`).Scan(&role)
+			r := pgx.Identifier{role}.Sanitize()
 			err = fmt.Errorf("%w: role %q cannot create it: it needs CREATE on schema %q (GRANT CREATE ON SCHEMA %s TO %s), "+
-				"or an owner creates the table once and grants INSERT on it and USAGE on its id sequence to %s: %w",
-				ErrPermission, role, schema, pgx.Identifier{schema}.Sanitize(), pgx.Identifier{role}.Sanitize(), pgx.Identifier{role}.Sanitize(), err)
+				"or an owner creates the table once and grants INSERT on it and USAGE on its id sequence %s to %s: %w",
+				ErrPermission, role, t.Schema, pgx.Identifier{t.Schema}.Sanitize(), r, t.Sequence(), r, err)
+		case "3F000": // invalid_schema_name
+			err = fmt.Errorf("schema %q does not exist: create it, or name another schema in --dead-letter-table: %w", t.Schema, err)
 		}
-		return fmt.Errorf("create the dead-letter table %s: %w", DeadLetterTable, err)
+		return fmt.Errorf("create the dead-letter table %s: %w", t, err)
 	}
 	return nil
 }

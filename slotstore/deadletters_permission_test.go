@@ -11,9 +11,10 @@ import (
 )
 
 // TestDeadLetterTablePermission runs CreateDeadLetterTable as a role without CREATE on the
-// schema: the error names the grant, and once an owner made the table the role needs none.
-// The schema is the test's own (first in the role's search_path), so the shared database's
-// public schema, where the table may already exist, is not involved.
+// schema: the error names the grant on the table's schema, and once an owner made the table
+// the role needs none. The table is qualified with the test's own schema (not in the role's
+// search_path), so the shared database's public schema, where the default table may already
+// exist, is not involved.
 func TestDeadLetterTablePermission(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
@@ -25,18 +26,20 @@ func TestDeadLetterTablePermission(t *testing.T) {
 	t.Cleanup(func() { e.admin.Exec(testCtx(t), "DROP SCHEMA IF EXISTS "+sch+" CASCADE") })
 	conn := e.roleConn(t, "NOLOGIN NOSUPERUSER")
 	e.exec(t, "GRANT USAGE ON SCHEMA "+sch+" TO "+role)
-	if _, err := conn.Exec(ctx, "SET search_path TO "+sch); err != nil {
-		t.Fatal(err)
-	}
 	store := slotstore.New(conn)
+	table := schema + ".dead_letters"
 
-	err := store.CreateDeadLetterTable(ctx)
+	err := store.CreateDeadLetterTable(ctx, table)
 	if !errors.Is(err, slotstore.ErrPermission) || !strings.Contains(err.Error(), "GRANT CREATE ON SCHEMA "+sch+" TO "+role) {
 		t.Fatalf("CreateDeadLetterTable without CREATE on the schema: err = %v; want ErrPermission naming GRANT CREATE ON SCHEMA %s TO %s", err, sch, role)
 	}
 
-	e.exec(t, "SET search_path TO "+sch+"; "+slotstore.DeadLetterTableDDL+"; RESET search_path")
-	if err := store.CreateDeadLetterTable(ctx); err != nil {
+	ddl, err := slotstore.DeadLetterTableDDL(table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.exec(t, ddl)
+	if err := store.CreateDeadLetterTable(ctx, table); err != nil {
 		t.Errorf("CreateDeadLetterTable with the table made by its owner: %v; want nil (no CREATE needed)", err)
 	}
 }

@@ -46,6 +46,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.Var(&tables, "table", "only publish rows of these tables, schema.table, comma-separated (default: every table in the publication)")
 	fs.StringVar(&dcfg.Topic, "topic", "", "publish every event to this topic instead of the row's topic column")
 	fs.StringVar(&rcfg.DLQTopic, "dlq-topic", "cdc-relay.dlq", "dead-letter topic for rows that cannot be published and records Kafka rejects for good")
+	fs.StringVar(&rcfg.DeadLetterTable, "dead-letter-table", slotstore.DefaultDeadLetterTable, deadLetterTableUsage)
 	fs.StringVar(&dcfg.MessagePrefix, "message-prefix", "outbox", "prefix of pg_logical_emit_message events to publish")
 	registerColumns(fs, &cols.ID, &cols.AggregateID, &cols.Topic, &cols.Payload, &cols.EventType, &cols.Headers)
 	fs.DurationVar(&interval, "status-interval", 10*time.Second, "how often a status update is sent to PostgreSQL when nothing new was confirmed (the heartbeat)")
@@ -70,6 +71,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	if len(pubs) == 0 {
 		return usageErr("--publication is required (or set CDC_RELAY_PUBLICATION)")
+	}
+	if _, err := slotstore.ParseTableName(rcfg.DeadLetterTable); err != nil {
+		return &usageError{fmt.Errorf("--dead-letter-table: %w", err)}
 	}
 	if len(brokers) == 0 {
 		return usageErr("--brokers is required (or set CDC_RELAY_BROKERS)")

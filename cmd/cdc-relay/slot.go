@@ -73,6 +73,11 @@ func waitForPG(ctx context.Context, c *common, log *slog.Logger) (*pgx.Conn, err
 	}
 }
 
+// deadLetterTableUsage describes --dead-letter-table, which run and slot create share: both
+// must name the same table.
+const deadLetterTableUsage = "PostgreSQL table, schema.table (a bare name means public.name), where a record goes when the dead-letter topic " +
+	"refuses it too; created if missing (give run and slot create the same one)"
+
 // slotErr turns slotstore's configuration findings into usage errors (exit 2).
 func slotErr(err error) error {
 	switch {
@@ -88,17 +93,22 @@ func slotErr(err error) error {
 
 func cmdSlotCreate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var c common
-	var pub string
+	var pub, deadTable string
 	var tables listFlag
-	fs := newFlagSet("slot create", "slot create --pg-url URL --slot NAME --publication NAME [--table public.outbox]", stderr)
+	fs := newFlagSet("slot create", "slot create --pg-url URL --slot NAME --publication NAME [--table public.outbox] [--dead-letter-table public.cdc_relay_dead_letters]", stderr)
 	c.register(fs)
 	fs.StringVar(&pub, "publication", "", "publication to create (insert-only) or extend")
 	fs.Var(&tables, "table", "outbox table(s) to publish, schema.table, comma-separated or repeated (default public.outbox)")
+	fs.StringVar(&deadTable, "dead-letter-table", slotstore.DefaultDeadLetterTable, deadLetterTableUsage)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if err := c.validate(); err != nil {
 		return err
+	}
+	ddl, err := slotstore.DeadLetterTableDDL(deadTable)
+	if err != nil {
+		return &usageError{fmt.Errorf("--dead-letter-table: %w", err)}
 	}
 	if pub == "" {
 		return usageErr("--publication is required (or set CDC_RELAY_PUBLICATION)")
@@ -131,13 +141,14 @@ func cmdSlotCreate(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	// The slot and publication are what run needs; the dead-letter table is the last resort
 	// for records the dead-letter topic refuses, and the relay also creates it on first use.
-	if err := slotstore.New(conn).CreateDeadLetterTable(ctx); err != nil {
+	if err := slotstore.New(conn).CreateDeadLetterTable(ctx, deadTable); err != nil {
 		fmt.Fprintf(stderr, "cdc-relay: warning: %v\nThe relay parks a record there only when the dead-letter topic refuses it too, "+
 			"and holds its position while it cannot. Create it as a role that may, and let the relay's role insert into it:\n%s;\n",
-			err, slotstore.DeadLetterTableDDL)
+			err, ddl)
 		return nil
 	}
-	fmt.Fprintf(stdout, "dead-letter table %s is ready\n", slotstore.DeadLetterTable)
+	tbl, _ := slotstore.ParseTableName(deadTable) // checked above
+	fmt.Fprintf(stdout, "dead-letter table %s is ready\n", tbl)
 	return nil
 }
 

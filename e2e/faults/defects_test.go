@@ -232,8 +232,8 @@ func denyWrite(t *testing.T, adm *kadm.Client, topic string) {
 // also when its headers hold a NUL byte (which jsonb and text refuse). The outbox's headers
 // column is json here (jsonb cannot hold "\u0000"); the row goes to a topic the relay may not
 // write, and the dead-letter topic is denied as well. The letter ends up in
-// cdc_relay_dead_letters, the rows after it arrive, and the slot moves past it: the insert does
-// not wedge.
+// public.cdc_relay_dead_letters, the rows after it arrive, and the slot moves past it: the
+// insert does not wedge.
 func TestDeadLetterWithANULInItsHeadersIsParkedInTheTable(t *testing.T) {
 	f := testenv.NewFixture(t)
 	ctx := context.Background()
@@ -245,7 +245,7 @@ func TestDeadLetterWithANULInItsHeadersIsParkedInTheTable(t *testing.T) {
 		t.Fatalf("slot create: exit %d\n%s%s", code, out, errOut)
 	}
 	t.Cleanup(func() {
-		f.Pool.Exec(context.Background(), `DELETE FROM cdc_relay_dead_letters WHERE slot = $1`, f.Slot)
+		f.Pool.Exec(context.Background(), `DELETE FROM public.cdc_relay_dead_letters WHERE slot = $1`, f.Slot)
 	})
 	adm := kadm.NewClient(testenv.Kafka(t))
 	denied := f.Name + ".denied"
@@ -278,7 +278,7 @@ func TestDeadLetterWithANULInItsHeadersIsParkedInTheTable(t *testing.T) {
 	const refused = "cannot park dead letters in PostgreSQL"
 	testenv.Eventually(t, 60*time.Second, "both dead letters in cdc_relay_dead_letters", func() bool {
 		rows = map[string]parked{}
-		rs, err := f.Pool.Query(ctx, `SELECT outbox_id, topic, error, headers::text FROM cdc_relay_dead_letters WHERE slot = $1`, f.Slot)
+		rs, err := f.Pool.Query(ctx, `SELECT outbox_id, topic, error, headers::text FROM public.cdc_relay_dead_letters WHERE slot = $1`, f.Slot)
 		if err == nil {
 			for rs.Next() {
 				var id string

@@ -1,0 +1,110 @@
+package slotstore_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/cdc-relay/cdc-relay/slotstore"
+)
+
+func TestParseTableName(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("a", 63)
+	for _, tc := range []struct {
+		in, schema, name, quoted string
+	}{
+		{"cdc_relay_dead_letters", "public", "cdc_relay_dead_letters", `"public"."cdc_relay_dead_letters"`},
+		{slotstore.DefaultDeadLetterTable, "public", "cdc_relay_dead_letters", `"public"."cdc_relay_dead_letters"`},
+		{"ops.dead", "ops", "dead", `"ops"."dead"`},
+		{"Ops.Dead Letters", "Ops", "Dead Letters", `"Ops"."Dead Letters"`}, // literal: no case folding
+		{`a"b.c`, `a"b`, "c", `"a""b"."c"`},
+		{long + "." + long, long, long, `"` + long + `"."` + long + `"`},
+	} {
+		got, err := slotstore.ParseTableName(tc.in)
+		if err != nil || got.Schema != tc.schema || got.Name != tc.name || got.Sanitize() != tc.quoted ||
+			got.String() != tc.schema+"."+tc.name {
+			t.Errorf("ParseTableName(%q) = %+v (%s), %v; want %s.%s (%s)", tc.in, got, got.Sanitize(), err, tc.schema, tc.name, tc.quoted)
+		}
+		ddl, err := slotstore.DeadLetterTableDDL(tc.in)
+		if err != nil || !strings.HasPrefix(ddl, "CREATE TABLE IF NOT EXISTS "+tc.quoted+" (") {
+			t.Errorf("DeadLetterTableDDL(%q) = %q, %v; want it to create %s", tc.in, ddl, err, tc.quoted)
+		}
+	}
+	if s := (slotstore.TableName{Schema: "ops", Name: "dead"}).Sequence(); s != "ops.dead_id_seq" {
+		t.Errorf("Sequence() = %q, want ops.dead_id_seq", s)
+	}
+	for _, bad := range []string{"", "a.b.c", ".dead", "public.", ".", long + "a", "public." + long + "a", "pub\x00lic.dead"} {
+		if got, err := slotstore.ParseTableName(bad); !errors.Is(err, slotstore.ErrBadName) {
+			t.Errorf("ParseTableName(%q) = %+v, %v; want ErrBadName", bad, got, err)
+		}
+		if _, err := slotstore.DeadLetterTableDDL(bad); !errors.Is(err, slotstore.ErrBadName) {
+			t.Errorf("DeadLetterTableDDL(%q): %v; want ErrBadName", bad, err)
+		}
+		if err := slotstore.New(nil).CreateDeadLetterTable(t.Context(), bad); !errors.Is(err, slotstore.ErrBadName) {
+			t.Errorf("CreateDeadLetterTable(%q): %v; want ErrBadName before any statement", bad, err)
+		}
+	}
+}
+
+// TestDeadLetterTableIgnoresSearchPath creates, finds and inserts into the dead-letter table
+// over a connection whose search_path puts another schema first, and which holds a table of
+// the same name: the table is public's (an unqualified name means public.name) all the same.
+func TestDeadLetterTableIgnoresSearchPath(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := testCtx(t)
+	decoy := e.base + "_sp"
+	name := e.table(1) // dropped from public by the env's cleanup
+	dsch := pgx.Identifier{decoy}.Sanitize()
+	e.exec(t, "DROP SCHEMA IF EXISTS "+dsch+" CASCADE")
+	e.exec(t, "CREATE SCHEMA "+dsch)
+	t.Cleanup(func() { e.admin.Exec(testCtx(t), "DROP SCHEMA IF EXISTS "+dsch+" CASCADE") })
+	e.exec(t, "CREATE TABLE "+pgx.Identifier{decoy, name}.Sanitize()+" (decoy int)")
+
+	conn := connect(t)
+	if _, err := conn.Exec(ctx, "SET search_path TO "+dsch+", public"); err != nil {
+		t.Fatal(err)
+	}
+	store := slotstore.New(conn)
+	for _, table := range []string{name, "public." + name} { // the second finds it
+		if err := store.CreateDeadLetterTable(ctx, table); err != nil {
+			t.Fatalf("CreateDeadLetterTable(%q) with search_path %s, public: %v", table, decoy, err)
+		}
+	}
+	columns := func(schema string) string {
+		var cols string
+		if err := e.admin.QueryRow(ctx, `SELECT coalesce(string_agg(column_name, ',' ORDER BY ordinal_position), '')
+			FROM information_schema.columns WHERE table_schema = $1 AND table_name = $2`, schema, name).Scan(&cols); err != nil {
+			t.Fatal(err)
+		}
+		return cols
+	}
+	if got := columns("public"); !strings.HasPrefix(got, "id,slot,outbox_id,") {
+		t.Fatalf("public.%s has columns %q: the dead-letter table was not created in public", name, got)
+	}
+	if got := columns(decoy); got != "decoy" {
+		t.Errorf("%s.%s has columns %q, want the decoy's only", decoy, name, got)
+	}
+
+	// The relay inserts with the quoted, qualified name (TableName.Sanitize).
+	tn, err := slotstore.ParseTableName(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `INSERT INTO `+tn.Sanitize()+` (slot, error) VALUES ($1, 'e')`, e.Slot); err != nil {
+		t.Fatalf("insert into %s over search_path %s, public: %v", tn, decoy, err)
+	}
+	var n int
+	if err := e.admin.QueryRow(ctx, `SELECT count(*) FROM `+pgx.Identifier{"public", name}.Sanitize()+` WHERE slot = $1`, e.Slot).Scan(&n); err != nil || n != 1 {
+		t.Errorf("rows in public.%s: %d, %v; want 1", name, n, err)
+	}
+
+	// A schema that does not exist is named in the error.
+	err = store.CreateDeadLetterTable(ctx, e.base+"_nosuch."+name)
+	if err == nil || !strings.Contains(err.Error(), "schema \""+e.base+"_nosuch\" does not exist") {
+		t.Errorf("CreateDeadLetterTable in a missing schema: %v; want it to name the schema", err)
+	}
+}
