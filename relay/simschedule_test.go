@@ -77,7 +77,7 @@ type simRun struct {
 	drops       map[int]int   // session of this run (from 1) -> drop after this many messages
 	faults      []simFault
 	cancelMsgs  int           // cancel once this run's sessions sent this many messages (0: by time)
-	cancelAfter time.Duration // cancel after this long (when cancelMsgs is 0)
+	cancelAfter time.Duration // and after this long (+50ms); 0 with cancelMsgs: after simCancelFallback
 	tableRefuse int           // table writes refused in this run
 	holdSlot    time.Duration // the slot is active for another process this long at the start
 	replyEvery  int           // keepalives with reply requested every this many messages (0: none)
