@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,10 +37,15 @@ func newLetterBudget(records, bytes int, buffered func() (int64, int64)) *letter
 	return &letterBudget{maxRecords: records, maxBytes: int64(bytes), buffered: buffered, freed: make(chan struct{}, 1)}
 }
 
+// letterSize is the size of the record a letter parks: key, value and the record's own headers,
+// not the dlq-* headers that say why (bounded metadata), so a record counts the same in the
+// producer's buffer and as a letter.
 func letterSize(r *kgo.Record) int64 {
 	n := len(r.Key) + len(r.Value)
 	for _, h := range r.Headers {
-		n += len(h.Key) + len(h.Value)
+		if !strings.HasPrefix(h.Key, "dlq-") {
+			n += len(h.Key) + len(h.Value)
+		}
 	}
 	return int64(n)
 }

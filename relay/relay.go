@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
 
@@ -48,8 +49,14 @@ type Relay struct {
 	// letters bounds the dead letters not yet parked: when neither destination takes them,
 	// reading pauses instead of holding more (DESIGN.md, "Backpressure").
 	letters *letterBudget
-	table   parker // the last-resort destination: PostgreSQL's dead-letter table
-	stats   Stats
+	// dlqRefusal remembers a refusal of the whole dead-letter topic for dlqRefusalFor.
+	dlqRefusal struct {
+		sync.Mutex
+		err   error
+		until time.Time
+	}
+	table parker // the last-resort destination: PostgreSQL's dead-letter table
+	stats Stats
 }
 
 // New validates cfg and builds the parts. Nothing is contacted until Run.
@@ -398,6 +405,13 @@ func (r *Relay) deadLetterLoop(ctx context.Context) error {
 func (r *Relay) produceDeadLetters(ctx context.Context) error {
 	for _, dl := range r.dlq.take() {
 		x := dl.txn
+		if refusal := r.dlqTopicRefusal(); refusal != nil {
+			// The topic refused the last letter for a reason that holds for every letter: do not
+			// wait for franz-go to learn that again (one metadata refresh, 5 s, per letter).
+			r.table.push(tableLetter{rec: dl.rec, refusal: refusal, txn: x})
+			r.dlq.wake()
+			continue
+		}
 		r.sink.Produce(ctx, dl.rec, func(rec *kgo.Record, err error) {
 			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 				// Shutdown while it waited for buffer space: queue it again; drain produces it.
@@ -407,6 +421,7 @@ func (r *Relay) produceDeadLetters(ctx context.Context) error {
 			if err != nil {
 				r.cfg.Metrics.ProduceError(metrics.ClassDeadLetterRefused)
 				if sink.Rejected(err) {
+					r.noteDLQRefusal(err)
 					r.table.push(tableLetter{rec: rec, refusal: err, txn: x})
 					r.dlq.wake()
 					return
@@ -420,6 +435,29 @@ func (r *Relay) produceDeadLetters(ctx context.Context) error {
 		})
 	}
 	return r.track.err()
+}
+
+// dlqRefusalFor is how long a refusal of the whole dead-letter topic (not authorized, missing,
+// invalid) sends letters straight to the table before the topic is tried again.
+const dlqRefusalFor = 30 * time.Second
+
+func (r *Relay) noteDLQRefusal(err error) {
+	if !errors.Is(err, kerr.TopicAuthorizationFailed) && !errors.Is(err, kerr.UnknownTopicOrPartition) &&
+		!errors.Is(err, kerr.InvalidTopicException) {
+		return // a letter too large: the next one may fit
+	}
+	r.dlqRefusal.Lock()
+	r.dlqRefusal.err, r.dlqRefusal.until = err, time.Now().Add(dlqRefusalFor)
+	r.dlqRefusal.Unlock()
+}
+
+func (r *Relay) dlqTopicRefusal() error {
+	r.dlqRefusal.Lock()
+	defer r.dlqRefusal.Unlock()
+	if time.Now().Before(r.dlqRefusal.until) {
+		return r.dlqRefusal.err
+	}
+	return nil
 }
 
 // Confirmed returns the position confirmed to PostgreSQL so far.

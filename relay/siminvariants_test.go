@@ -185,7 +185,16 @@ type memSample struct {
 func (h *harness) sample(r *Relay) (stop func()) {
 	done := make(chan struct{})
 	finished := make(chan struct{})
-	maxRecords, maxBytes := simMemFactor*h.sc.maxRecords, int64(simMemFactor*h.sc.maxBytes)
+	// The pipeline holds one record beyond the limits at most: one that passed the budget
+	// while no letter was held and then waited inside Produce for buffer space, and failed
+	// once the records ahead of it had failed too.
+	largest := 0
+	for _, x := range h.sc.txns {
+		for _, r := range x.rows {
+			largest = max(largest, len(r.key)+len(r.payload)+256) // + its own headers
+		}
+	}
+	maxRecords, maxBytes := simMemFactor*h.sc.maxRecords+1, int64(simMemFactor*h.sc.maxBytes+largest)
 	go func() {
 		defer close(finished)
 		tick := time.NewTicker(time.Millisecond)
