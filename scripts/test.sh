@@ -4,17 +4,21 @@
 # without the services, so a green run means they ran.
 #
 # Two pairs of services: the shared pair (scripts/dev-up.sh) for everything that leaves the
-# services alone, run in parallel; and a private pair (scripts/faults-up.sh, with an ACL
+# services alone, run in parallel (then the benchmark's quick run alone); and a private pair (scripts/faults-up.sh, with an ACL
 # authorizer) for e2e/faults, whose tests pause, kill and restart the services, one at a time.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 faults='/e2e/faults$'
+bench='/internal/bench$'
 go vet ./...
 (
 	eval "$(scripts/dev-up.sh)"
-	mapfile -t quiet < <(go list ./... | grep -Ev "$faults")
+	mapfile -t quiet < <(go list ./... | grep -Ev "$faults|$bench")
 	go test -race -count=1 -timeout 40m "${quiet[@]}"
+	# The benchmark's quick run compares latencies: alone, so the other tests' load does not
+	# decide which publisher looks faster.
+	go test -race -count=1 -timeout 10m ./internal/bench
 )
 (
 	eval "$(scripts/faults-up.sh)"
