@@ -41,6 +41,12 @@ chaos:
 build:
 	go build -o bin/ ./cmd/...
 
+## image: the release image cdc-relay:local (FROM scratch: static binary, CA bundle, user nonroot)
+## with podman, installed with apt-get if missing; CDC_RELAY_ENGINE=docker builds it with Docker.
+.PHONY: image
+image:
+	scripts/image.sh
+
 ## up / down: start or stop the local services.
 up:
 	@scripts/dev-up.sh
