@@ -2,12 +2,17 @@ package slotstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
+
+// ErrSlotExists means CreateOptions.ExportSnapshot was set and the slot already exists.
+var ErrSlotExists = errors.New("replication slot already exists")
 
 // CreateOptions says which slot and publication Create makes.
 type CreateOptions struct {
@@ -19,6 +24,13 @@ type CreateOptions struct {
 	// public), taken literally. Default: ["public.outbox"]. Duplicates after
 	// qualification are ignored.
 	Tables []string
+	// ExportSnapshot, when set, is a replication connection (replication=database, same
+	// database) on which a missing slot is created with CREATE_REPLICATION_SLOT ... LOGICAL
+	// pgoutput EXPORT_SNAPSHOT. The snapshot's name is CreateResult.Snapshot: it sees exactly
+	// the transactions committed before the slot's consistent point, and stays importable
+	// (SET TRANSACTION SNAPSHOT) while that connection stays open and runs nothing else. An
+	// existing slot is then ErrSlotExists: its snapshot is long gone.
+	ExportSnapshot *pgconn.PgConn
 }
 
 // Validate checks the names; the error wraps ErrBadName.
@@ -60,6 +72,7 @@ type CreateResult struct {
 	PublicationCreated bool          // false when it already existed
 	ConsistentPoint    pglogrepl.LSN // the new slot's consistent point (0 when it already existed)
 	TablesAdded        []string      // tables added to an existing publication that lacked them, as "schema.table"
+	Snapshot           string        // with CreateOptions.ExportSnapshot: the exported snapshot's name
 }
 
 // Create makes the insert-only publication (publish = 'insert') for the
@@ -95,6 +108,9 @@ func (s *Store) Create(ctx context.Context, o CreateOptions) (CreateResult, erro
 	if err != nil {
 		return res, err
 	}
+	if slotFound && o.ExportSnapshot != nil {
+		return res, fmt.Errorf("slot %q: %w: a snapshot can only be exported when the slot is created", o.Slot, ErrSlotExists)
+	}
 	if slotFound {
 		if err := checkSlotKind(o.Slot, slot.Type, slot.Plugin, slot.Database, ss.Database); err != nil {
 			return res, err
@@ -110,6 +126,11 @@ func (s *Store) Create(ctx context.Context, o CreateOptions) (CreateResult, erro
 
 	// Checks done: from here on, change things.
 	if res.PublicationCreated, res.TablesAdded, err = s.applyPublication(ctx, ss, o.Publication, tables, plan); err != nil {
+		return res, err
+	}
+	if !slotFound && o.ExportSnapshot != nil {
+		res.ConsistentPoint, res.Snapshot, err = createSlotWithSnapshot(ctx, o.ExportSnapshot, o.Slot, ss.Role)
+		res.SlotCreated = err == nil
 		return res, err
 	}
 	if !slotFound {
@@ -250,6 +271,26 @@ func (s *Store) createSlot(ctx context.Context, ss session, slot string) (pglogr
 		return 0, true, fmt.Errorf("slot %q: consistent point: %w", slot, err)
 	}
 	return lsn, true, nil
+}
+
+// createSlotWithSnapshot makes the logical pgoutput slot over the replication connection
+// repl and exports its snapshot.
+func createSlotWithSnapshot(ctx context.Context, repl *pgconn.PgConn, slot, role string) (pglogrepl.LSN, string, error) {
+	r, err := pglogrepl.CreateReplicationSlot(ctx, repl, slot, "pgoutput",
+		pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication, SnapshotAction: "EXPORT_SNAPSHOT"})
+	switch {
+	case pgCode(err) == codeDuplicateObject:
+		return 0, "", fmt.Errorf("slot %q: %w (created meanwhile by another session)", slot, ErrSlotExists)
+	case pgCode(err) == codeInsufficientPrivilege:
+		return 0, "", fmt.Errorf("%w (server said: %w)", replicationDenied(slot, "create a replication slot", role), err)
+	case err != nil:
+		return 0, "", fmt.Errorf("slot %q: create logical replication slot with an exported snapshot: %w", slot, err)
+	}
+	lsn, err := pglogrepl.ParseLSN(r.ConsistentPoint)
+	if err != nil {
+		return 0, "", fmt.Errorf("slot %q: consistent point %q: %w", slot, r.ConsistentPoint, err)
+	}
+	return lsn, r.SnapshotName, nil
 }
 
 // ddlError wraps a failed DDL statement, adding ErrPermission when the

@@ -7,6 +7,7 @@
 //	cdc-relay run  --pg-url URL --brokers HOST:PORT[,..] --slot NAME --publication NAME
 //	cdc-relay poll --pg-url URL --brokers HOST:PORT[,..] [--table public.outbox] [--interval 100ms] [--batch 100]
 //	cdc-relay outbox prune --pg-url URL --older-than 168h [--mode run|poll] [--slot NAME]
+//	cdc-relay dead-letters list|show ID|replay|discard --pg-url URL [--from topic|table] [--brokers HOST:PORT[,..]]
 //
 // Every flag has an environment twin CDC_RELAY_<FLAG> (dashes become underscores); a flag
 // given on the command line wins. Exit codes: 0 clean shutdown, 1 runtime failure, 2 bad
@@ -34,6 +35,8 @@ Usage:
   cdc-relay poll        --pg-url URL --brokers HOST:PORT[,..] [--table public.outbox] [--interval 100ms] [--batch 100]
   cdc-relay poll --create-index --pg-url URL [--table public.outbox]
   cdc-relay outbox prune --pg-url URL --older-than 168h [--mode run|poll] [--slot NAME] [--table public.outbox] [--batch 1000]
+  cdc-relay dead-letters list|show ID|replay|discard --pg-url URL [--from topic|table] [--brokers HOST:PORT[,..]]
+      [--id ID] [--topic T] [--reason TEXT] [--since T] [--until T] [--all] [--dry-run]
 
 'run' reads the WAL; 'poll' is the polling publisher it replaces (SELECT ... FOR UPDATE SKIP
 LOCKED on published_at IS NULL), for comparison and for republishing rows a lost slot missed.
@@ -97,6 +100,8 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return cmdPoll(ctx, args[1:], stdout, stderr)
 	case "outbox":
 		return cmdOutbox(ctx, args[1:], stdout, stderr)
+	case "dead-letters":
+		return cmdDeadLetters(ctx, args[1:], stdout, stderr)
 	case "slot":
 		if len(args) < 2 {
 			fmt.Fprint(stderr, usage)

@@ -15,14 +15,17 @@ const pruneSynopsis = "outbox prune --pg-url URL --older-than 168h [--mode run|p
 
 func cmdOutbox(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprintf(stdout, "Usage: cdc-relay %s\n\nRun 'cdc-relay outbox prune --help' for its flags.\n", pruneSynopsis)
+		fmt.Fprintf(stdout, "Usage: cdc-relay %s\n       cdc-relay %s\n\nRun 'cdc-relay outbox SUBCOMMAND --help' for its flags.\n", pruneSynopsis, markPublishedSynopsis)
 		if len(args) == 0 {
-			return usageErr("outbox needs a subcommand: prune")
+			return usageErr("outbox needs a subcommand: prune or mark-published")
 		}
 		return nil
 	}
+	if args[0] == "mark-published" {
+		return cmdOutboxMarkPublished(ctx, args[1:], stdout, stderr)
+	}
 	if args[0] != "prune" {
-		return usageErr("unknown outbox subcommand %q: use prune", args[0])
+		return usageErr("unknown outbox subcommand %q: use prune or mark-published", args[0])
 	}
 	return cmdOutboxPrune(ctx, args[1:], stdout, stderr)
 }

@@ -1,0 +1,264 @@
+// Package cutover moves an outbox table between a polling publisher (published_at) and the
+// relay (a replication slot) without losing a row and with one named window of duplicates.
+//
+// # From polling to the relay: Run (`cdc-relay cutover`)
+//
+// The old poller is stopped first, at any moment. Run then
+//
+//  1. creates the publication if needed and the slot over a replication connection with
+//     CREATE_REPLICATION_SLOT ... LOGICAL pgoutput EXPORT_SNAPSHOT. The exported snapshot sees
+//     exactly the transactions committed before the slot's consistent point; the slot streams
+//     the ones committed after it.
+//  2. imports the snapshot on a normal connection (BEGIN ISOLATION LEVEL REPEATABLE READ; SET
+//     TRANSACTION SNAPSHOT) and lists the ids of the rows pending in it (published_at IS
+//     NULL), then ends that transaction and closes the replication connection: the snapshot
+//     is held for one index scan, not for the whole publishing.
+//  3. publishes those rows with the poller's record and cycle (poller.PublishRows): locked
+//     with FOR UPDATE, produced, acknowledged by Kafka, then marked published_at in the same
+//     transaction. A row marked meanwhile is not sent again.
+//
+// Every row committed before the consistent point and not marked by the old poller goes out
+// here; every row committed after it is streamed by `cdc-relay run` from the slot. Duplicates
+// come only from the old poller's own window: rows it had produced but not yet marked when it
+// was stopped (at most one batch per poller process). If Run fails after creating the slot it
+// drops the slot again (no relay has read from it), so running it again is safe; if it is
+// killed, drop the slot by hand (`cdc-relay slot drop`) and run it again.
+//
+// # From the relay back to polling: MarkDelivered (`cdc-relay outbox mark-published`)
+//
+// The relay never sets published_at, so a poller started after it would publish every row
+// again. With the relay stopped (the slot inactive, its confirmed_flush_lsn final),
+// MarkDelivered
+//
+//  1. opens a REPEATABLE READ transaction A and takes its snapshot;
+//  2. then, on a second connection, reads lsn0 = pg_current_wal_insert_lsn() and peeks at the
+//     slot up to lsn0 (pg_logical_slot_peek_binary_changes: nothing is consumed): the outbox
+//     ids of the transactions committed after the slot's confirmed position, which the relay
+//     has not confirmed;
+//  3. in A, sets published_at on every pending row except those ids, and commits.
+//
+// A row visible in A's snapshot committed before lsn0. If its commit is at or before the
+// confirmed position, the relay delivered it (it confirms only what Kafka acknowledged) and it
+// is marked; if after, the peek listed it and it stays pending for the poller. Rows committed
+// after the snapshot stay pending too. Duplicates come only from the relay's replay window:
+// rows Kafka acknowledged whose position the relay had not confirmed when it stopped (none
+// after a clean stop; up to --confirm-delay of them after a kill -9).
+package cutover
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/cdc-relay/cdc-relay/poller"
+	"github.com/cdc-relay/cdc-relay/slotstore"
+)
+
+// Options configure Run.
+type Options struct {
+	// Slot and Publication are created as `slot create` creates them. Required. The slot must
+	// not exist yet.
+	Slot, Publication string
+	// DeadLetterTable, when set, is created as `slot create` creates it (best effort).
+	DeadLetterTable string
+	// Poller publishes the pending rows: its ConnString, Table, Columns, Topic, DLQTopic,
+	// Batch and Sink are used as `cdc-relay poll` uses them.
+	Poller poller.Config
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+}
+
+// Result says what Run did.
+type Result struct {
+	PublicationCreated bool
+	ConsistentPoint    pglogrepl.LSN // the slot's: rows committed before it were published here
+	Snapshot           string        // the exported snapshot's name
+	Pending            int           // rows pending in the snapshot (published_at IS NULL)
+	Published          int           // of those, rows published (or dead-lettered) and marked here
+	MarkedMeanwhile    int           // of those, rows someone else marked before Run reached them
+	DeadLettered       int64
+}
+
+// Run creates the slot with an exported snapshot and publishes the rows pending in it. See the
+// package documentation.
+func Run(ctx context.Context, o Options) (Result, error) {
+	var res Result
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	pcfg := o.Poller
+	if pcfg.Table == "" {
+		pcfg.Table = "public.outbox"
+	}
+	conn, err := connect(ctx, pcfg)
+	if err != nil {
+		return res, err
+	}
+	defer conn.Close(context.Background())
+	warnRunningPoller(ctx, conn, log)
+
+	repl, err := connectReplication(ctx, pcfg)
+	if err != nil {
+		return res, err
+	}
+	replClosed := false
+	closeRepl := func() {
+		if !replClosed {
+			replClosed = true
+			_ = repl.Close(context.Background())
+		}
+	}
+	defer closeRepl()
+
+	store := slotstore.New(conn)
+	cr, err := store.Create(ctx, slotstore.CreateOptions{
+		Slot: o.Slot, Publication: o.Publication, Tables: []string{pcfg.Table}, ExportSnapshot: repl,
+	})
+	if err != nil {
+		return res, err
+	}
+	res.PublicationCreated, res.ConsistentPoint, res.Snapshot = cr.PublicationCreated, cr.ConsistentPoint, cr.Snapshot
+	log.Info("created the slot with an exported snapshot", "slot", o.Slot, "consistent_point", cr.ConsistentPoint, "snapshot", cr.Snapshot)
+	if o.DeadLetterTable != "" {
+		if err := store.CreateDeadLetterTable(ctx, o.DeadLetterTable); err != nil {
+			log.Warn("dead-letter table not created; the relay creates it on first use", "table", o.DeadLetterTable, "cause", err)
+		}
+	}
+	fail := func(err error) (Result, error) {
+		closeRepl()
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if derr := slotstore.New(conn).Drop(dctx, o.Slot, ""); derr != nil {
+			return res, fmt.Errorf("%w; dropping slot %s failed too (%v): drop it with `cdc-relay slot drop --slot %s` before running cutover again, and do not start `cdc-relay run` on it", err, o.Slot, derr, o.Slot)
+		}
+		return res, fmt.Errorf("%w; slot %s was dropped again: run cutover again", err, o.Slot)
+	}
+
+	ids, err := pendingInSnapshot(ctx, conn, pcfg, cr.Snapshot)
+	closeRepl() // the snapshot is no longer needed
+	if err != nil {
+		return fail(err)
+	}
+	res.Pending = len(ids)
+	log.Info("rows pending in the snapshot", "rows", len(ids))
+
+	p, err := poller.New(pcfg)
+	if err != nil {
+		return fail(err)
+	}
+	defer p.Close()
+	if err := p.Check(ctx, max(pcfg.ConnectTimeout, 10*time.Second)); err != nil {
+		return fail(err)
+	}
+	n, err := p.PublishRows(ctx, ids)
+	res.Published = n
+	res.DeadLettered = p.Stats().DeadLettered.Load()
+	if err != nil {
+		return fail(fmt.Errorf("cutover: published %d of %d pending rows: %w", n, len(ids), err))
+	}
+	res.MarkedMeanwhile = len(ids) - n
+	return res, nil
+}
+
+// pendingInSnapshot lists the ids of the rows pending in the exported snapshot.
+func pendingInSnapshot(ctx context.Context, conn *pgx.Conn, cfg poller.Config, snapshot string) ([]string, error) {
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, fmt.Errorf("cutover: begin: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if _, err := tx.Exec(ctx, "SET TRANSACTION SNAPSHOT "+quoteLiteral(snapshot)); err != nil {
+		return nil, fmt.Errorf("cutover: import snapshot %s: %w", snapshot, err)
+	}
+	id, pub := column(cfg.Columns.ID, "id"), column(cfg.Columns.PublishedAt, "published_at")
+	rows, err := tx.Query(ctx, `SELECT `+id+`::text FROM `+quoteTable(cfg.Table)+` WHERE `+pub+` IS NULL ORDER BY `+id)
+	if err != nil {
+		return nil, fmt.Errorf("cutover: list the pending rows of %s: %w", cfg.Table, err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("cutover: list the pending rows of %s: %w", cfg.Table, err)
+	}
+	return ids, tx.Commit(ctx)
+}
+
+// warnRunningPoller warns when a `cdc-relay poll` is connected: it and the relay would both
+// publish new rows.
+func warnRunningPoller(ctx context.Context, conn *pgx.Conn, log *slog.Logger) {
+	var n int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = 'cdc-relay poll' AND datname = current_database()`).Scan(&n); err == nil && n > 0 {
+		log.Warn("a `cdc-relay poll` is still connected: stop the old poller before the relay starts, or both publish every new row", "sessions", n)
+	}
+}
+
+// connectReplication opens a replication connection (replication=database).
+func connectReplication(ctx context.Context, cfg poller.Config) (*pgconn.PgConn, error) {
+	cc, err := pgconn.ParseConfig(cfg.ConnString)
+	if err != nil {
+		return nil, fmt.Errorf("cutover: bad PostgreSQL URL: %w", err)
+	}
+	if cfg.Password != "" {
+		cc.Password = cfg.Password
+	}
+	if t := cfg.ConnectTimeout; t > 0 && (cc.ConnectTimeout == 0 || cc.ConnectTimeout > t) {
+		cc.ConnectTimeout = t
+	}
+	cc.RuntimeParams["replication"] = "database"
+	if _, ok := cc.RuntimeParams["application_name"]; !ok {
+		cc.RuntimeParams["application_name"] = "cdc-relay cutover"
+	}
+	conn, err := pgconn.ConnectConfig(ctx, cc)
+	if err != nil {
+		return nil, fmt.Errorf("cutover: replication connection to PostgreSQL at %s:%d: %w", cc.Host, cc.Port, err)
+	}
+	return conn, nil
+}
+
+// connect opens a normal connection with cfg's URL, password and timeout.
+func connect(ctx context.Context, cfg poller.Config) (*pgx.Conn, error) {
+	cc, err := pgx.ParseConfig(cfg.ConnString)
+	if err != nil {
+		return nil, fmt.Errorf("cutover: bad PostgreSQL URL: %w", err)
+	}
+	if cfg.Password != "" {
+		cc.Password = cfg.Password
+	}
+	if t := cfg.ConnectTimeout; t > 0 && (cc.ConnectTimeout == 0 || cc.ConnectTimeout > t) {
+		cc.ConnectTimeout = t
+	}
+	if _, ok := cc.RuntimeParams["application_name"]; !ok {
+		cc.RuntimeParams["application_name"] = "cdc-relay cutover"
+	}
+	conn, err := pgx.ConnectConfig(ctx, cc)
+	if err != nil {
+		return nil, fmt.Errorf("cutover: connect to PostgreSQL at %s:%d: %w", cc.Host, cc.Port, err)
+	}
+	return conn, nil
+}
+
+func column(name, def string) string {
+	if name == "" {
+		name = def
+	}
+	return pgx.Identifier{name}.Sanitize()
+}
+
+func quoteTable(t string) string {
+	if schema, name, ok := strings.Cut(t, "."); ok {
+		return pgx.Identifier{schema, name}.Sanitize()
+	}
+	return pgx.Identifier{"public", t}.Sanitize()
+}
+
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// ErrSlotActive means MarkDelivered found the relay still streaming from the slot.
+var ErrSlotActive = errors.New("cutover: the slot is active: stop `cdc-relay run` first")

@@ -1,0 +1,162 @@
+package cutover
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/cdc-relay/cdc-relay/decoder"
+	"github.com/cdc-relay/cdc-relay/slotstore"
+)
+
+// MarkOptions configure MarkDelivered.
+type MarkOptions struct {
+	Slot         string   // the relay's slot; required
+	Publications []string // the relay's publications; required
+	Table        string   // the outbox table, "schema.table"; default "public.outbox"
+	// Columns name the id and the columns the relay reads (the peek decodes rows as it does);
+	// zero fields take the defaults.
+	Columns decoder.Columns
+	// PublishedAt is the column the poller reads; default "published_at".
+	PublishedAt string
+}
+
+// MarkResult says what MarkDelivered did.
+type MarkResult struct {
+	Confirmed   pglogrepl.LSN // the slot's confirmed_flush_lsn: rows committed before it were marked
+	MarkLSN     pglogrepl.LSN // lsn0: the peek's end
+	Snapshot    string        // the marking transaction's snapshot (pg_current_snapshot)
+	Undelivered int           // rows of the table in transactions after Confirmed up to MarkLSN: left pending
+	Marked      int64         // rows marked published
+}
+
+// ErrSlotLost means the slot is invalidated: which rows the relay delivered is unknown.
+var ErrSlotLost = errors.New("cutover: the slot is lost")
+
+// MarkDelivered sets published_at on every pending row the slot has confirmed, on conn, using
+// peek for the slot. Both are normal connections; the relay must be stopped. See the package
+// documentation.
+func MarkDelivered(ctx context.Context, conn, peek *pgx.Conn, o MarkOptions) (MarkResult, error) {
+	var res MarkResult
+	if o.Slot == "" || len(o.Publications) == 0 {
+		return res, errors.New("cutover: the slot and its publications are required")
+	}
+	if o.Table == "" {
+		o.Table = "public.outbox"
+	}
+	table := o.Table
+	if !strings.Contains(table, ".") {
+		table = "public." + table
+	}
+	dec, err := decoder.New(decoder.Config{Columns: o.Columns, Tables: []string{table}, Topic: "-"})
+	if err != nil {
+		return res, err
+	}
+	// A relay just stopped may hold the slot for a moment longer.
+	for wait := 0; ; wait++ {
+		err := checkSlot(ctx, conn, o.Slot, &res)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, ErrSlotActive) || wait >= 50 {
+			return res, err
+		}
+		select {
+		case <-ctx.Done():
+			return res, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	if err != nil {
+		return res, fmt.Errorf("cutover: begin: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if err := tx.QueryRow(ctx, `SELECT pg_current_snapshot()::text`).Scan(&res.Snapshot); err != nil {
+		return res, fmt.Errorf("cutover: take the snapshot: %w", err)
+	}
+
+	var lsn0 string
+	if err := peek.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&lsn0); err != nil {
+		return res, fmt.Errorf("cutover: read the WAL position: %w", err)
+	}
+	if res.MarkLSN, err = pglogrepl.ParseLSN(lsn0); err != nil {
+		return res, fmt.Errorf("cutover: WAL position %q: %w", lsn0, err)
+	}
+	rows, err := peek.Query(ctx, `SELECT lsn::text, data FROM pg_logical_slot_peek_binary_changes($1, $2::pg_lsn, NULL,
+		'proto_version', '1', 'publication_names', $3)`, o.Slot, lsn0, strings.Join(o.Publications, ","))
+	if err != nil {
+		return res, fmt.Errorf("cutover: peek at slot %s: %w", o.Slot, err)
+	}
+	var undelivered []string
+	for rows.Next() {
+		var lsnText string
+		var data []byte
+		if err := rows.Scan(&lsnText, &data); err != nil {
+			rows.Close()
+			return res, fmt.Errorf("cutover: peek at slot %s: %w", o.Slot, err)
+		}
+		lsn, err := pglogrepl.ParseLSN(lsnText)
+		if err != nil {
+			rows.Close()
+			return res, fmt.Errorf("cutover: peek at slot %s: LSN %q: %w", o.Slot, lsnText, err)
+		}
+		out, err := dec.Decode(lsn, data)
+		if err != nil && !decoder.IsBadRow(err) {
+			rows.Close()
+			return res, fmt.Errorf("cutover: decode the slot's changes: %w", err)
+		}
+		if out.Kind == decoder.KindEvent && out.Event.Relation == table && out.Event.ID != "" {
+			undelivered = append(undelivered, out.Event.ID)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return res, fmt.Errorf("cutover: peek at slot %s: %w (is `cdc-relay run` still streaming from it?)", o.Slot, err)
+	}
+	res.Undelivered = len(undelivered)
+
+	id := column(o.Columns.ID, "id")
+	pub := column(o.PublishedAt, "published_at")
+	tag, err := tx.Exec(ctx, `UPDATE `+quoteTable(o.Table)+` SET `+pub+` = now() WHERE `+pub+` IS NULL AND NOT (`+id+`::text = ANY($1::text[]))`, undelivered)
+	if err != nil {
+		return res, fmt.Errorf("cutover: mark the delivered rows of %s: %w", o.Table, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return res, fmt.Errorf("cutover: commit: %w", err)
+	}
+	res.Marked = tag.RowsAffected()
+	return res, nil
+}
+
+// checkSlot reads the slot's confirmed position and refuses an active or lost slot.
+func checkSlot(ctx context.Context, conn *pgx.Conn, slot string, res *MarkResult) error {
+	var active bool
+	var confirmed *string
+	var walStatus string
+	err := conn.QueryRow(ctx, `SELECT active, confirmed_flush_lsn::text, coalesce(wal_status, '') FROM pg_replication_slots WHERE slot_name = $1`, slot).
+		Scan(&active, &confirmed, &walStatus)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("slot %q: %w", slot, slotstore.ErrSlotNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("cutover: read slot %q: %w", slot, err)
+	}
+	if walStatus == "lost" {
+		return fmt.Errorf("%w: slot %q is invalidated; which rows reached Kafka is unknown, so mark nothing and let the poller publish them all", ErrSlotLost, slot)
+	}
+	if active {
+		return fmt.Errorf("%w (slot %q)", ErrSlotActive, slot)
+	}
+	if confirmed != nil {
+		if res.Confirmed, err = pglogrepl.ParseLSN(*confirmed); err != nil {
+			return fmt.Errorf("cutover: slot %q confirmed_flush_lsn %q: %w", slot, *confirmed, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,168 @@
+// Package deadletters reads the letters the relay parked (on the dead-letter topic or in the
+// PostgreSQL dead-letter table), selects and groups them, and replays or discards them for
+// `cdc-relay dead-letters`. A Kafka topic cannot be edited, so what was done to a letter of the
+// topic is kept in a PostgreSQL marks table keyed by (topic, partition, offset); the
+// dead-letter table carries replayed_at and discarded_at columns of its own.
+package deadletters
+
+import (
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cdc-relay/cdc-relay/internal/contract"
+)
+
+// HeaderReplayedAt is added to a replayed record: when `dead-letters replay` sent it again
+// (RFC 3339, microseconds, UTC). A replayed event arrives after later events of its key.
+const HeaderReplayedAt = "cdc-replayed-at"
+
+// State is what has been done to a letter.
+type State string
+
+const (
+	Pending   State = "pending"
+	Replayed  State = "replayed"
+	Discarded State = "discarded"
+)
+
+// Letter is one parked record.
+type Letter struct {
+	ID       string // "partition:offset" on the topic, the row id in the table
+	OutboxID string
+	Source   string // the outbox table (outbox-table header, else dlq-relation)
+	Topic    string // the original topic
+	Key      []byte
+	Value    []byte
+	Headers  []kgo.RecordHeader // as parked: the original ones plus dlq-*
+	Error    string
+	LSN      string
+	Seen     time.Time // when it was parked
+	Slot     string    // table letters only
+
+	Partition int32 // topic letters only
+	Offset    int64
+
+	State     State
+	HandledAt time.Time // when replayed or discarded
+}
+
+// kafkaCode finds the Kafka error name in a dead-letter error (e.g. MESSAGE_TOO_LARGE).
+var kafkaCode = regexp.MustCompile(`\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b`)
+
+// Reason is a short name for why the letter was parked: the Kafka error (MESSAGE_TOO_LARGE,
+// UNKNOWN_TOPIC_OR_PARTITION, ...) or, for a row that could not become a record, "bad row".
+func (l *Letter) Reason() string {
+	if c := kafkaCode.FindString(l.Error); c != "" {
+		return c
+	}
+	return "bad row"
+}
+
+// BadRow reports whether the letter is a row that could not become a record: no Kafka refusal
+// caused it, and replaying the same bytes cannot fix it.
+func (l *Letter) BadRow() bool { return l.Reason() == "bad row" }
+
+// Size is what the record takes in a batch of its own, as the sink counts it.
+func (l *Letter) Size(headers []kgo.RecordHeader) int64 {
+	n := int64(len(l.Key) + len(l.Value) + 61 + 5*8)
+	for _, h := range headers {
+		n += int64(len(h.Key)+len(h.Value)) + 10
+	}
+	return n
+}
+
+// ReplayHeaders returns the original headers (every dlq-* one removed) plus cdc-replayed-at.
+func (l *Letter) ReplayHeaders(at time.Time) []kgo.RecordHeader {
+	h := make([]kgo.RecordHeader, 0, len(l.Headers)+1)
+	for _, x := range l.Headers {
+		if len(x.Key) >= len(contract.DLQPrefix) && strings.EqualFold(x.Key[:len(contract.DLQPrefix)], contract.DLQPrefix) {
+			continue
+		}
+		if x.Key == HeaderReplayedAt { // a letter of a replayed record: one stamp, the new one
+			continue
+		}
+		h = append(h, x)
+	}
+	return append(h, kgo.RecordHeader{Key: HeaderReplayedAt, Value: []byte(at.UTC().Format("2006-01-02T15:04:05.000000Z07:00"))})
+}
+
+// Record returns the record to replay.
+func (l *Letter) Record(at time.Time) *kgo.Record {
+	return &kgo.Record{Topic: l.Topic, Key: l.Key, Value: l.Value, Headers: l.ReplayHeaders(at)}
+}
+
+func header(hs []kgo.RecordHeader, key string) string {
+	for _, h := range hs {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+// fill sets the fields the headers carry.
+func (l *Letter) fill() {
+	if l.OutboxID == "" {
+		l.OutboxID = header(l.Headers, contract.OutboxID)
+	}
+	if l.Source == "" {
+		l.Source = header(l.Headers, contract.OutboxTable)
+	}
+	if l.Source == "" {
+		l.Source = header(l.Headers, contract.DLQRelation)
+	}
+	if l.Topic == "" {
+		l.Topic = header(l.Headers, contract.DLQTopic)
+	}
+	if l.Error == "" {
+		l.Error = header(l.Headers, contract.DLQError)
+	}
+	if l.LSN == "" {
+		l.LSN = header(l.Headers, contract.LSN)
+	}
+}
+
+// Group is the letters of one event (source table, outbox id, original topic) parked for one
+// reason in one state: the same event may be parked more than once (a relay that replayed
+// from its slot, a replay refused again).
+type Group struct {
+	Reason, Source, OutboxID, Topic string
+	State                           State
+	First, Last                     time.Time
+	Letters                         []*Letter
+}
+
+// GroupLetters groups letters, in the order of their first letter.
+func GroupLetters(ls []*Letter) []*Group {
+	type key struct {
+		reason, source, id, topic string
+		state                     State
+	}
+	idx := map[key]*Group{}
+	var out []*Group
+	for _, l := range ls {
+		k := key{l.Reason(), l.Source, l.OutboxID, l.Topic, l.State}
+		if l.OutboxID == "" { // nothing to tell two such letters apart by: each its own group
+			k.id = "\x00" + l.ID
+		}
+		g := idx[k]
+		if g == nil {
+			g = &Group{Reason: k.reason, Source: l.Source, OutboxID: l.OutboxID, Topic: l.Topic, State: l.State, First: l.Seen, Last: l.Seen}
+			idx[k] = g
+			out = append(out, g)
+		}
+		g.Letters = append(g.Letters, l)
+		if l.Seen.Before(g.First) {
+			g.First = l.Seen
+		}
+		if l.Seen.After(g.Last) {
+			g.Last = l.Seen
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].First.Before(out[j].First) })
+	return out
+}

@@ -1,0 +1,162 @@
+package poller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// PublishRows publishes the rows among ids (the id column's text) that are still pending, the
+// lowest ids first, Batch rows per transaction, with the record a cycle makes and the cycle's
+// order: SELECT ... WHERE published_at IS NULL AND id = ANY(batch) ORDER BY id FOR UPDATE,
+// produce, wait for Kafka's acknowledgements, mark published_at, COMMIT. Unlike a cycle it
+// waits for rows another publisher holds instead of skipping them, and then sees that
+// publisher's mark: a row marked meanwhile is not sent again. Retryable failures (Kafka or
+// PostgreSQL unavailable) are retried with the poller's back-off until ctx ends. It returns
+// how many rows it published or dead-lettered; Stats counts them as a cycle does. It does not
+// close the Poller.
+//
+// `cdc-relay cutover` uses it for the rows an exported snapshot shows pending.
+func (p *Poller) PublishRows(ctx context.Context, ids []string) (int, error) {
+	done := 0
+	failures := 0
+	for len(ids) > 0 && ctx.Err() == nil {
+		chunk := ids[:min(len(ids), p.cfg.Batch)]
+		n, err := p.cycleIDs(ctx, chunk)
+		switch {
+		case err == nil:
+			done += n
+			ids = ids[len(chunk):]
+			failures = 0
+			continue
+		case ctx.Err() != nil:
+			return done, ctx.Err()
+		case !IsRetryable(err):
+			return done, err
+		}
+		wait := p.backoff(failures)
+		failures++
+		p.log.Warn("publishing listed rows failed: they stay pending", "retry_in", wait.Round(time.Millisecond), "cause", err)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+		case <-t.C:
+		}
+	}
+	return done, ctx.Err()
+}
+
+// idsQuery turns the cycle's SELECT into one that reads the pending rows among $1 (text[]),
+// all of them, locking each without skipping it.
+func idsQuery(sel, idCol, idType string) (string, error) {
+	const pending = " IS NULL\n ORDER BY "
+	const tail = "\n LIMIT $1\n FOR UPDATE SKIP LOCKED"
+	if strings.Count(sel, pending) != 1 || !strings.HasSuffix(sel, tail) {
+		return "", fmt.Errorf("poller: internal: the cycle's SELECT has an unexpected shape:\n%s", sel)
+	}
+	q := strings.TrimSuffix(sel, tail) + "\n FOR UPDATE"
+	return strings.Replace(q, pending, " IS NULL AND o."+idCol+" = ANY($1::text[]::"+idType+"[])\n ORDER BY ", 1), nil
+}
+
+// cycleIDs is a cycle over the pending rows among ids.
+func (p *Poller) cycleIDs(ctx context.Context, ids []string) (int, error) {
+	if p.probe {
+		pctx, cancel := context.WithTimeout(ctx, p.cfg.ProbeTimeout)
+		err := p.sink.Client().Ping(pctx)
+		cancel()
+		if err != nil {
+			return 0, fmt.Errorf("%w: probe: %w", ErrUnavailable, err)
+		}
+		p.probe = false
+	}
+	if p.q == nil {
+		q, err := buildQueries(ctx, p.pool, p.tbl, p.cfg.Columns, p.cfg.Topic)
+		if err != nil {
+			return 0, err
+		}
+		p.q = q
+	}
+	cols, err := columnsOf(ctx, p.pool, p.tbl)
+	if err != nil {
+		return 0, err
+	}
+	sel, err := idsQuery(p.q.sel, pgx.Identifier{p.cfg.Columns.ID}.Sanitize(), cols[p.cfg.Columns.ID])
+	if err != nil {
+		return 0, err
+	}
+
+	tx, err := p.pool.Begin(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("poller: begin: %w", err)
+	}
+	bg := context.WithoutCancel(ctx)
+	defer tx.Rollback(bg)
+	batch, err := p.selectIDs(ctx, tx, sel, ids)
+	if err != nil {
+		return 0, err
+	}
+	if len(batch) == 0 {
+		return 0, nil // all marked by someone else meanwhile
+	}
+	p.stats.Cycles.Add(1)
+	if err := p.publish(bg, batch); err != nil {
+		p.stats.RolledBack.Add(1)
+		return 0, err
+	}
+	if p.cfg.BeforeCommit != nil {
+		p.cfg.BeforeCommit(len(batch))
+	}
+	marked := make([]string, len(batch))
+	dead := 0
+	for i, b := range batch {
+		marked[i] = b.id
+		if b.dlq {
+			dead++
+		}
+	}
+	uctx, cancel := context.WithTimeout(bg, p.cfg.AckTimeout)
+	defer cancel()
+	if _, err := tx.Exec(uctx, p.q.upd, marked); err != nil {
+		p.dropQueriesOn(err)
+		p.stats.RolledBack.Add(1)
+		return 0, fmt.Errorf("poller: mark %d rows published: %w (Kafka holds them; they will be published again)", len(batch), err)
+	}
+	if err := tx.Commit(uctx); err != nil {
+		p.stats.RolledBack.Add(1)
+		return 0, fmt.Errorf("poller: commit: %w (Kafka holds the batch; it will be published again)", err)
+	}
+	p.stats.Published.Add(int64(len(batch) - dead))
+	p.stats.DeadLettered.Add(int64(dead))
+	return len(batch), nil
+}
+
+// selectIDs locks the pending rows among ids and makes their records.
+func (p *Poller) selectIDs(ctx context.Context, tx pgx.Tx, sel string, ids []string) ([]pending, error) {
+	rows, err := tx.Query(ctx, sel, ids)
+	if err != nil {
+		p.dropQueriesOn(err)
+		return nil, fmt.Errorf("poller: select listed rows: %w", err)
+	}
+	defer rows.Close()
+	batch := make([]pending, 0, len(ids))
+	for rows.Next() {
+		var id, key, topic, payload, evType, headers *string
+		var created *time.Time
+		if err := rows.Scan(&id, &key, &topic, &payload, &evType, &headers, &created); err != nil {
+			return nil, fmt.Errorf("poller: read listed row: %w", err)
+		}
+		if id == nil {
+			continue
+		}
+		batch = append(batch, p.record(*id, key, topic, payload, evType, headers, created))
+	}
+	if err := rows.Err(); err != nil {
+		p.dropQueriesOn(err)
+		return nil, fmt.Errorf("poller: select listed rows: %w", err)
+	}
+	return batch, nil
+}
