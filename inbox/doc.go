@@ -50,6 +50,15 @@
 // smaller risk. It is avoided by upgrading the consumers first and stopping the old relay
 // cleanly (SIGTERM: it confirms everything Kafka acknowledged, so the new one replays nothing).
 //
+// # Trace context
+//
+// A producer that writes a W3C traceparent (and tracestate) into the outbox row's headers in its
+// transaction gets them on the record as they are. Handle extracts them (propagation.TraceContext
+// by default, Config.Propagator otherwise) into the ctx it passes to the transaction and the
+// handler, so trace.SpanContextFromContext(ctx) in the handler is the producer's span and a span
+// the handler starts from ctx is its child. HeaderCarrier is the propagation carrier over a
+// record's headers, for code that does not go through Handle.
+//
 // # Pruning
 //
 // Old rows can be removed with Prune once no redelivery can be that old (the Kafka topic's

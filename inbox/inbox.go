@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/cdc-relay/cdc-relay/internal/contract"
 )
@@ -32,6 +33,10 @@ type Config struct {
 	Consumer string
 	// Table is the processed table, "table" or "schema.table". Default DefaultTable.
 	Table string
+	// Propagator reads the trace context Handle puts in the handler's ctx from the record's
+	// headers. Default propagation.TraceContext{} (W3C traceparent and tracestate); pass
+	// otel.GetTextMapPropagator() to use the process's global one.
+	Propagator propagation.TextMapPropagator
 }
 
 // Execer runs a statement: a pgx.Tx, *pgx.Conn or *pgxpool.Pool.
@@ -49,6 +54,8 @@ type Inbox struct {
 	consumer string
 	table    string // quoted
 	insert   string
+	// propagator extracts a record's trace context for Handle.
+	propagator propagation.TextMapPropagator
 }
 
 // New validates cfg and prepares the statements. It does not touch the database.
@@ -59,10 +66,14 @@ func New(cfg Config) (*Inbox, error) {
 	if cfg.Table == "" {
 		cfg.Table = DefaultTable
 	}
+	if cfg.Propagator == nil {
+		cfg.Propagator = propagation.TraceContext{}
+	}
 	t := quoteTable(cfg.Table)
 	return &Inbox{
-		consumer: cfg.Consumer,
-		table:    t,
+		consumer:   cfg.Consumer,
+		propagator: cfg.Propagator,
+		table:      t,
 		insert: `INSERT INTO ` + t + ` (consumer, outbox_table, outbox_id) VALUES ($1, $2, $3)
 ON CONFLICT (consumer, outbox_table, outbox_id) DO NOTHING`,
 	}, nil
@@ -157,8 +168,11 @@ func (in *Inbox) Process(ctx context.Context, tx pgx.Tx, table, outboxID string,
 // Handle processes one Kafka record in its own transaction on db: Process with the record's
 // outbox-table header ("" when it has none) and outbox-id header, then commit. It reports whether handle ran (false: a duplicate, skipped).
 // When handle fails the transaction is rolled back and the error returned; do not commit the
-// record's offset then.
+// record's offset then. The transaction and handle run with ctx carrying the record's trace
+// context (ExtractTrace): a traceparent the producer wrote into the outbox row's headers makes
+// trace.SpanContextFromContext(ctx) in handle that remote parent.
 func (in *Inbox) Handle(ctx context.Context, db Beginner, rec *kgo.Record, handle func(ctx context.Context, tx pgx.Tx, rec *kgo.Record) error) (bool, error) {
+	ctx = in.ExtractTrace(ctx, rec)
 	id := OutboxID(rec)
 	if id == "" {
 		return false, fmt.Errorf("%w (topic %s, partition %d, offset %d)", ErrNoOutboxID, rec.Topic, rec.Partition, rec.Offset)

@@ -259,7 +259,7 @@ func (p *Poller) selectRows(ctx context.Context, tx pgx.Tx) ([]pending, error) {
 // record maps a row to its record, or to its dead-letter record when the row is bad.
 func (p *Poller) record(id string, key, topic, payload, evType, headers *string, created *time.Time) pending {
 	c := p.cfg.Columns
-	ev := sink.Event{ID: id, Table: p.tbl.String(), Topic: p.cfg.Topic}
+	ev := sink.Event{ID: id, Table: p.tbl.String(), Topic: p.cfg.Topic, CloudEvents: p.cfg.Sink.CloudEvents}
 	var bad *RowError
 	setBad := func(col string, err error) {
 		if bad == nil {

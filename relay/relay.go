@@ -282,7 +282,7 @@ func (r *Relay) produce(ctx context.Context, x *txn, stamp *sink.Stamp, out deco
 	}
 	rec := sink.NewRecord(sink.Event{
 		ID: ev.ID, Table: ev.Relation, AggregateID: ev.AggregateID, Topic: ev.Topic, Payload: ev.Payload,
-		EventType: ev.EventType, Headers: hdrs, Stamp: stamp,
+		EventType: ev.EventType, Headers: hdrs, Stamp: stamp, CloudEvents: r.cfg.Sink.CloudEvents,
 	})
 	if !r.letters.wait(ctx, rec, r.log) {
 		return // shutdown while reading was paused: nothing of x after this is produced

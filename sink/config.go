@@ -33,6 +33,10 @@ type Config struct {
 	// BatchMaxBytes caps a record batch; each topic's batches are capped further at its
 	// max.message.bytes, read before the first record to it. Default DefaultBatchMaxBytes.
 	BatchMaxBytes int
+	// CloudEvents, when set, is the --format cloudevents configuration: the publishers put it
+	// in every sink.Event they build (NewRecord then writes the CloudEvents headers). Nil: the
+	// plain record contract. The Sink itself does not read it.
+	CloudEvents *CloudEvents
 	// Logger receives the sink's warnings. Default slog.Default().
 	Logger *slog.Logger
 	// Opts are passed to kgo.NewClient after the options above, so they win.

@@ -45,6 +45,9 @@ type Event struct {
 	EventType   string // "" for none
 	Headers     []kgo.RecordHeader
 	Stamp       *Stamp // the transaction's position headers; required
+	// CloudEvents, when set, adds the CloudEvents binary-mode headers (--format cloudevents);
+	// the publishers pass their Config.CloudEvents.
+	CloudEvents *CloudEvents
 }
 
 // Stamp is a transaction's position headers, cdc-lsn and cdc-commit-time, formatted once and
@@ -55,6 +58,9 @@ type Stamp struct {
 }
 
 func (s *Stamp) headers() []kgo.RecordHeader { return s.h[:s.n] }
+
+// commitTime is the cdc-commit-time value, RFC 3339 (always the stamp's last header).
+func (s *Stamp) commitTime() []byte { return s.h[s.n-1].Value }
 
 // NewStamp formats the position of a transaction committed at lsn (its commit record) and
 // commitTime. A zero lsn means none (polling): the stamp then carries only cdc-commit-time.
@@ -102,9 +108,14 @@ func appendHex(b []byte, v uint32) []byte {
 // aggregate-id, event-type (when present), the row's own headers, then the stamp's cdc-lsn
 // (when known) and cdc-commit-time. Consumers dedupe by (outbox-table, outbox-id): ids are
 // unique per table only. The row's headers are expected to use no reserved name
-// (ReservedHeader): the publishers dead-letter such rows before they get here.
+// (ReservedHeader): the publishers dead-letter such rows before they get here. With
+// e.CloudEvents the CloudEvents headers follow (see CloudEvents); the key and value stay.
 func NewRecord(e Event) *kgo.Record {
-	h := make([]kgo.RecordHeader, 0, 6+len(e.Headers))
+	n := 6 + len(e.Headers)
+	if e.CloudEvents != nil {
+		n += 6
+	}
+	h := make([]kgo.RecordHeader, 0, n)
 	key := []byte(e.AggregateID) // the key and the aggregate-id header share it
 	h = append(h, kgo.RecordHeader{Key: HeaderOutboxID, Value: []byte(e.ID)})
 	if e.Table != "" {
@@ -115,8 +126,13 @@ func NewRecord(e Event) *kgo.Record {
 		h = append(h, kgo.RecordHeader{Key: HeaderEventType, Value: []byte(e.EventType)})
 	}
 	h = append(h, e.Headers...)
+	var commitTime []byte
 	if e.Stamp != nil {
 		h = append(h, e.Stamp.headers()...)
+		commitTime = e.Stamp.commitTime()
+	}
+	if e.CloudEvents != nil {
+		h = e.CloudEvents.appendHeaders(h, &e, commitTime)
 	}
 	return &kgo.Record{
 		Topic:   e.Topic,

@@ -28,6 +28,8 @@ func cmdPoll(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		createIndex bool
 		kafkaWait   time.Duration
 		ksec        kafkaSecurity
+		format      string
+		ceSource    string
 	)
 	cols := &cfg.Columns
 	var ops opsFlags
@@ -38,6 +40,8 @@ func cmdPoll(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.StringVar(&cfg.Table, "table", "public.outbox", "outbox table, schema.table")
 	fs.StringVar(&cfg.Topic, "topic", "", "publish every row to this topic instead of the row's topic column")
 	fs.StringVar(&cfg.DLQTopic, "dlq-topic", "cdc-relay.dlq", "dead-letter topic for rows that cannot be published and records Kafka rejects for good")
+	fs.StringVar(&format, "format", sink.FormatOutbox, "record format: outbox (the record contract) or cloudevents (the contract plus the CloudEvents Kafka binding's binary-mode ce_* headers and content-type)")
+	fs.StringVar(&ceSource, "ce-source", "", "ce_source of every event with --format cloudevents (default /cdc-relay/<database>/<schema.table>)")
 	fs.DurationVar(&cfg.Interval, "interval", 100*time.Millisecond, "time between the starts of two cycles; after a full batch the next cycle starts at once")
 	fs.IntVar(&cfg.Batch, "batch", 100, "rows per cycle (one transaction)")
 	fs.BoolVar(&createIndex, "create-index", false, "create the partial index on pending rows (CREATE INDEX CONCURRENTLY IF NOT EXISTS <table>_pending_idx ON <table> (id) WHERE published_at IS NULL) and exit")
@@ -71,6 +75,11 @@ func cmdPoll(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	cfg.ConnString, cfg.ConnectTimeout, cfg.Logger = c.pgURL, c.pgTimeout, log
 	cfg.Password = c.pgPassword
 	cfg.Sink.Brokers = brokers
+	ce, err := sink.NewCloudEvents(format, ceSource, c.pgURL)
+	if err != nil {
+		return &usageError{err}
+	}
+	cfg.Sink.CloudEvents = ce
 	kopts, err := ksec.opts()
 	if err != nil {
 		return err

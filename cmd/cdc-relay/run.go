@@ -37,6 +37,8 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		confirmDelay time.Duration
 		ops          opsFlags
 		ksec         kafkaSecurity
+		format       string
+		ceSource     string
 	)
 	fs := newFlagSet("run", "run --pg-url URL --brokers HOST:PORT[,..] --slot NAME --publication NAME [flags]", stderr)
 	c.register(fs)
@@ -48,6 +50,8 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.StringVar(&rcfg.DLQTopic, "dlq-topic", "cdc-relay.dlq", "dead-letter topic for rows that cannot be published and records Kafka rejects for good")
 	fs.StringVar(&rcfg.DeadLetterTable, "dead-letter-table", slotstore.DefaultDeadLetterTable, deadLetterTableUsage)
 	fs.StringVar(&dcfg.MessagePrefix, "message-prefix", "outbox", "prefix of pg_logical_emit_message events to publish")
+	fs.StringVar(&format, "format", sink.FormatOutbox, "record format: outbox (the record contract) or cloudevents (the contract plus the CloudEvents Kafka binding's binary-mode ce_* headers and content-type)")
+	fs.StringVar(&ceSource, "ce-source", "", "ce_source of every event with --format cloudevents (default /cdc-relay/<database>/<schema.table>)")
 	registerColumns(fs, &cols.ID, &cols.AggregateID, &cols.Topic, &cols.Payload, &cols.EventType, &cols.Headers)
 	fs.DurationVar(&interval, "status-interval", 10*time.Second, "how often a status update is sent to PostgreSQL when nothing new was confirmed (the heartbeat)")
 	fs.DurationVar(&confirmDelay, "confirm-delay", 100*time.Millisecond, "how soon after Kafka acknowledged a transaction its position is sent to PostgreSQL: what a kill -9 replays (negative: only every --status-interval)")
@@ -81,6 +85,11 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	log := c.logger(stderr)
 	dcfg.Columns, dcfg.Tables = cols, tables
 	scfg.Brokers = brokers
+	ce, err := sink.NewCloudEvents(format, ceSource, c.pgURL)
+	if err != nil {
+		return &usageError{err}
+	}
+	scfg.CloudEvents = ce
 	kopts, err := ksec.opts()
 	if err != nil {
 		return err

@@ -32,12 +32,24 @@ const (
 	DLQRelation = "dlq-relation"
 )
 
-// recordHeaders are the names Reserved refuses besides the dlq-* names.
+// CloudEvents header names (the Kafka protocol binding's binary content mode), written with
+// --format cloudevents. Every name that starts with CEPrefix is reserved, in either format:
+// a consumer reads any ce_* header as an attribute or extension of the event.
+const (
+	CEPrefix      = "ce_"
+	CESpecVersion = "ce_specversion"
+	CEID          = "ce_id"
+	CESource      = "ce_source"
+	CEType        = "ce_type"
+	CETime        = "ce_time"
+)
+
+// recordHeaders are the names Reserved refuses besides the dlq-* and ce_* names.
 var recordHeaders = [...]string{OutboxID, OutboxTable, AggregateID, EventType, LSN, CommitTime}
 
 // Reserved reports whether a row's own header (an outbox row's headers column, a logical
-// message's "headers") may not be named name: a header of the record contract or any dlq-*
-// name. Such a row header would stand beside the relay's own header of that name, and a
+// message's "headers") may not be named name: a header of the record contract, any dlq-*
+// name or any ce_* name (the CloudEvents binding's, written with --format cloudevents). Such a row header would stand beside the relay's own header of that name, and a
 // consumer that reads the last one (Java's Headers.lastHeader) would read the row's.
 //
 // Names compare without regard to ASCII case. Kafka header keys are case-sensitive, so
@@ -50,7 +62,11 @@ func Reserved(name string) bool {
 			return true
 		}
 	}
-	return len(name) >= len(DLQPrefix) && strings.EqualFold(name[:len(DLQPrefix)], DLQPrefix)
+	return hasPrefixFold(name, DLQPrefix) || hasPrefixFold(name, CEPrefix)
+}
+
+func hasPrefixFold(s, prefix string) bool {
+	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
 }
 
 // ErrReserved is wrapped by ReservedError; decoder.ErrReservedHeader is the same value.

@@ -10,6 +10,7 @@ func TestReserved(t *testing.T) {
 		"outbox-id", "outbox-table", "aggregate-id", "event-type", "cdc-lsn", "cdc-commit-time",
 		"dlq-error", "dlq-original-topic", "dlq-relation", "dlq-", "dlq-anything-later",
 		"Outbox-Id", "OUTBOX-TABLE", "Cdc-Lsn", "DLQ-Error", "Dlq-x",
+		"ce_specversion", "ce_id", "ce_source", "ce_type", "ce_time", "ce_", "ce_partitionkey", "CE_ID", "Ce_Type",
 	} {
 		if !Reserved(n) {
 			t.Errorf("%q is not reserved", n)
@@ -18,6 +19,7 @@ func TestReserved(t *testing.T) {
 	for _, n := range []string{
 		"", "outbox", "outbox-id2", "x-outbox-id", "outbox_id", "correlation-id", "traceparent",
 		"dlq", "dlqerror", "cdc-lsn ", " cdc-lsn", "cdc-other", "event_type",
+		"tracestate", "content-type", "ce", "ce-id", "cedar", "x-ce_id",
 	} {
 		if Reserved(n) {
 			t.Errorf("%q is reserved", n)

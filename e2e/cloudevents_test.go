@@ -1,0 +1,237 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/binding"
+	"github.com/cloudevents/sdk-go/v2/binding/spec"
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/cdc-relay/cdc-relay/inbox"
+	"github.com/cdc-relay/cdc-relay/internal/testenv"
+)
+
+// ceMessage reads a consumed franz-go record as a CloudEvents Kafka binding message in binary
+// content mode for the CloudEvents SDK (it has Kafka bindings for sarama and confluent-kafka-go
+// only; this does what they do): ce_* headers are attributes or extensions, content-type is
+// datacontenttype, the value is the data.
+type ceMessage struct{ r *kgo.Record }
+
+var (
+	_ binding.Message               = ceMessage{}
+	_ binding.MessageMetadataReader = ceMessage{}
+)
+
+func (m ceMessage) header(name string) (string, bool) {
+	for _, h := range m.r.Headers {
+		if strings.EqualFold(h.Key, name) {
+			return string(h.Value), true
+		}
+	}
+	return "", false
+}
+
+func (m ceMessage) version() spec.Version {
+	v, _ := m.header("ce_specversion")
+	return spec.WithPrefix("ce_").Version(v)
+}
+
+func (m ceMessage) ReadEncoding() binding.Encoding {
+	if m.version() != nil {
+		return binding.EncodingBinary
+	}
+	return binding.EncodingUnknown
+}
+
+func (m ceMessage) ReadStructured(context.Context, binding.StructuredWriter) error {
+	return binding.ErrNotStructured
+}
+
+func (m ceMessage) ReadBinary(_ context.Context, w binding.BinaryWriter) error {
+	v := m.version()
+	if v == nil {
+		return binding.ErrNotBinary
+	}
+	for _, h := range m.r.Headers {
+		k := strings.ToLower(h.Key)
+		var err error
+		switch {
+		case strings.HasPrefix(k, "ce_"):
+			if a := v.Attribute(k); a != nil {
+				err = w.SetAttribute(a, string(h.Value))
+			} else {
+				err = w.SetExtension(strings.TrimPrefix(k, "ce_"), string(h.Value))
+			}
+		case k == "content-type":
+			err = w.SetAttribute(v.AttributeFromKind(spec.DataContentType), string(h.Value))
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return w.SetData(bytes.NewReader(m.r.Value))
+}
+
+func (m ceMessage) GetAttribute(k spec.Kind) (spec.Attribute, any) {
+	v := m.version()
+	if v == nil {
+		return nil, nil
+	}
+	a := v.AttributeFromKind(k)
+	if a == nil {
+		return nil, nil
+	}
+	name := a.PrefixedName()
+	if k == spec.DataContentType {
+		name = "content-type"
+	}
+	if val, ok := m.header(name); ok {
+		return a, val
+	}
+	return a, nil
+}
+
+func (m ceMessage) GetExtension(name string) any {
+	if val, ok := m.header("ce_" + name); ok {
+		return val
+	}
+	return nil
+}
+
+func (m ceMessage) Finish(error) error { return nil }
+
+// parseCloudEvent parses r with the CloudEvents SDK and validates it.
+func parseCloudEvent(t *testing.T, r *kgo.Record) *cloudevents.Event {
+	t.Helper()
+	ev, err := binding.ToEvent(context.Background(), ceMessage{r})
+	if err != nil {
+		t.Fatalf("the CloudEvents SDK cannot read the record: %v (headers %v)", err, r.Headers)
+	}
+	if err := ev.Validate(); err != nil {
+		t.Fatalf("invalid CloudEvent %s: %v", ev, err)
+	}
+	return ev
+}
+
+const (
+	e2eTraceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	e2eTracestate  = "congo=t61rcWkgMzE"
+)
+
+// `run --format cloudevents` (issue 14): each record is a valid CloudEvent in binary content
+// mode whose id, source, type, time and data are the row's, parsed by the CloudEvents SDK; the
+// contract headers stay; the producer's traceparent and tracestate reach the record as they
+// are and the inbox hands them to the handler as its span context; a row header named ce_* is
+// a bad row.
+func TestCloudEventsRunRoundTrip(t *testing.T) {
+	t.Parallel()
+	e := testenv.NewRelayEnv(t, true)
+	p := e.Start(t, nil, "--format", "cloudevents")
+	cons := testenv.Consume(t, e.F.Topic)
+	dlq := testenv.Consume(t, e.F.DLQ)
+	cfg, err := pgconn.ParseConfig(testenv.PGURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	source := "/cdc-relay/" + cfg.Database + "/" + e.F.Table
+
+	before := time.Now().Add(-time.Minute)
+	ids := e.F.Insert(t, false,
+		testenv.Row{Key: "order-42", Payload: `{"order_id": 42}`, EventType: "order.created",
+			Headers: `{"traceparent": "` + e2eTraceparent + `", "tracestate": "` + e2eTracestate + `"}`},
+		testenv.Row{Key: "order-43", Payload: `{"order_id": 43}`},
+	)
+	bad := e.F.Insert(t, false, testenv.Row{Key: "order-44", Payload: `{}`, Headers: `{"ce_type": "spoofed"}`})[0]
+	recs := cons.WaitFor(t, 60*time.Second, "both events", func(r []*kgo.Record) bool { return len(r) >= 2 })
+	byID := map[string]*kgo.Record{}
+	for _, r := range recs {
+		byID[testenv.Header(r, "outbox-id")] = r
+	}
+	for i, id := range ids {
+		r := byID[strconv.FormatInt(id, 10)]
+		if r == nil {
+			t.Fatalf("no record for outbox id %d", id)
+		}
+		ev := parseCloudEvent(t, r)
+		wantType := []string{"order.created", e.F.Table}[i] // no event_type: the table
+		if ev.ID() != e.F.Table+":"+strconv.FormatInt(id, 10) || ev.Source() != source || ev.Type() != wantType ||
+			ev.DataContentType() != "application/json" || ev.SpecVersion() != "1.0" {
+			t.Errorf("event %d: %s", i, ev)
+		}
+		commit, err := time.Parse(time.RFC3339Nano, testenv.Header(r, "cdc-commit-time"))
+		if err != nil || !ev.Time().Equal(commit) || ev.Time().Before(before) {
+			t.Errorf("event %d: time %s, cdc-commit-time %s (%v)", i, ev.Time(), commit, err)
+		}
+		if !jsonEqual(t, ev.Data(), []byte(`{"order_id": `+strconv.Itoa(42+i)+`}`)) || !bytes.Equal(ev.Data(), r.Value) {
+			t.Errorf("event %d: data %q", i, ev.Data())
+		}
+		if string(r.Key) != []string{"order-42", "order-43"}[i] {
+			t.Errorf("event %d: key %q", i, r.Key)
+		}
+		for _, h := range []string{"outbox-id", "outbox-table", "aggregate-id", "cdc-lsn", "cdc-commit-time", "ce_id", "content-type"} {
+			if n := headerCount(r, h); n != 1 {
+				t.Errorf("event %d: %d %s headers, want 1", i, n, h)
+			}
+		}
+	}
+
+	// Trace context: the row's headers as they are, and in the inbox handler's ctx.
+	traced := byID[strconv.FormatInt(ids[0], 10)]
+	if testenv.Header(traced, "traceparent") != e2eTraceparent || testenv.Header(traced, "tracestate") != e2eTracestate {
+		t.Errorf("trace headers %v", traced.Headers)
+	}
+	in, err := inbox.New(inbox.Config{Consumer: "billing", Table: e.F.Name + "_inbox"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	t.Cleanup(func() { e.F.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+e.F.Name+`_inbox`) })
+	if err := in.CreateTable(ctx, e.F.Pool); err != nil {
+		t.Fatal(err)
+	}
+	var sc trace.SpanContext
+	if _, err := in.Handle(ctx, e.F.Pool, traced, func(ctx context.Context, _ pgx.Tx, _ *kgo.Record) error {
+		sc = trace.SpanContextFromContext(ctx)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if sc.TraceID().String() != "4bf92f3577b34da6a3ce929d0e0e4736" || sc.SpanID().String() != "00f067aa0ba902b7" || sc.TraceState().String() != e2eTracestate {
+		t.Errorf("the handler's span context %+v", sc)
+	}
+
+	// A row header named ce_* is reserved: parked with the reason, never published.
+	letters := dlq.WaitFor(t, 60*time.Second, "the ce_type row on the dead-letter topic", func(r []*kgo.Record) bool { return len(r) >= 1 })
+	if got := testenv.Header(letters[0], "outbox-id"); got != strconv.FormatInt(bad, 10) ||
+		!strings.Contains(testenv.Header(letters[0], "dlq-error"), `"ce_type" is reserved by the record contract`) {
+		t.Errorf("dead letter %v", letters[0].Headers)
+	}
+	if p.Exited() {
+		t.Fatalf("the relay exited:\n%s", p.Output())
+	}
+}
+
+// `poll --format cloudevents --ce-source ...`: the same event id and type as run's, with the
+// configured source.
+func TestCloudEventsPoll(t *testing.T) {
+	t.Parallel()
+	e := newPollEnv(t)
+	cons := testenv.Consume(t, e.F.Topic)
+	id := e.F.Insert(t, false, testenv.Row{Key: "order-1", Payload: `{"n": 1}`, EventType: "order.created"})[0]
+	e.Start(t, nil, "--format", "cloudevents", "--ce-source", "urn:example:orders")
+	recs := cons.WaitFor(t, 60*time.Second, "the event", func(r []*kgo.Record) bool { return len(r) >= 1 })
+	ev := parseCloudEvent(t, recs[0])
+	if ev.ID() != e.F.Table+":"+strconv.FormatInt(id, 10) || ev.Source() != "urn:example:orders" || ev.Type() != "order.created" ||
+		!jsonEqual(t, ev.Data(), []byte(`{"n": 1}`)) || testenv.Header(recs[0], "cdc-commit-time") == "" {
+		t.Errorf("event %s", ev)
+	}
+}

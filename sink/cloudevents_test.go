@@ -1,0 +1,282 @@
+package sink
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/binding"
+	"github.com/cloudevents/sdk-go/v2/binding/spec"
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
+	"github.com/jackc/pglogrepl"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// recordMessage reads a franz-go record as a message of the CloudEvents Kafka protocol
+// binding, binary content mode, for the SDK (binding.ToEvent). The SDK has Kafka bindings for
+// sarama and confluent-kafka-go only; this is what they do with a consumed message: ce_*
+// headers are attributes (or extensions), content-type is datacontenttype, the value is data.
+type recordMessage struct{ r *kgo.Record }
+
+var (
+	ceSpecs                               = spec.WithPrefix("ce_")
+	_       binding.Message               = recordMessage{}
+	_       binding.MessageMetadataReader = recordMessage{}
+)
+
+func (m recordMessage) version() spec.Version {
+	for _, h := range m.r.Headers {
+		if strings.ToLower(h.Key) == ceSpecs.PrefixedSpecVersionName() {
+			return ceSpecs.Version(string(h.Value))
+		}
+	}
+	return nil
+}
+
+func (m recordMessage) ReadEncoding() binding.Encoding {
+	if m.version() != nil {
+		return binding.EncodingBinary
+	}
+	return binding.EncodingUnknown
+}
+
+func (m recordMessage) ReadStructured(context.Context, binding.StructuredWriter) error {
+	return binding.ErrNotStructured
+}
+
+func (m recordMessage) ReadBinary(_ context.Context, w binding.BinaryWriter) error {
+	v := m.version()
+	if v == nil {
+		return binding.ErrNotBinary
+	}
+	for _, h := range m.r.Headers {
+		k := strings.ToLower(h.Key)
+		var err error
+		switch {
+		case strings.HasPrefix(k, "ce_"):
+			if a := v.Attribute(k); a != nil {
+				err = w.SetAttribute(a, string(h.Value))
+			} else {
+				err = w.SetExtension(strings.TrimPrefix(k, "ce_"), string(h.Value))
+			}
+		case k == "content-type":
+			err = w.SetAttribute(v.AttributeFromKind(spec.DataContentType), string(h.Value))
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if m.r.Value != nil {
+		return w.SetData(bytes.NewReader(m.r.Value))
+	}
+	return nil
+}
+
+func (m recordMessage) header(name string) (string, bool) {
+	for _, h := range m.r.Headers {
+		if strings.EqualFold(h.Key, name) {
+			return string(h.Value), true
+		}
+	}
+	return "", false
+}
+
+func (m recordMessage) GetAttribute(k spec.Kind) (spec.Attribute, any) {
+	v := m.version()
+	if v == nil {
+		return nil, nil
+	}
+	a := v.AttributeFromKind(k)
+	if a == nil {
+		return nil, nil
+	}
+	name := a.PrefixedName()
+	if k == spec.DataContentType {
+		name = "content-type"
+	}
+	if val, ok := m.header(name); ok {
+		return a, val
+	}
+	return a, nil
+}
+
+func (m recordMessage) GetExtension(name string) any {
+	if val, ok := m.header("ce_" + name); ok {
+		return val
+	}
+	return nil
+}
+
+func (m recordMessage) Finish(error) error { return nil }
+
+// toEvent parses r with the CloudEvents SDK and validates the event.
+func toEvent(t *testing.T, r *kgo.Record) *cloudevents.Event {
+	t.Helper()
+	ev, err := binding.ToEvent(context.Background(), recordMessage{r})
+	if err != nil {
+		t.Fatalf("the CloudEvents SDK cannot read the record: %v (headers %v)", err, r.Headers)
+	}
+	if err := ev.Validate(); err != nil {
+		t.Fatalf("invalid CloudEvent: %v", err)
+	}
+	return ev
+}
+
+func TestCloudEventsRoundTripThroughTheSDK(t *testing.T) {
+	ce, err := NewCloudEvents(FormatCloudEvents, "", "postgres://relay@db:5432/app?sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit := time.Date(2026, 11, 29, 10, 11, 12, 345678000, time.FixedZone("x", 3600))
+	payload := []byte(`{"order_id": 42}`)
+	r := NewRecord(Event{
+		ID: "42", Table: "public.outbox", AggregateID: "order-42", Topic: "brew.orders.v1", Payload: payload,
+		EventType: "order.created", Headers: []kgo.RecordHeader{{Key: "traceparent", Value: []byte("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")}},
+		Stamp: NewStamp(pglogrepl.LSN(0x16B3748), commit), CloudEvents: ce,
+	})
+	// The Kafka record is the contract's: key, value and every contract header, once.
+	if string(r.Key) != "order-42" || !bytes.Equal(r.Value, payload) || r.Topic != "brew.orders.v1" {
+		t.Fatalf("topic/key/value: %q %q %q", r.Topic, r.Key, r.Value)
+	}
+	want := []string{"outbox-id=42", "outbox-table=public.outbox", "aggregate-id=order-42", "event-type=order.created",
+		"traceparent=00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "cdc-lsn=0/16B3748", "cdc-commit-time=2026-11-29T09:11:12.345678Z",
+		"ce_specversion=1.0", "ce_id=public.outbox:42", "ce_source=/cdc-relay/app/public.outbox", "ce_type=order.created",
+		"ce_time=2026-11-29T09:11:12.345678Z", "content-type=application/json"}
+	if len(r.Headers) != len(want) {
+		t.Fatalf("headers %v, want %v", r.Headers, want)
+	}
+	for i, h := range r.Headers {
+		if got := h.Key + "=" + string(h.Value); got != want[i] {
+			t.Errorf("header %d = %s, want %s", i, got, want[i])
+		}
+	}
+
+	ev := toEvent(t, r)
+	if ev.SpecVersion() != "1.0" || ev.ID() != "public.outbox:42" || ev.Source() != "/cdc-relay/app/public.outbox" ||
+		ev.Type() != "order.created" || !ev.Time().Equal(commit) || ev.DataContentType() != "application/json" {
+		t.Errorf("event %s", ev)
+	}
+	if !bytes.Equal(ev.Data(), payload) {
+		t.Errorf("data %q, want the payload %q", ev.Data(), payload)
+	}
+	var data struct {
+		OrderID int `json:"order_id"`
+	}
+	if err := ev.DataAs(&data); err != nil || data.OrderID != 42 {
+		t.Errorf("DataAs: %+v, %v", data, err)
+	}
+	// The contract headers are no ce_* names: they are not extensions of the event.
+	if len(ev.Extensions()) != 0 {
+		t.Errorf("extensions %v, want none", ev.Extensions())
+	}
+}
+
+// The same row from the polling publisher (no LSN, created_at as the time) is the same event.
+func TestCloudEventsPollAndRunAgree(t *testing.T) {
+	ce := &CloudEvents{Database: "app"}
+	at := time.Unix(1_700_000_000, 0)
+	run := NewRecord(Event{ID: "7", Table: "public.outbox", AggregateID: "k", Topic: "t", Payload: []byte(`1`), Stamp: NewStamp(5, at), CloudEvents: ce})
+	poll := NewRecord(Event{ID: "7", Table: "public.outbox", AggregateID: "k", Topic: "t", Payload: []byte(`1`), Stamp: NewStamp(0, at), CloudEvents: ce})
+	a, b := toEvent(t, run), toEvent(t, poll)
+	if a.ID() != b.ID() || a.Source() != b.Source() || a.Type() != b.Type() || !a.Time().Equal(b.Time()) {
+		t.Errorf("run %s\npoll %s", a, b)
+	}
+}
+
+func TestCloudEventsDefaultsAndOverrides(t *testing.T) {
+	at := time.Unix(0, 0)
+	// No event type: ce_type is the source table. A logical message: its "message:<prefix>".
+	r := NewRecord(Event{ID: "3", Table: "sales.outbox", AggregateID: "k", Topic: "t", Payload: []byte(`{}`),
+		Stamp: NewStamp(5, at), CloudEvents: &CloudEvents{Database: "my db"}})
+	ev := toEvent(t, r)
+	if ev.Type() != "sales.outbox" || ev.ID() != "sales.outbox:3" || ev.Source() != "/cdc-relay/my%20db/sales.outbox" {
+		t.Errorf("event %s", ev)
+	}
+	if Header(r, HeaderEventType) != nil {
+		t.Error("event-type header without an event type")
+	}
+	m := NewRecord(Event{ID: "order-42-created", Table: "message:outbox", AggregateID: "k", Topic: "t", Payload: []byte(`{}`),
+		Stamp: NewStamp(5, at), CloudEvents: &CloudEvents{Database: "app"}})
+	ev = toEvent(t, m)
+	if ev.Type() != "message:outbox" || ev.ID() != "message:outbox:order-42-created" || ev.Source() != "/cdc-relay/app/message:outbox" {
+		t.Errorf("message event %s", ev)
+	}
+
+	// --ce-source, and a row that says its own content type: that one, once.
+	ce, err := NewCloudEvents(FormatCloudEvents, "https://orders.example.com/outbox", "postgres://x@h/db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = NewRecord(Event{ID: "4", Table: "public.outbox", AggregateID: "k", Topic: "t", Payload: []byte(`"aGk="`),
+		Headers: []kgo.RecordHeader{{Key: "Content-Type", Value: []byte("application/cloudevents-data+json")}},
+		Stamp:   NewStamp(5, at), CloudEvents: ce})
+	n := 0
+	for _, h := range r.Headers {
+		if strings.EqualFold(h.Key, HeaderContentType) {
+			n++
+		}
+	}
+	ev = toEvent(t, r)
+	if n != 1 || ev.DataContentType() != "application/cloudevents-data+json" || ev.Source() != "https://orders.example.com/outbox" {
+		t.Errorf("%d content-type headers; event %s", n, ev)
+	}
+
+	// The outbox format writes none of it.
+	plain := NewRecord(Event{ID: "4", Table: "public.outbox", AggregateID: "k", Topic: "t", Stamp: NewStamp(5, at)})
+	for _, h := range plain.Headers {
+		if strings.HasPrefix(h.Key, "ce_") || h.Key == HeaderContentType {
+			t.Errorf("outbox format wrote %s", h.Key)
+		}
+	}
+}
+
+func TestNewCloudEvents(t *testing.T) {
+	for _, c := range []struct {
+		format, source, conn string
+		want                 *CloudEvents
+		err                  string
+	}{
+		{"", "", "postgres://u@h/app", nil, ""},
+		{"outbox", "", "postgres://u@h/app", nil, ""},
+		{"outbox", "/x", "postgres://u@h/app", nil, "--ce-source is for --format cloudevents only"},
+		{"json", "", "postgres://u@h/app", nil, `--format "json": use outbox or cloudevents`},
+		{"cloudevents", "", "postgres://u@h/app?sslmode=disable", &CloudEvents{Database: "app"}, ""},
+		{"cloudevents", "", "host=h user=relay dbname=shop", &CloudEvents{Database: "shop"}, ""},
+		{"cloudevents", "", "postgres://relay@h", &CloudEvents{Database: "relay"}, ""}, // the server's default: the user's name
+		{"cloudevents", "urn:example:orders", "postgres://u@h/app", &CloudEvents{Source: "urn:example:orders"}, ""},
+		{"cloudevents", "%zz", "postgres://u@h/app", nil, "not a URI reference"},
+	} {
+		t.Setenv("PGDATABASE", "")
+		got, err := NewCloudEvents(c.format, c.source, c.conn)
+		switch {
+		case c.err != "":
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%+v: error %v, want %q", c, err, c.err)
+			}
+		case err != nil:
+			t.Errorf("%+v: %v", c, err)
+		case (got == nil) != (c.want == nil) || got != nil && *got != *c.want:
+			t.Errorf("%+v: %+v, want %+v", c, got, c.want)
+		}
+	}
+}
+
+// Every header the cloudevents format writes is reserved, but for content-type: a row's own
+// content-type is the event's data content type and replaces the default (one header).
+func TestCloudEventsHeadersAreReserved(t *testing.T) {
+	r := NewRecord(Event{ID: "1", Table: "public.outbox", AggregateID: "k", Topic: "t", EventType: "e",
+		Stamp: NewStamp(5, time.Unix(1, 0)), CloudEvents: &CloudEvents{Database: "d"}})
+	for _, h := range r.Headers {
+		if h.Key == HeaderContentType {
+			if ReservedHeader(h.Key) {
+				t.Error("content-type is reserved")
+			}
+			continue
+		}
+		if !ReservedHeader(h.Key) {
+			t.Errorf("header %q is written by sink but not reserved", h.Key)
+		}
+	}
+}
