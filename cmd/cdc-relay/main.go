@@ -35,6 +35,8 @@ Usage:
   cdc-relay poll        --pg-url URL --brokers HOST:PORT[,..] [--table public.outbox] [--interval 100ms] [--batch 100]
   cdc-relay poll --create-index --pg-url URL [--table public.outbox]
   cdc-relay outbox prune --pg-url URL --older-than 168h [--mode run|poll] [--slot NAME] [--table public.outbox] [--batch 1000]
+  cdc-relay cutover     --pg-url URL --brokers HOST:PORT[,..] --slot NAME --publication NAME [--table public.outbox]
+  cdc-relay outbox mark-published --pg-url URL --slot NAME --publication NAME [--table public.outbox]
   cdc-relay dead-letters list|show ID|replay|discard --pg-url URL [--from topic|table] [--brokers HOST:PORT[,..]]
       [--id ID] [--topic T] [--reason TEXT] [--since T] [--until T] [--all] [--dry-run]
 
@@ -100,6 +102,8 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return cmdPoll(ctx, args[1:], stdout, stderr)
 	case "outbox":
 		return cmdOutbox(ctx, args[1:], stdout, stderr)
+	case "cutover":
+		return cmdCutover(ctx, args[1:], stdout, stderr)
 	case "dead-letters":
 		return cmdDeadLetters(ctx, args[1:], stdout, stderr)
 	case "slot":
