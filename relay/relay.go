@@ -284,10 +284,10 @@ func (r *Relay) produce(ctx context.Context, x *txn, stamp *sink.Stamp, out deco
 		ID: ev.ID, Table: ev.Relation, AggregateID: ev.AggregateID, Topic: ev.Topic, Payload: ev.Payload,
 		EventType: ev.EventType, Headers: hdrs, Stamp: stamp, CloudEvents: r.cfg.Sink.CloudEvents,
 	})
+	r.track.add(x) // first: x stays unacknowledged if the wait below is cut short
 	if !r.letters.wait(ctx, rec, r.log) {
-		return // shutdown while reading was paused: nothing of x after this is produced
+		return // shutdown while reading was paused: nothing after this is produced
 	}
-	r.track.add(x)
 	if badRow != nil {
 		r.stats.BadRows.Add(1)
 		r.cfg.Metrics.ProduceError(metrics.ClassBadRow)
