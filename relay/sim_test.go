@@ -326,7 +326,11 @@ func (h *harness) commit(ctx context.Context, txns []simTxnSpec, delay time.Dura
 	}
 }
 
-var simRel = simwal.OutboxRelation(16384)
+var simRel, simOtherRel = simwal.OutboxRelation(16384), func() *simwal.Relation {
+	r := simwal.OutboxRelation(16385)
+	r.Namespace = "other"
+	return r
+}()
 
 func rowChange(r simRow) simwal.Change {
 	if r.message {
@@ -346,6 +350,9 @@ func rowChange(r simRow) simwal.Change {
 	}
 	if r.headers != "" {
 		v[5] = simwal.Text(r.headers)
+	}
+	if r.table == simOtherTable {
+		return simwal.Change{Rel: simOtherRel, Values: v}
 	}
 	return simwal.Change{Rel: simRel, Values: v}
 }
@@ -402,6 +409,7 @@ func (h *harness) run(i int, run *simRun, txns []simTxnSpec) {
 	var err error
 	select {
 	case err = <-errc:
+		h.checkFinalStatus(fmt.Sprintf("run %d", i+1), r, rs.session0)
 	case <-time.After(30 * time.Second):
 		h.violate("g", "run %d: Run did not return within 30s of its start (canceled at %s or after %d messages; the sessions sent %d)",
 			i+1, cancelAt, run.cancelMsgs, rs.sent.Load())
@@ -450,10 +458,46 @@ func (h *harness) finalRun(txns []simTxnSpec) {
 		if err != nil {
 			h.violate("g", "final run: Run returned %v after a cancel", err)
 		}
+		h.checkFinalStatus("final run", r, rs.session0)
 	case <-time.After(30 * time.Second):
 		h.violate("g", "final run: Run did not return within 30s of the cancel")
 	}
 	stopSample()
+}
+
+// checkFinalStatus is invariant (i), once Run returned: the run's last replication session, if
+// the relay ended it (not a drop by the server), ended with CopyDone, and the slot is at the
+// relay's Confirmed(). A shutdown whose flush timed out (transactions still in flight) may run
+// out of time before the COPY ends: it replays, and is not checked.
+func (h *harness) checkFinalStatus(what string, r *Relay, session0 int) {
+	if r.InFlight() > 0 {
+		return
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		ss := h.srv.Sessions()
+		if len(ss) <= session0 {
+			return // the run never streamed
+		}
+		last := ss[len(ss)-1]
+		switch last.End {
+		case "":
+			if time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+				continue
+			}
+			h.violate("i", "%s: session %d is still open 2s after Run returned", what, last.Session)
+		case simwal.EndServer:
+		case simwal.EndCopyDone:
+			if c, rc := h.srv.Confirmed(), r.Confirmed(); c != rc {
+				h.violate("i", "%s: the slot is at %s after the COPY ended, the relay confirmed %s", what, c, rc)
+			}
+		default:
+			h.violate("i", "%s: session %d ended by %s without CopyDone: the walsender may drop the final status (slot %s, relay confirmed %s)",
+				what, last.Session, last.End, h.srv.Confirmed(), r.Confirmed())
+		}
+		return
+	}
 }
 
 // installFault puts f on the cluster after f.after and returns a function that removes it.

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"strconv"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -31,7 +31,14 @@ import (
 //	    dead-letter topic, or waiting for the table) never pass the producer's MaxBufferedRecords
 //	    / MaxBufferedBytes, except one letter alone, larger than the byte limit by itself;
 //	(f) an idle relay sends no more than its heartbeat status updates;
-//	(g) Run returns nil on a cancel unless a fault that must stop the relay was injected.
+//	(g) Run returns nil on a cancel unless a fault that must stop the relay was injected;
+//	(h) no record carries a header of the record contract twice (a row header named like one is
+//	    a bad row, dead-lettered with the reason: issue 10, defect 7);
+//	(i) a run that ends with Run returning ends its replication session with CopyDone, and the
+//	    slot is then exactly at the relay's Confirmed() (the final status counts: defect 9).
+//
+// Records are identified by (outbox-table, outbox-id), as consumers dedupe them: in two-table
+// schedules public.outbox and other.outbox have the same ids (defect 6).
 
 // kafkaIndex reads every record of the simulation's topics from kfake.
 type kafkaIndex struct {
@@ -41,7 +48,8 @@ type kafkaIndex struct {
 	topics []string
 	next   map[string]map[int32]int64 // next offset to read per partition
 	recs   []seenRec                  // per partition in offset order
-	byID   map[string][]int
+	byID   map[string][]int           // by ref: outbox-table "/" outbox-id
+	dups   []string                   // (h): records with a contract header twice
 }
 
 type seenRec struct {
@@ -49,7 +57,7 @@ type seenRec struct {
 	part    int32
 	off     int64
 	key     string
-	id      string
+	id      string // the ref: outbox-table "/" outbox-id
 	dlqErr  string
 	dlqFrom string
 }
@@ -95,8 +103,11 @@ func (k *kafkaIndex) refresh() error {
 			}
 			k.next[r.Topic][r.Partition] = r.Offset + 1
 			s := seenRec{topic: r.Topic, part: r.Partition, off: r.Offset, key: string(r.Key),
-				id: string(sink.Header(r, sink.HeaderOutboxID)), dlqErr: string(sink.Header(r, sink.HeaderDLQError)),
+				id: string(sink.Header(r, sink.HeaderOutboxTable)) + "/" + string(sink.Header(r, sink.HeaderOutboxID)), dlqErr: string(sink.Header(r, sink.HeaderDLQError)),
 				dlqFrom: string(sink.Header(r, sink.HeaderDLQTopic))}
+			if d := dupContractHeaders(r); d != "" && len(k.dups) < 10 {
+				k.dups = append(k.dups, fmt.Sprintf("%s[%d] offset %d (%s): %s", r.Topic, r.Partition, r.Offset, s.id, d))
+			}
 			k.byID[s.id] = append(k.byID[s.id], len(k.recs))
 			k.recs = append(k.recs, s)
 		})
@@ -104,7 +115,31 @@ func (k *kafkaIndex) refresh() error {
 	return nil
 }
 
-// where reports whether outbox id is on topic and whether it is dead-lettered (topic or table).
+// dupContractHeaders names the record-contract headers (sink.ReservedHeader, ASCII case
+// ignored) that r carries more than once, "" when none.
+func dupContractHeaders(r *kgo.Record) string {
+	n := map[string]int{}
+	var dup []string
+	for _, h := range r.Headers {
+		if !sink.ReservedHeader(h.Key) {
+			continue
+		}
+		k := strings.ToLower(h.Key)
+		if n[k]++; n[k] == 2 {
+			dup = append(dup, k)
+		}
+	}
+	if dup == nil {
+		return ""
+	}
+	var all []string
+	for _, h := range r.Headers {
+		all = append(all, h.Key+"="+string(h.Value))
+	}
+	return fmt.Sprintf("%q twice among %q", dup, all)
+}
+
+// where reports whether the record ref (outbox-table "/" outbox-id) is on topic and whether it is dead-lettered (topic or table).
 func (h *harness) where(id string, topic string, table map[string][]string) (onTopic, dead bool) {
 	for _, i := range h.idx.byID[id] {
 		r := h.idx.recs[i]
@@ -121,7 +156,7 @@ func (h *harness) where(id string, topic string, table map[string][]string) (onT
 func (h *harness) tableIDs() map[string][]string {
 	m := map[string][]string{}
 	for _, r := range h.store.all() {
-		id := string(sink.Header(r, sink.HeaderOutboxID))
+		id := string(sink.Header(r, sink.HeaderOutboxTable)) + "/" + string(sink.Header(r, sink.HeaderOutboxID))
 		m[id] = append(m[id], string(sink.Header(r, sink.HeaderDLQError)))
 	}
 	return m
@@ -135,7 +170,7 @@ func (h *harness) safeBound(committed []committedTxn) (pglogrepl.LSN, string) {
 	defer h.idx.mu.Unlock()
 	for i, c := range committed {
 		for _, r := range c.rows {
-			id := strconv.FormatInt(r.id, 10)
+			id := r.ref()
 			if on, dead := h.where(id, r.topic, table); !on && !dead {
 				return c.txn.CommitLSN, fmt.Sprintf("transaction %d (xid %d, commit %s, end %s): outbox id %s (%s, key %s, topic %q) is on neither its topic nor the dead-letter topic nor the table",
 					i, c.txn.Xid, c.txn.CommitLSN, c.txn.EndLSN, id, r.class, r.key, r.topic)
@@ -260,7 +295,7 @@ func (h *harness) checkEnd() {
 	deadIDs := map[string]bool{}
 	for _, c := range committed {
 		for _, r := range c.rows {
-			id := strconv.FormatInt(r.id, 10)
+			id := r.ref()
 			on, dead := h.where(id, r.topic, table)
 			var errs []string
 			for _, i := range h.idx.byID[id] {
@@ -281,6 +316,9 @@ func (h *harness) checkEnd() {
 			if r.class == rowValid && dead && !injected(errs) {
 				h.violate("d", "valid outbox id %s (key %s, topic %s, %d bytes) was dead-lettered: %q", id, r.key, r.topic, len(r.payload), errs)
 			}
+			if r.reserved && dead && !slices.ContainsFunc(errs, func(e string) bool { return strings.Contains(e, "reserved by the record contract") }) {
+				h.violate("b", "outbox id %s has reserved row headers %s, dead-lettered without that reason: %q", id, r.headers, errs)
+			}
 			for _, e := range errs {
 				if e == "" {
 					h.violate("b", "outbox id %s dead-lettered without %s", id, sink.HeaderDLQError)
@@ -297,15 +335,18 @@ func (h *harness) checkEnd() {
 		xid uint32
 	}
 	pos := map[string]walPos{}
-	var lastID int64
+	lastID := map[string]int64{} // per source: ids are unique per table only
 	for _, c := range committed {
 		for i, r := range c.rows {
-			pos[strconv.FormatInt(r.id, 10)] = walPos{c.txn.ChangeLSNs[i], c.txn.Xid}
-			if r.id < lastID {
-				h.violate("sim", "the harness committed outbox id %d (xid %d) after id %d: the WAL is not in the schedule's order", r.id, c.txn.Xid, lastID)
+			pos[r.ref()] = walPos{c.txn.ChangeLSNs[i], c.txn.Xid}
+			if r.id < lastID[r.source()] {
+				h.violate("sim", "the harness committed outbox id %s (xid %d) after id %d: the WAL is not in the schedule's order", r.ref(), c.txn.Xid, lastID[r.source()])
 			}
-			lastID = max(lastID, r.id)
+			lastID[r.source()] = max(lastID[r.source()], r.id)
 		}
+	}
+	for _, d := range h.idx.dups {
+		h.violate("h", "a record carries a contract header twice: %s", d)
 	}
 	type tk struct{ topic, key string }
 	type first struct {
@@ -321,7 +362,7 @@ func (h *harness) checkEnd() {
 		seen[rec.topic+"/"+rec.id] = true
 		p, ok := pos[rec.id]
 		if !ok {
-			h.violate("c", "key %s on %s[%d]: offset %d has outbox id %q, which was never committed", rec.key, rec.topic, rec.part, rec.off, rec.id)
+			h.violate("c", "key %s on %s[%d]: offset %d has (outbox-table/outbox-id) %q, which was never committed", rec.key, rec.topic, rec.part, rec.off, rec.id)
 			continue
 		}
 		k := tk{rec.topic, rec.key}

@@ -3,6 +3,7 @@ package relay
 import (
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"time"
 
@@ -32,14 +33,42 @@ type simTopic struct {
 }
 
 type simRow struct {
-	id      int64
+	id      int64  // unique per source (source()) only: two sources have the same ids
+	table   string // the outbox table: "" = public.outbox (simRel), or simOtherTable (simOtherRel)
 	key     string
 	topic   string // "" = NULL (a bad row)
 	payload string
 	headers string // raw JSON; "" = NULL
 	message bool   // a logical message instead of an Insert
 	class   rowClass
+	// reserved: the headers use a record-contract name (bad: dead-lettered with the reason,
+	// never published with a second header of that name).
+	reserved bool
 }
+
+// simOtherTable is the second outbox table of two-table schedules (issue 10, defect 6): its
+// ids are the same numbers as public.outbox's, and records tell them apart by outbox-table.
+const simOtherTable = "other.outbox"
+
+// simReservedHeaders are row headers that use a name of the record contract (defect 7).
+var simReservedHeaders = []string{
+	`{"outbox-id":"1"}`, `{"cdc-lsn":"x","trace":"t"}`, `{"Outbox-Table":"public.outbox"}`, `{"aggregate-id":"k9"}`,
+	`{"event-type":"e"}`, `{"cdc-commit-time":"1"}`, `{"dlq-error":"none"}`, `{"trace":"t","OUTBOX-ID":"7"}`,
+}
+
+// source is the row's outbox-table header: its table's qualified name, or message:<prefix>.
+func (r simRow) source() string {
+	switch {
+	case r.message:
+		return "message:outbox"
+	case r.table == "":
+		return "public.outbox"
+	}
+	return r.table
+}
+
+// ref is what a record's identity is: (outbox-table, outbox-id).
+func (r simRow) ref() string { return r.source() + "/" + strconv.FormatInt(r.id, 10) }
 
 type simTxnSpec struct {
 	gap  int // bytes of other tables' WAL before it
@@ -92,6 +121,7 @@ type schedule struct {
 	statusInterval time.Duration
 	shutdown       time.Duration
 	txns           []simTxnSpec
+	twoTables      bool     // rows in public.outbox and other.outbox, with the same ids
 	runs           []simRun // each a new relay.New on the same slot; then a final clean run
 	final          int      // transactions committed during the final run
 }
@@ -115,6 +145,11 @@ func newSchedule(seed uint64) *schedule {
 	}
 	keys := 1 + rng.IntN(4)
 	id := int64(0)
+	// The record contract's features come from a stream of their own, so that the rest of the
+	// schedule is what it was before them.
+	crng := rand.New(rand.NewPCG(seed^0xc0de, seed))
+	sc.twoTables = crng.IntN(3) != 0
+	ids := map[string]int64{} // per source: ids are unique per table only
 	ntx := 5 + rng.IntN(60)
 	for range ntx {
 		tx := simTxnSpec{gap: rng.IntN(3) * 512}
@@ -130,6 +165,12 @@ func newSchedule(seed uint64) *schedule {
 			if rng.IntN(3) == 0 {
 				r.headers = `{"trace":"t` + fmt.Sprint(id) + `"}`
 			}
+			if sc.twoTables && !r.message && crng.IntN(3) == 0 {
+				r.table = simOtherTable
+			}
+			ids[r.source()]++
+			r.id = ids[r.source()]
+			reserved := crng.IntN(20) == 0
 			switch p := rng.IntN(100); {
 			case p < 4:
 				r.class, r.topic = rowBad, ""
@@ -137,6 +178,9 @@ func newSchedule(seed uint64) *schedule {
 				r.class, r.headers = rowBad, `"not an object"`
 			case p < 10 && tp.maxBytes > 0:
 				r.class, r.payload = rowBig, `"`+strings.Repeat("B", tp.maxBytes+100)+`"`
+			case reserved:
+				r.class, r.reserved = rowBad, true
+				r.headers = simReservedHeaders[crng.IntN(len(simReservedHeaders))]
 			}
 			tx.rows = append(tx.rows, r)
 		}
@@ -197,8 +241,8 @@ func newSchedule(seed uint64) *schedule {
 
 func (sc *schedule) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "seed %d: %d transactions, buffer limits %d records / %d bytes, channel %d, status every %s, shutdown %s\n",
-		sc.seed, len(sc.txns), sc.maxRecords, sc.maxBytes, sc.buffer, sc.statusInterval, sc.shutdown)
+	fmt.Fprintf(&b, "seed %d: two outbox tables %v, %d transactions, buffer limits %d records / %d bytes, channel %d, status every %s, shutdown %s\n",
+		sc.seed, sc.twoTables, len(sc.txns), sc.maxRecords, sc.maxBytes, sc.buffer, sc.statusInterval, sc.shutdown)
 	for _, tp := range sc.topics {
 		fmt.Fprintf(&b, "  topic %s: %d partitions, max.message.bytes %d\n", tp.name, tp.partitions, tp.maxBytes)
 	}
@@ -209,7 +253,14 @@ func (sc *schedule) String() string {
 			if r.message {
 				kind = "msg"
 			}
-			fmt.Fprintf(&b, " %s %d/%s/%s/%s(%dB)", kind, r.id, r.key, r.topic, r.class, len(r.payload))
+			if r.table != "" {
+				kind = r.table
+			}
+			cls := r.class.String()
+			if r.reserved {
+				cls += "(reserved " + r.headers + ")"
+			}
+			fmt.Fprintf(&b, " %s %d/%s/%s/%s(%dB)", kind, r.id, r.key, r.topic, cls, len(r.payload))
 		}
 		b.WriteByte('\n')
 	}

@@ -48,7 +48,20 @@ type SessionInfo struct {
 	Slot      pglogrepl.LSN // the slot's confirmed_flush_lsn when it asked
 	Start     pglogrepl.LSN // where decoding starts: max(Requested, Slot)
 	At        time.Time
+	// End is how the session ended, "" while it runs: EndCopyDone (the client ended the COPY
+	// and the server answered), EndTerminate (a Terminate message in the COPY), EndEOF (the
+	// client closed or reset the socket without either) or EndServer (the server closed it: a
+	// Drop, DropAll or Close).
+	End string
 }
+
+// How a session ended (SessionInfo.End).
+const (
+	EndCopyDone  = "copydone"
+	EndTerminate = "terminate"
+	EndEOF       = "eof"
+	EndServer    = "server"
+)
 
 // Event is where a session is about to send its next message.
 type Event struct {
@@ -86,6 +99,8 @@ type Server struct {
 	statuses  []Status
 	live      map[*session]struct{}
 	closed    bool
+	down      bool // SetDown: every new connection is closed at once
+	refused   int  // connections closed so while down
 	wg        sync.WaitGroup
 }
 
@@ -202,6 +217,25 @@ func (s *Server) RewindSlot(lsn pglogrepl.LSN) {
 	s.mu.Unlock()
 }
 
+// SetDown makes the server unreachable (down) or reachable again: while down, every new
+// connection is closed as soon as it is accepted, as a server that is restarting or whose
+// host is gone would end it, and DropAll is done at once. Sessions counts none of them.
+func (s *Server) SetDown(down bool) {
+	s.mu.Lock()
+	s.down = down
+	s.mu.Unlock()
+	if down {
+		s.DropAll()
+	}
+}
+
+// Refused returns how many connections were closed at once while the server was down.
+func (s *Server) Refused() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refused
+}
+
 // DropAll closes every live session's connection, as a server restart would.
 func (s *Server) DropAll() {
 	s.mu.Lock()
@@ -229,6 +263,12 @@ func (s *Server) accept() {
 			s.mu.Unlock()
 			c.Close()
 			return
+		}
+		if s.down {
+			s.refused++
+			s.mu.Unlock()
+			c.Close()
+			continue
 		}
 		s.nextPID++
 		ss := &session{srv: s, conn: c, pid: s.nextPID, notify: make(chan struct{}, 1)}
@@ -264,6 +304,13 @@ type session struct {
 	replyAsked bool // the client asked for a reply (ReplyRequested)
 	readErr    error
 	copyDone   bool // the client ended the COPY: answer as the walsender does
+}
+
+// endLocked records how the replication session ended, once. Call it with srv.mu held.
+func (ss *session) endLocked(end string) {
+	if ss.id > 0 && ss.srv.sessions[ss.id-1].End == "" {
+		ss.srv.sessions[ss.id-1].End = end
+	}
 }
 
 func (ss *session) wake() {
@@ -396,6 +443,9 @@ func (ss *session) replicate(q string) {
 	ss.stream(start, done)
 	s.mu.Lock()
 	copyDone := ss.copyDone
+	if ss.readErr == nil { // a Drop, or the server closing: the client did not end it
+		ss.endLocked(EndServer)
+	}
 	s.mu.Unlock()
 	if copyDone { // the walsender's answer: its own CopyDone, then the command's end
 		ss.send(&pgproto3.CopyDone{})
@@ -414,6 +464,11 @@ func (ss *session) read() {
 		if err != nil {
 			s.mu.Lock()
 			ss.readErr = err
+			end := EndEOF
+			if errors.Is(err, net.ErrClosed) { // the server closed the connection itself
+				end = EndServer
+			}
+			ss.endLocked(end)
 			s.mu.Unlock()
 			ss.wake()
 			return
@@ -450,6 +505,11 @@ func (ss *session) read() {
 			s.mu.Lock()
 			ss.readErr = errors.New("client ended the copy")
 			_, ss.copyDone = m.(*pgproto3.CopyDone)
+			if ss.copyDone {
+				ss.endLocked(EndCopyDone)
+			} else {
+				ss.endLocked(EndTerminate)
+			}
 			s.mu.Unlock()
 			ss.wake()
 			return
