@@ -18,7 +18,7 @@ import (
 
 // HeaderReplayedAt is added to a replayed record: when `dead-letters replay` sent it again
 // (RFC 3339, microseconds, UTC). A replayed event arrives after later events of its key.
-const HeaderReplayedAt = "cdc-replayed-at"
+const HeaderReplayedAt = contract.ReplayedAt
 
 // State is what has been done to a letter.
 type State string

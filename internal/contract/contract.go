@@ -21,6 +21,8 @@ const (
 	EventType   = "event-type"
 	LSN         = "cdc-lsn"
 	CommitTime  = "cdc-commit-time"
+	// ReplayedAt is added by `cdc-relay dead-letters replay` to a record it sends again.
+	ReplayedAt = "cdc-replayed-at"
 )
 
 // Dead-letter header names, added to a parked record's headers. Every name that starts with
@@ -45,7 +47,7 @@ const (
 )
 
 // recordHeaders are the names Reserved refuses besides the dlq-* and ce_* names.
-var recordHeaders = [...]string{OutboxID, OutboxTable, AggregateID, EventType, LSN, CommitTime}
+var recordHeaders = [...]string{OutboxID, OutboxTable, AggregateID, EventType, LSN, CommitTime, ReplayedAt}
 
 // Reserved reports whether a row's own header (an outbox row's headers column, a logical
 // message's "headers") may not be named name: a header of the record contract, any dlq-*
