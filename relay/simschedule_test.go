@@ -110,6 +110,9 @@ type simRun struct {
 	tableRefuse int           // table writes refused in this run
 	holdSlot    time.Duration // the slot is active for another process this long at the start
 	replyEvery  int           // keepalives with reply requested every this many messages (0: none)
+	// PostgreSQL is unreachable (every connection closed at once) from outageAt for outageFor
+	// (0: no outage); early in a run, the relay meets it before it ever streamed (defect 5).
+	outageAt, outageFor time.Duration
 }
 
 type schedule struct {
@@ -210,6 +213,10 @@ func newSchedule(seed uint64) *schedule {
 		if rng.IntN(4) == 0 {
 			run.replyEvery = 1 + rng.IntN(20)
 		}
+		if crng.IntN(4) == 0 {
+			run.outageAt = time.Duration(crng.IntN(40)) * time.Millisecond
+			run.outageFor = time.Duration(20+crng.IntN(150)) * time.Millisecond
+		}
 		for nf := rng.IntN(4); nf > 0; nf-- {
 			tp := sc.topics[rng.IntN(len(sc.topics))]
 			f := simFault{kind: faultKind(rng.IntN(6)), topic: tp.name, partition: rng.Int32N(tp.partitions),
@@ -265,8 +272,8 @@ func (sc *schedule) String() string {
 		b.WriteByte('\n')
 	}
 	for i, run := range sc.runs {
-		fmt.Fprintf(&b, "  run %d: commit %d (every %s), drops %v, cancel after %d messages / %s, table refuses %d, slot held %s, reply every %d\n",
-			i+1, run.commit, run.commitDelay, run.drops, run.cancelMsgs, run.cancelAfter, run.tableRefuse, run.holdSlot, run.replyEvery)
+		fmt.Fprintf(&b, "  run %d: commit %d (every %s), drops %v, cancel after %d messages / %s, table refuses %d, slot held %s, reply every %d, PostgreSQL down at +%s for %s\n",
+			i+1, run.commit, run.commitDelay, run.drops, run.cancelMsgs, run.cancelAfter, run.tableRefuse, run.holdSlot, run.replyEvery, run.outageAt, run.outageFor)
 		for _, f := range run.faults {
 			fmt.Fprintf(&b, "    fault %s on %s[%d] x%d at +%s for %s: %v\n", f.kind, f.topic, f.partition, f.count, f.after, f.dur, f.err)
 		}

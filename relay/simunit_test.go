@@ -268,3 +268,40 @@ func TestTrackerCompactsLongQueues(t *testing.T) {
 		t.Fatalf("confirmed %s, want 3000", c.last())
 	}
 }
+
+// Issue 10, defect 5: a relay started as a standby (the slot held by another process) that
+// never streamed waits across a PostgreSQL outage instead of exiting, and takes over once the
+// server is back and the slot is free.
+func TestSimStandbyWaitsAcrossPostgresOutage(t *testing.T) {
+	t.Parallel()
+	h := fixedHarness(t, 20*time.Millisecond)
+	h.srv.HoldSlot(4242)
+	r, _ := h.newRelay(0)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- r.Run(ctx) }()
+	running := func(what string, cond func() bool) func() bool {
+		return func() bool {
+			select {
+			case err := <-errc:
+				t.Fatalf("Run returned %v while %s; a standby that never streamed must wait", err, what)
+			default:
+			}
+			return cond()
+		}
+	}
+	waitFor(t, 10*time.Second, "standby", running("a standby", func() bool { return r.Stream().State() == replication.StateStandby }))
+	h.srv.SetDown(true)
+	waitFor(t, 10*time.Second, "refused connections", running("PostgreSQL was down", func() bool { return h.srv.Refused() >= 3 }))
+	h.srv.SetDown(false)
+	h.srv.HoldSlot(0)
+	h.commit(ctx, oneRow(1), 0)
+	end := h.committed[0].txn.EndLSN
+	waitFor(t, 10*time.Second, "the slot confirmed the row", running("taking over", func() bool { return h.srv.Confirmed() >= end }))
+	cancel()
+	if err := <-errc; err != nil {
+		t.Errorf("Run after cancel = %v", err)
+	}
+	h.failOnViolations()
+}

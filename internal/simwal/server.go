@@ -50,8 +50,9 @@ type SessionInfo struct {
 	At        time.Time
 	// End is how the session ended, "" while it runs: EndCopyDone (the client ended the COPY
 	// and the server answered), EndTerminate (a Terminate message in the COPY), EndEOF (the
-	// client closed or reset the socket without either) or EndServer (the server closed it: a
-	// Drop, DropAll or Close).
+	// client closed or reset the socket without either), EndServer (the server closed it: a
+	// Drop, DropAll or Close) or EndUnstarted (the connection was gone before the server could
+	// answer START_REPLICATION: nothing was streamed).
 	End string
 }
 
@@ -61,6 +62,7 @@ const (
 	EndTerminate = "terminate"
 	EndEOF       = "eof"
 	EndServer    = "server"
+	EndUnstarted = "unstarted"
 )
 
 // Event is where a session is about to send its next message.
@@ -433,6 +435,9 @@ func (ss *session) replicate(q string) {
 
 	ss.send(&pgproto3.CopyBothResponse{})
 	if ss.be.Flush() != nil {
+		s.mu.Lock()
+		ss.endLocked(EndUnstarted)
+		s.mu.Unlock()
 		return
 	}
 	done := make(chan struct{})
