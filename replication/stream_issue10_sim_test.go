@@ -81,7 +81,7 @@ func TestSimStreamLeavesDrainModeWhenTheBacklogEnds(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	time.Sleep(5 * idleAfter) // quiet: no message at all
+	time.Sleep(10 * idleAfter) // quiet: no message at all
 	cancel()
 	if err := <-errc; err != nil {
 		t.Fatalf("Run = %v", err)
@@ -90,7 +90,7 @@ func TestSimStreamLeavesDrainModeWhenTheBacklogEnds(t *testing.T) {
 		t.Fatal("the simwal connection is not TCP: SO_RCVLOWAT does not apply")
 	}
 	if s.lowat {
-		t.Errorf("after %d ms without a message the stream still drains (SO_RCVLOWAT raised, 1 ms reads): an idle relay spins", 5*idleAfter/time.Millisecond)
+		t.Errorf("after %d ms without a message the stream still drains (SO_RCVLOWAT raised, 1 ms reads): an idle relay spins", 10*idleAfter/time.Millisecond)
 	}
 	s.Close(context.Background())
 }
