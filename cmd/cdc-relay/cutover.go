@@ -10,6 +10,7 @@ import (
 	"github.com/cdc-relay/cdc-relay/cutover"
 	"github.com/cdc-relay/cdc-relay/decoder"
 	"github.com/cdc-relay/cdc-relay/poller"
+	"github.com/cdc-relay/cdc-relay/sink"
 	"github.com/cdc-relay/cdc-relay/slotstore"
 )
 
@@ -24,6 +25,8 @@ func cmdCutover(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		c         common
 		pub       string
 		deadTable string
+		format    string
+		ceSource  string
 		brokers   listFlag
 		cfg       poller.Config
 		ksec      kafkaSecurity
@@ -44,6 +47,8 @@ func cmdCutover(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.StringVar(&cols.PublishedAt, "column-published-at", "published_at", "publication time column (NULL means pending)")
 	fs.DurationVar(&cfg.AckTimeout, "ack-timeout", 10*time.Second, "how long a batch waits for Kafka's acknowledgements before it is rolled back and retried")
 	fs.StringVar(&cfg.Sink.ClientID, "kafka-client-id", "cdc-relay-cutover", "Kafka client id")
+	fs.StringVar(&format, "format", sink.FormatOutbox, "record format, as run's: outbox or cloudevents (use the one the relay will run with)")
+	fs.StringVar(&ceSource, "ce-source", "", "ce_source with --format cloudevents (default /cdc-relay/<database>/<schema.table>)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -65,6 +70,11 @@ func cmdCutover(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := (slotstore.CreateOptions{Slot: c.slot, Publication: pub, Tables: []string{cfg.Table}}).Validate(); err != nil {
 		return &usageError{err}
 	}
+	ce, err := sink.NewCloudEvents(format, ceSource, c.pgURL)
+	if err != nil {
+		return &usageError{err}
+	}
+	cfg.Sink.CloudEvents = ce
 	log := c.logger(stderr)
 	cfg.ConnString, cfg.ConnectTimeout, cfg.Logger, cfg.Password = c.pgURL, c.pgTimeout, log, c.pgPassword
 	cfg.Sink.Brokers = brokers

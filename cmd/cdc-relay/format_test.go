@@ -9,13 +9,14 @@ import (
 )
 
 // --format and --ce-source are checked before anything is contacted: a bad value is a usage
-// error (exit 2) on run and poll alike.
+// error (exit 2) on run, poll and cutover alike.
 func TestFormatFlags(t *testing.T) {
 	base := map[string][]string{
-		"run":  {"--pg-url", "postgres://u@127.0.0.1:1/app", "--slot", "s", "--publication", "p", "--brokers", "127.0.0.1:1"},
-		"poll": {"--pg-url", "postgres://u@127.0.0.1:1/app", "--brokers", "127.0.0.1:1"},
+		"run":     {"--pg-url", "postgres://u@127.0.0.1:1/app", "--slot", "s", "--publication", "p", "--brokers", "127.0.0.1:1"},
+		"poll":    {"--pg-url", "postgres://u@127.0.0.1:1/app", "--brokers", "127.0.0.1:1"},
+		"cutover": {"--pg-url", "postgres://u@127.0.0.1:1/app", "--slot", "s", "--publication", "p", "--brokers", "127.0.0.1:1"},
 	}
-	cmds := map[string]func(context.Context, []string, io.Writer, io.Writer) error{"run": cmdRun, "poll": cmdPoll}
+	cmds := map[string]func(context.Context, []string, io.Writer, io.Writer) error{"run": cmdRun, "poll": cmdPoll, "cutover": cmdCutover}
 	for name, cmd := range cmds {
 		for _, c := range []struct {
 			args []string
