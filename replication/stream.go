@@ -434,10 +434,12 @@ func (s *Stream) stream(ctx context.Context, out chan<- []Message) error {
 				return ctx.Err()
 			}
 			if pgconn.Timeout(err) {
-				// Nothing arrived for a while: the backlog is drained. Leave the drain mode now
-				// rather than at the next Begin with little lag, which a quiet outbox never sends
-				// (a 1 ms read bound forever is what kept an idle relay busy).
-				if s.lowat && time.Since(s.lastMsg) >= idleAfter {
+				// Nothing arrived for a while and nothing waits in the socket: the backlog is
+				// drained. Leave the drain mode now rather than at the next Begin with little lag,
+				// which a quiet outbox never sends (a 1 ms read bound forever is what kept an idle
+				// relay busy). The socket's queue is what tells: a paced read that napped past its
+				// deadline times out with data waiting, and leaving then would stop the pacing.
+				if s.lowat && time.Since(s.lastMsg) >= idleAfter && s.socketEmpty() {
 					s.leaveDrain()
 				}
 				continue
@@ -507,6 +509,16 @@ func (s *Stream) adapt(lag time.Duration) {
 	case s.lowat && lag <= caughtUpLag:
 		s.leaveDrain()
 	}
+}
+
+// socketEmpty reports whether nothing waits to be read: neither in the read buffers nor in the
+// socket's receive queue (where the queue cannot be read, time alone decides).
+func (s *Stream) socketEmpty() bool {
+	if s.conn.Frontend().ReadBufferLen() > 0 || s.br.Buffered() > 0 {
+		return false
+	}
+	n, ok := queued(s.tcp)
+	return !ok || n == 0
 }
 
 // leaveDrain reads each message as it comes again: SO_RCVLOWAT back to 1, no paced deadline.
