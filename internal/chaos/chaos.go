@@ -174,10 +174,31 @@ func (r *Result) Print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "  duplicates: %d (%.2f%% of committed rows); largest from one crash: %d (kill #%d)\n",
 		r.Duplicates, pct, r.MaxDupsOneCrash, r.MaxDupsCrash)
+	fmt.Fprintf(w, "  by fault:   %s\n", r.dupsByFault())
 	fmt.Fprintf(w, "  caught up:  %s after writing ended; total %s\n", r.CatchUpTime.Round(time.Millisecond), r.TotalTime.Round(time.Millisecond))
 	if r.FirstOrderProblem != "" {
 		fmt.Fprintf(w, "  first order problem: %s\n", r.FirstOrderProblem)
 	}
+}
+
+// dupsByFault sums the duplicates attributed to each kind of fault: the kills' mean is the
+// replay window a kill -9 costs.
+func (r *Result) dupsByFault() string {
+	var kills, killDups int
+	var other []string
+	for _, e := range r.Events {
+		if e.Kind == "kill" {
+			kills++
+			killDups += e.Dups
+			continue
+		}
+		other = append(other, fmt.Sprintf("%s %d", e.Kind, e.Dups))
+	}
+	s := "no kill"
+	if kills > 0 {
+		s = fmt.Sprintf("%d kills %d (%.0f per kill)", kills, killDups, float64(killDups)/float64(kills))
+	}
+	return strings.Join(append([]string{s}, other...), ", ")
 }
 
 // Err is nil when the contract held.

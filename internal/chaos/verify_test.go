@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -63,5 +64,21 @@ func TestCheck(t *testing.T) {
 	}
 	if res.Committed != 5 || res.RolledBack != 1 || res.CommittedTxs != 2 || res.RolledBackTxs != 1 {
 		t.Errorf("counts %+v", res)
+	}
+	var out strings.Builder
+	res.Print(&out)
+	if want := "by fault:   " + res.dupsByFault(); !strings.Contains(out.String(), want) {
+		t.Errorf("Print lacks %q:\n%s", want, out.String())
+	}
+}
+
+// The kills' duplicates are summed apart from the other faults', with their mean per kill.
+func TestDupsByFault(t *testing.T) {
+	r := &Result{Events: []Event{{Kind: "kill", Dups: 10}, {Kind: "kafka-pause", Dups: 500}, {Kind: "kill", Dups: 30}, {Kind: "pg-restart", Dups: 7}}}
+	if got, want := r.dupsByFault(), "2 kills 40 (20 per kill), kafka-pause 500, pg-restart 7"; got != want {
+		t.Errorf("dupsByFault() = %q, want %q", got, want)
+	}
+	if got := (&Result{}).dupsByFault(); got != "no kill" {
+		t.Errorf("no events: %q", got)
 	}
 }
