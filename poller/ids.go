@@ -102,35 +102,9 @@ func (p *Poller) cycleIDs(ctx context.Context, ids []string) (int, error) {
 	if len(batch) == 0 {
 		return 0, nil // all marked by someone else meanwhile
 	}
-	p.stats.Cycles.Add(1)
-	if err := p.publish(bg, batch); err != nil {
-		p.stats.RolledBack.Add(1)
+	if err := p.publishAndMark(bg, tx, batch); err != nil {
 		return 0, err
 	}
-	if p.cfg.BeforeCommit != nil {
-		p.cfg.BeforeCommit(len(batch))
-	}
-	marked := make([]string, len(batch))
-	dead := 0
-	for i, b := range batch {
-		marked[i] = b.id
-		if b.dlq {
-			dead++
-		}
-	}
-	uctx, cancel := context.WithTimeout(bg, p.cfg.AckTimeout)
-	defer cancel()
-	if _, err := tx.Exec(uctx, p.q.upd, marked); err != nil {
-		p.dropQueriesOn(err)
-		p.stats.RolledBack.Add(1)
-		return 0, fmt.Errorf("poller: mark %d rows published: %w (Kafka holds them; they will be published again)", len(batch), err)
-	}
-	if err := tx.Commit(uctx); err != nil {
-		p.stats.RolledBack.Add(1)
-		return 0, fmt.Errorf("poller: commit: %w (Kafka holds the batch; it will be published again)", err)
-	}
-	p.stats.Published.Add(int64(len(batch) - dead))
-	p.stats.DeadLettered.Add(int64(dead))
 	return len(batch), nil
 }
 

@@ -197,10 +197,16 @@ func (p *Poller) cycle(ctx context.Context) (int, error) {
 	if err != nil || len(batch) == 0 {
 		return 0, err
 	}
+	return len(batch), p.publishAndMark(bg, tx, batch)
+}
+
+// publishAndMark publishes a selected batch, waits for Kafka's acknowledgements, then marks
+// the rows published and commits tx: the order that makes a crash publish again, never lose.
+func (p *Poller) publishAndMark(bg context.Context, tx pgx.Tx, batch []pending) error {
 	p.stats.Cycles.Add(1)
 	if err := p.publish(bg, batch); err != nil {
 		p.stats.RolledBack.Add(1)
-		return len(batch), err
+		return err
 	}
 	if p.cfg.BeforeCommit != nil {
 		p.cfg.BeforeCommit(len(batch))
@@ -218,15 +224,15 @@ func (p *Poller) cycle(ctx context.Context) (int, error) {
 	if _, err := tx.Exec(uctx, p.q.upd, ids); err != nil {
 		p.dropQueriesOn(err)
 		p.stats.RolledBack.Add(1)
-		return len(batch), fmt.Errorf("poller: mark %d rows published: %w (Kafka holds them; they will be published again)", len(batch), err)
+		return fmt.Errorf("poller: mark %d rows published: %w (Kafka holds them; they will be published again)", len(batch), err)
 	}
 	if err := tx.Commit(uctx); err != nil {
 		p.stats.RolledBack.Add(1)
-		return len(batch), fmt.Errorf("poller: commit: %w (Kafka holds the batch; it will be published again)", err)
+		return fmt.Errorf("poller: commit: %w (Kafka holds the batch; it will be published again)", err)
 	}
 	p.stats.Published.Add(int64(len(batch) - dead))
 	p.stats.DeadLettered.Add(int64(dead))
-	return len(batch), nil
+	return nil
 }
 
 // selectRows locks up to Batch pending rows and makes their records.
