@@ -199,31 +199,8 @@ func warnRunningPoller(ctx context.Context, conn *pgx.Conn, log *slog.Logger) {
 	}
 }
 
-// connectReplication opens a replication connection (replication=database).
-func connectReplication(ctx context.Context, cfg poller.Config) (*pgconn.PgConn, error) {
-	cc, err := pgconn.ParseConfig(cfg.ConnString)
-	if err != nil {
-		return nil, fmt.Errorf("cutover: bad PostgreSQL URL: %w", err)
-	}
-	if cfg.Password != "" {
-		cc.Password = cfg.Password
-	}
-	if t := cfg.ConnectTimeout; t > 0 && (cc.ConnectTimeout == 0 || cc.ConnectTimeout > t) {
-		cc.ConnectTimeout = t
-	}
-	cc.RuntimeParams["replication"] = "database"
-	if _, ok := cc.RuntimeParams["application_name"]; !ok {
-		cc.RuntimeParams["application_name"] = "cdc-relay cutover"
-	}
-	conn, err := pgconn.ConnectConfig(ctx, cc)
-	if err != nil {
-		return nil, fmt.Errorf("cutover: replication connection to PostgreSQL at %s:%d: %w", cc.Host, cc.Port, err)
-	}
-	return conn, nil
-}
-
-// connect opens a normal connection with cfg's URL, password and timeout.
-func connect(ctx context.Context, cfg poller.Config) (*pgx.Conn, error) {
+// connConfig parses cfg's URL and applies its password, timeout and the application name.
+func connConfig(cfg poller.Config) (*pgx.ConnConfig, error) {
 	cc, err := pgx.ParseConfig(cfg.ConnString)
 	if err != nil {
 		return nil, fmt.Errorf("cutover: bad PostgreSQL URL: %w", err)
@@ -236,6 +213,30 @@ func connect(ctx context.Context, cfg poller.Config) (*pgx.Conn, error) {
 	}
 	if _, ok := cc.RuntimeParams["application_name"]; !ok {
 		cc.RuntimeParams["application_name"] = "cdc-relay cutover"
+	}
+	return cc, nil
+}
+
+// connectReplication opens a replication connection (replication=database).
+func connectReplication(ctx context.Context, cfg poller.Config) (*pgconn.PgConn, error) {
+	cc, err := connConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	rc := cc.Config.Copy()
+	rc.RuntimeParams["replication"] = "database"
+	conn, err := pgconn.ConnectConfig(ctx, rc)
+	if err != nil {
+		return nil, fmt.Errorf("cutover: replication connection to PostgreSQL at %s:%d: %w", rc.Host, rc.Port, err)
+	}
+	return conn, nil
+}
+
+// connect opens a normal connection with cfg's URL, password and timeout.
+func connect(ctx context.Context, cfg poller.Config) (*pgx.Conn, error) {
+	cc, err := connConfig(cfg)
+	if err != nil {
+		return nil, err
 	}
 	conn, err := pgx.ConnectConfig(ctx, cc)
 	if err != nil {
