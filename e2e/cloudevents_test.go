@@ -8,119 +8,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cloudevents/sdk-go/v2/binding"
-	"github.com/cloudevents/sdk-go/v2/binding/spec"
-	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cdc-relay/cdc-relay/inbox"
+	"github.com/cdc-relay/cdc-relay/internal/cetest"
 	"github.com/cdc-relay/cdc-relay/internal/testenv"
 )
-
-// ceMessage reads a consumed franz-go record as a CloudEvents Kafka binding message in binary
-// content mode for the CloudEvents SDK (it has Kafka bindings for sarama and confluent-kafka-go
-// only; this does what they do): ce_* headers are attributes or extensions, content-type is
-// datacontenttype, the value is the data.
-type ceMessage struct{ r *kgo.Record }
-
-var (
-	_ binding.Message               = ceMessage{}
-	_ binding.MessageMetadataReader = ceMessage{}
-)
-
-func (m ceMessage) header(name string) (string, bool) {
-	for _, h := range m.r.Headers {
-		if strings.EqualFold(h.Key, name) {
-			return string(h.Value), true
-		}
-	}
-	return "", false
-}
-
-func (m ceMessage) version() spec.Version {
-	v, _ := m.header("ce_specversion")
-	return spec.WithPrefix("ce_").Version(v)
-}
-
-func (m ceMessage) ReadEncoding() binding.Encoding {
-	if m.version() != nil {
-		return binding.EncodingBinary
-	}
-	return binding.EncodingUnknown
-}
-
-func (m ceMessage) ReadStructured(context.Context, binding.StructuredWriter) error {
-	return binding.ErrNotStructured
-}
-
-func (m ceMessage) ReadBinary(_ context.Context, w binding.BinaryWriter) error {
-	v := m.version()
-	if v == nil {
-		return binding.ErrNotBinary
-	}
-	for _, h := range m.r.Headers {
-		k := strings.ToLower(h.Key)
-		var err error
-		switch {
-		case strings.HasPrefix(k, "ce_"):
-			if a := v.Attribute(k); a != nil {
-				err = w.SetAttribute(a, string(h.Value))
-			} else {
-				err = w.SetExtension(strings.TrimPrefix(k, "ce_"), string(h.Value))
-			}
-		case k == "content-type":
-			err = w.SetAttribute(v.AttributeFromKind(spec.DataContentType), string(h.Value))
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return w.SetData(bytes.NewReader(m.r.Value))
-}
-
-func (m ceMessage) GetAttribute(k spec.Kind) (spec.Attribute, any) {
-	v := m.version()
-	if v == nil {
-		return nil, nil
-	}
-	a := v.AttributeFromKind(k)
-	if a == nil {
-		return nil, nil
-	}
-	name := a.PrefixedName()
-	if k == spec.DataContentType {
-		name = "content-type"
-	}
-	if val, ok := m.header(name); ok {
-		return a, val
-	}
-	return a, nil
-}
-
-func (m ceMessage) GetExtension(name string) any {
-	if val, ok := m.header("ce_" + name); ok {
-		return val
-	}
-	return nil
-}
-
-func (m ceMessage) Finish(error) error { return nil }
-
-// parseCloudEvent parses r with the CloudEvents SDK and validates it.
-func parseCloudEvent(t *testing.T, r *kgo.Record) *cloudevents.Event {
-	t.Helper()
-	ev, err := binding.ToEvent(context.Background(), ceMessage{r})
-	if err != nil {
-		t.Fatalf("the CloudEvents SDK cannot read the record: %v (headers %v)", err, r.Headers)
-	}
-	if err := ev.Validate(); err != nil {
-		t.Fatalf("invalid CloudEvent %s: %v", ev, err)
-	}
-	return ev
-}
 
 const (
 	e2eTraceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
@@ -161,7 +57,7 @@ func TestCloudEventsRunRoundTrip(t *testing.T) {
 		if r == nil {
 			t.Fatalf("no record for outbox id %d", id)
 		}
-		ev := parseCloudEvent(t, r)
+		ev := cetest.Parse(t, r)
 		wantType := []string{"order.created", e.F.Table}[i] // no event_type: the table
 		if ev.ID() != e.F.Table+":"+strconv.FormatInt(id, 10) || ev.Source() != source || ev.Type() != wantType ||
 			ev.DataContentType() != "application/json" || ev.SpecVersion() != "1.0" {
@@ -229,7 +125,7 @@ func TestCloudEventsPoll(t *testing.T) {
 	id := e.F.Insert(t, false, testenv.Row{Key: "order-1", Payload: `{"n": 1}`, EventType: "order.created"})[0]
 	e.Start(t, nil, "--format", "cloudevents", "--ce-source", "urn:example:orders")
 	recs := cons.WaitFor(t, 60*time.Second, "the event", func(r []*kgo.Record) bool { return len(r) >= 1 })
-	ev := parseCloudEvent(t, recs[0])
+	ev := cetest.Parse(t, recs[0])
 	if ev.ID() != e.F.Table+":"+strconv.FormatInt(id, 10) || ev.Source() != "urn:example:orders" || ev.Type() != "order.created" ||
 		!jsonEqual(t, ev.Data(), []byte(`{"n": 1}`)) || testenv.Header(recs[0], "cdc-commit-time") == "" {
 		t.Errorf("event %s", ev)

@@ -2,127 +2,15 @@ package sink
 
 import (
 	"bytes"
-	"context"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/cloudevents/sdk-go/v2/binding"
-	"github.com/cloudevents/sdk-go/v2/binding/spec"
-	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	"github.com/jackc/pglogrepl"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cdc-relay/cdc-relay/internal/cetest"
 )
-
-// recordMessage reads a franz-go record as a message of the CloudEvents Kafka protocol
-// binding, binary content mode, for the SDK (binding.ToEvent). The SDK has Kafka bindings for
-// sarama and confluent-kafka-go only; this is what they do with a consumed message: ce_*
-// headers are attributes (or extensions), content-type is datacontenttype, the value is data.
-type recordMessage struct{ r *kgo.Record }
-
-var (
-	ceSpecs                               = spec.WithPrefix("ce_")
-	_       binding.Message               = recordMessage{}
-	_       binding.MessageMetadataReader = recordMessage{}
-)
-
-func (m recordMessage) version() spec.Version {
-	for _, h := range m.r.Headers {
-		if strings.ToLower(h.Key) == ceSpecs.PrefixedSpecVersionName() {
-			return ceSpecs.Version(string(h.Value))
-		}
-	}
-	return nil
-}
-
-func (m recordMessage) ReadEncoding() binding.Encoding {
-	if m.version() != nil {
-		return binding.EncodingBinary
-	}
-	return binding.EncodingUnknown
-}
-
-func (m recordMessage) ReadStructured(context.Context, binding.StructuredWriter) error {
-	return binding.ErrNotStructured
-}
-
-func (m recordMessage) ReadBinary(_ context.Context, w binding.BinaryWriter) error {
-	v := m.version()
-	if v == nil {
-		return binding.ErrNotBinary
-	}
-	for _, h := range m.r.Headers {
-		k := strings.ToLower(h.Key)
-		var err error
-		switch {
-		case strings.HasPrefix(k, "ce_"):
-			if a := v.Attribute(k); a != nil {
-				err = w.SetAttribute(a, string(h.Value))
-			} else {
-				err = w.SetExtension(strings.TrimPrefix(k, "ce_"), string(h.Value))
-			}
-		case k == "content-type":
-			err = w.SetAttribute(v.AttributeFromKind(spec.DataContentType), string(h.Value))
-		}
-		if err != nil {
-			return err
-		}
-	}
-	if m.r.Value != nil {
-		return w.SetData(bytes.NewReader(m.r.Value))
-	}
-	return nil
-}
-
-func (m recordMessage) header(name string) (string, bool) {
-	for _, h := range m.r.Headers {
-		if strings.EqualFold(h.Key, name) {
-			return string(h.Value), true
-		}
-	}
-	return "", false
-}
-
-func (m recordMessage) GetAttribute(k spec.Kind) (spec.Attribute, any) {
-	v := m.version()
-	if v == nil {
-		return nil, nil
-	}
-	a := v.AttributeFromKind(k)
-	if a == nil {
-		return nil, nil
-	}
-	name := a.PrefixedName()
-	if k == spec.DataContentType {
-		name = "content-type"
-	}
-	if val, ok := m.header(name); ok {
-		return a, val
-	}
-	return a, nil
-}
-
-func (m recordMessage) GetExtension(name string) any {
-	if val, ok := m.header("ce_" + name); ok {
-		return val
-	}
-	return nil
-}
-
-func (m recordMessage) Finish(error) error { return nil }
-
-// toEvent parses r with the CloudEvents SDK and validates the event.
-func toEvent(t *testing.T, r *kgo.Record) *cloudevents.Event {
-	t.Helper()
-	ev, err := binding.ToEvent(context.Background(), recordMessage{r})
-	if err != nil {
-		t.Fatalf("the CloudEvents SDK cannot read the record: %v (headers %v)", err, r.Headers)
-	}
-	if err := ev.Validate(); err != nil {
-		t.Fatalf("invalid CloudEvent: %v", err)
-	}
-	return ev
-}
 
 func TestCloudEventsRoundTripThroughTheSDK(t *testing.T) {
 	ce, err := NewCloudEvents(FormatCloudEvents, "", "postgres://relay@db:5432/app?sslmode=disable")
@@ -153,7 +41,7 @@ func TestCloudEventsRoundTripThroughTheSDK(t *testing.T) {
 		}
 	}
 
-	ev := toEvent(t, r)
+	ev := cetest.Parse(t, r)
 	if ev.SpecVersion() != "1.0" || ev.ID() != "public.outbox:42" || ev.Source() != "/cdc-relay/app/public.outbox" ||
 		ev.Type() != "order.created" || !ev.Time().Equal(commit) || ev.DataContentType() != "application/json" {
 		t.Errorf("event %s", ev)
@@ -179,7 +67,7 @@ func TestCloudEventsPollAndRunAgree(t *testing.T) {
 	at := time.Unix(1_700_000_000, 0)
 	run := NewRecord(Event{ID: "7", Table: "public.outbox", AggregateID: "k", Topic: "t", Payload: []byte(`1`), Stamp: NewStamp(5, at), CloudEvents: ce})
 	poll := NewRecord(Event{ID: "7", Table: "public.outbox", AggregateID: "k", Topic: "t", Payload: []byte(`1`), Stamp: NewStamp(0, at), CloudEvents: ce})
-	a, b := toEvent(t, run), toEvent(t, poll)
+	a, b := cetest.Parse(t, run), cetest.Parse(t, poll)
 	if a.ID() != b.ID() || a.Source() != b.Source() || a.Type() != b.Type() || !a.Time().Equal(b.Time()) {
 		t.Errorf("run %s\npoll %s", a, b)
 	}
@@ -190,7 +78,7 @@ func TestCloudEventsDefaultsAndOverrides(t *testing.T) {
 	// No event type: ce_type is the source table. A logical message: its "message:<prefix>".
 	r := NewRecord(Event{ID: "3", Table: "sales.outbox", AggregateID: "k", Topic: "t", Payload: []byte(`{}`),
 		Stamp: NewStamp(5, at), CloudEvents: &CloudEvents{Database: "my db"}})
-	ev := toEvent(t, r)
+	ev := cetest.Parse(t, r)
 	if ev.Type() != "sales.outbox" || ev.ID() != "sales.outbox:3" || ev.Source() != "/cdc-relay/my%20db/sales.outbox" {
 		t.Errorf("event %s", ev)
 	}
@@ -199,7 +87,7 @@ func TestCloudEventsDefaultsAndOverrides(t *testing.T) {
 	}
 	m := NewRecord(Event{ID: "order-42-created", Table: "message:outbox", AggregateID: "k", Topic: "t", Payload: []byte(`{}`),
 		Stamp: NewStamp(5, at), CloudEvents: &CloudEvents{Database: "app"}})
-	ev = toEvent(t, m)
+	ev = cetest.Parse(t, m)
 	if ev.Type() != "message:outbox" || ev.ID() != "message:outbox:order-42-created" || ev.Source() != "/cdc-relay/app/message:outbox" {
 		t.Errorf("message event %s", ev)
 	}
@@ -218,7 +106,7 @@ func TestCloudEventsDefaultsAndOverrides(t *testing.T) {
 			n++
 		}
 	}
-	ev = toEvent(t, r)
+	ev = cetest.Parse(t, r)
 	if n != 1 || ev.DataContentType() != "application/cloudevents-data+json" || ev.Source() != "https://orders.example.com/outbox" {
 		t.Errorf("%d content-type headers; event %s", n, ev)
 	}
