@@ -19,8 +19,10 @@ type ReplayResult struct {
 	Restart time.Duration `json:"restart_ns"`
 	// KilledAfter is from the first record to the kill.
 	KilledAfter time.Duration `json:"killed_after_ns"`
-	// Duplicates are records of an outbox id read before: what the kill replayed.
-	Duplicates int64 `json:"duplicates"`
+	// ReadBeforeKill are the records read before the kill; Duplicates the records of an
+	// outbox id read before: what the kill replayed.
+	ReadBeforeKill int64 `json:"read_before_kill"`
+	Duplicates     int64 `json:"duplicates"`
 	// PeakRSS is the publisher's VmHWM before the kill.
 	PeakRSS int64 `json:"peak_rss_bytes"`
 }
@@ -92,9 +94,10 @@ func (e *env) replay(ctx context.Context, pub Publisher) (ReplayResult, error) {
 	res.PeakRSS = p.peakRSS()
 	p.kill9()
 	res.KilledAfter = time.Since(first)
+	res.ReadBeforeKill = cons.records.Load()
 	restart := time.Now()
 	cons.firstSince(restart)
-	e.progress("%s: killed -9 %.1fs after the first record, %d records read; starting it again", phase, res.KilledAfter.Seconds(), cons.records.Load())
+	e.progress("%s: killed -9 %.1fs after the first record, %d records read; starting it again", phase, res.KilledAfter.Seconds(), res.ReadBeforeKill)
 	if pub.Debezium {
 		w := p.(*debeziumRun).w
 		if err := w.restart(ctx, e.cfg); err != nil {

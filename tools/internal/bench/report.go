@@ -307,10 +307,10 @@ func (r *Report) Markdown() string {
 			"killed -9 %s after its first record and started again at once (debezium: the JVM and the same connector, resuming from Connect's offset file, or from its slot's position when Connect had stored none) while the load went on for as long again. "+
 			"Every row committed from its first record on arrived (the bench fails otherwise); duplicates are records of an outbox id read before: the kill's replay. "+
 			"Startup is the start to the first record read; restart the new start to the first record the new process produced.\n\n", r.Config.ReplayRate, r.Config.KillAfter)
-		b.WriteString("| publisher | rows/s | rows | killed after s | duplicates | startup s | restart to first record s | peak RSS MB |\n")
-		b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|\n")
+		b.WriteString("| publisher | rows/s | rows | killed after s | records read before the kill | duplicates | startup s | restart to first record s | peak RSS MB |\n")
+		b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, x := range r.Replay {
-			fmt.Fprintf(&b, "| %s | %d | %d | %.1f | %d | %.2f | %.2f | %.1f |\n", x.Publisher, x.Rate, x.Rows, x.KilledAfter.Seconds(), x.Duplicates,
+			fmt.Fprintf(&b, "| %s | %d | %d | %.1f | %d | %d | %.2f | %.2f | %.1f |\n", x.Publisher, x.Rate, x.Rows, x.KilledAfter.Seconds(), x.ReadBeforeKill, x.Duplicates,
 				x.Startup.Seconds(), x.Restart.Seconds(), mb(x.PeakRSS))
 		}
 		b.WriteString("\n")
