@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -483,5 +484,68 @@ func TestConnectorConfig(t *testing.T) {
 		Publishers: []Publisher{{Name: "d", Debezium: true, Args: []string{"poll.interval.ms"}}}}).Validate(); err == nil ||
 		!strings.Contains(err.Error(), `setting "poll.interval.ms": want key=value`) {
 		t.Errorf("Validate: %v", err)
+	}
+}
+
+// fakeJava is a stand-in for `java ... ConnectStandalone worker.properties`: it serves the
+// REST calls the bench makes on the listeners port of the properties file (its last argument)
+// until it is stopped.
+const fakeJava = `#!/usr/bin/env python3
+import sys, http.server
+port = [l.split(":")[-1].strip() for l in open(sys.argv[-1]) if l.startswith("listeners=")][0]
+class H(http.server.BaseHTTPRequestHandler):
+    def reply(self, code, body=b"[]"):
+        self.send_response(code); self.end_headers(); self.wfile.write(body)
+    def do_GET(self): self.reply(200)
+    def do_POST(self): self.reply(201, b"{}")
+    def do_DELETE(self): self.reply(204, b"")
+    def log_message(self, *a): pass
+http.server.HTTPServer(("127.0.0.1", int(port)), H).serve_forever()
+`
+
+// A debezium publisher's worker outlives the phase that started it (a phase's cleanup once
+// stopped it, so every later phase started another JVM, and the last one was never stopped)
+// and stops with the run.
+func TestWorkerOutlivesPhases(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Fatal("python3 is needed for the fake Kafka Connect worker")
+	}
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "java"), []byte(fakeJava), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	logs := t.TempDir()
+	e := &env{cfg: Config{Brokers: []string{"127.0.0.1:1"}, DebeziumHome: t.TempDir(), Progress: io.Discard}.withDefaults(),
+		logDir: logs, workers: map[string]*connectWorker{}}
+	ctx := context.Background()
+	pub := DebeziumPublishers[0]
+	f := &fixture{base: "bench_t_1", outbox: "public.bench_t_1"}
+
+	var first *proc
+	for phase := 0; phase < 2; phase++ {
+		m := e.mark()
+		r, err := e.launch(ctx, pub, f, fmt.Sprintf("slot_%d", phase), "", "x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := r.(*debeziumRun).w
+		if phase == 0 {
+			first = w.p
+		} else if w.p != first {
+			t.Errorf("phase 2 runs a new worker (pid %d; the first, pid %d, exited: %v)", w.p.cmd.Process.Pid, first.cmd.Process.Pid, first.exited())
+		}
+		if err := r.finish(); err != nil {
+			t.Fatal(err)
+		}
+		e.cleanupTo(m)
+		if first.exited() {
+			t.Fatalf("phase %d's cleanup stopped the worker", phase+1)
+		}
+	}
+	e.stopWorkers()
+	if !first.exited() {
+		first.cmd.Process.Kill()
+		t.Error("the worker still runs after the run's end")
 	}
 }

@@ -69,6 +69,14 @@ func newEnv(ctx context.Context, cfg Config, bin string) (*env, error) {
 // close stops the Kafka Connect workers, removes every resource the run made, newest first,
 // and closes the connections.
 func (e *env) close() {
+	e.stopWorkers()
+	e.cleanupTo(0)
+	e.kcl.Close()
+	e.pool.Close()
+}
+
+// stopWorkers stops every debezium publisher's Kafka Connect worker.
+func (e *env) stopWorkers() {
 	e.mu.Lock()
 	ws := e.workers
 	e.workers = map[string]*connectWorker{}
@@ -76,9 +84,6 @@ func (e *env) close() {
 	for _, w := range ws {
 		w.stop()
 	}
-	e.cleanupTo(0)
-	e.kcl.Close()
-	e.pool.Close()
 }
 
 // mark returns a point to clean up to: cleanupTo(mark()) at the end of a phase removes what
