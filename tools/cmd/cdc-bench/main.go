@@ -85,24 +85,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if quick {
+		// --quick shortens what was not given explicitly.
 		q := cfg.Quick()
-		if !set["duration"] {
-			cfg.Duration = q.Duration
-		}
-		if !set["backlog"] {
-			cfg.Backlog = q.Backlog
-		}
-		if !set["repeats"] {
-			cfg.Repeats = q.Repeats
-		}
-		if !set["warmup"] {
-			cfg.Warmup = q.Warmup
-		}
-		if !set["large-rows"] {
-			cfg.LargeRows = q.LargeRows
-		}
-		if !set["kill-after"] {
-			cfg.KillAfter = q.KillAfter
+		for name, apply := range map[string]func(){
+			"duration":   func() { cfg.Duration = q.Duration },
+			"backlog":    func() { cfg.Backlog = q.Backlog },
+			"repeats":    func() { cfg.Repeats = q.Repeats },
+			"warmup":     func() { cfg.Warmup = q.Warmup },
+			"large-rows": func() { cfg.LargeRows = q.LargeRows },
+			"kill-after": func() { cfg.KillAfter = q.KillAfter },
+		} {
+			if !set[name] {
+				apply()
+			}
 		}
 	}
 	var err error

@@ -125,48 +125,26 @@ func (c Config) withDefaults() Config {
 			c.Brokers = strings.Split(b, ",")
 		}
 	}
-	if c.Duration == 0 {
-		c.Duration = 20 * time.Second
-	}
+	orDefault(&c.Duration, 20*time.Second)
 	if len(c.Rates) == 0 {
 		c.Rates = []int{500, 2000, 5000}
 	}
-	if c.Backlog == 0 {
-		c.Backlog = 200_000
-	}
-	if c.Warmup == 0 {
-		c.Warmup = 5 * time.Second
-	}
-	if c.LargeRows == 0 {
-		c.LargeRows = 20_000
-	}
-	if c.LargePayload == 0 {
-		c.LargePayload = 10_240
-	}
-	if c.ReplayRate == 0 {
-		c.ReplayRate = 2000
-	}
-	if c.KillAfter == 0 {
-		c.KillAfter = 30 * time.Second
-	}
-	if c.DebeziumHome == "" {
-		c.DebeziumHome = os.Getenv("CDC_RELAY_DEBEZIUM_HOME")
-	}
+	orDefault(&c.Backlog, 200_000)
+	orDefault(&c.Warmup, 5*time.Second)
+	orDefault(&c.LargeRows, 20_000)
+	orDefault(&c.LargePayload, 10_240)
+	orDefault(&c.ReplayRate, 2000)
+	orDefault(&c.KillAfter, 30*time.Second)
+	orDefault(&c.DebeziumHome, os.Getenv("CDC_RELAY_DEBEZIUM_HOME"))
 	if len(c.TxSizes) == 0 {
 		c.TxSizes = []int{1, 100}
 	}
 	if len(c.Publishers) == 0 {
 		c.Publishers = DefaultPublishers
 	}
-	if c.Repeats == 0 {
-		c.Repeats = 3
-	}
-	if c.Writers == 0 {
-		c.Writers = 8
-	}
-	if c.Partitions == 0 {
-		c.Partitions = 3
-	}
+	orDefault(&c.Repeats, 3)
+	orDefault(&c.Writers, 8)
+	orDefault(&c.Partitions, 3)
 	if c.PGBin == "" {
 		c.PGBin = os.Getenv("CDC_RELAY_DEV_PG_BIN")
 	}
@@ -178,10 +156,16 @@ func (c Config) withDefaults() Config {
 	if c.Progress == nil {
 		c.Progress = os.Stderr
 	}
-	if c.DrainTimeout == 0 {
-		c.DrainTimeout = 2 * time.Minute
-	}
+	orDefault(&c.DrainTimeout, 2*time.Minute)
 	return c
+}
+
+// orDefault sets *v to def when it is the zero value.
+func orDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
 }
 
 // Validate reports a configuration that cannot run (after defaults).
