@@ -35,8 +35,6 @@ type Config struct {
 	// StandbyRetry is how often a standby asks for a slot that another process holds.
 	// Default 2s.
 	StandbyRetry time.Duration
-	// Pace says when a backlog is read at a paced rate. Default PaceSameHost.
-	Pace Pace
 	// Logger receives connection lifecycle logs. Default slog.Default().
 	Logger *slog.Logger
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"io"
 	"net"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -30,55 +29,27 @@ const (
 	drainWait     = time.Millisecond
 )
 
-// Pace says when a backlog is read at a paced rate (pace.go).
-type Pace uint8
-
-const (
-	// PaceSameHost paces a drain from PostgreSQL on this host, where the walsender pays for
-	// the relay's side of TCP too. The default.
-	PaceSameHost Pace = iota
-	// PaceOff never paces.
-	PaceOff
-	// PaceAlways paces every drain over TCP, whatever the host.
-	PaceAlways
-)
-
 // reader reads the replication connection for the goroutine that owns the stream: it
-// switches SO_RCVLOWAT between catching up and draining, paces a drain where Pace says so,
-// and bounds each read. Its state belongs to that goroutine; paced is read by any.
+// switches SO_RCVLOWAT between catching up and draining and bounds each read. Its state
+// belongs to that goroutine.
 type reader struct {
-	pace  Pace
-	paced atomic.Int64 // bytes read at a paced rate
-
-	conn     *pgconn.PgConn
-	tcp      *net.TCPConn  // the connection's socket, for SO_RCVLOWAT; nil when not TCP
-	br       *bufio.Reader // the connection's read buffer, under pgproto3's
-	lowat    bool          // SO_RCVLOWAT is raised: draining a backlog
-	paceable bool          // Pace allows this connection and its TCP counters are readable
-	deadline bool          // paced reads have set a read deadline on the socket
-	timedOut bool          // the last paced read timed out (or a wake moved the deadline)
-	lastMsg  time.Time     // when the last message arrived, to notice a drained backlog
+	conn    *pgconn.PgConn
+	tcp     *net.TCPConn  // the connection's socket, for SO_RCVLOWAT; nil when not TCP
+	br      *bufio.Reader // the connection's read buffer, under pgproto3's
+	lowat   bool          // SO_RCVLOWAT is raised: draining a backlog
+	lastMsg time.Time     // when the last message arrived, to notice a drained backlog
 }
 
-// pacing reports whether reads are paced now.
-func (r *reader) pacing() bool { return r.paceable && r.lowat }
-
 // frontend is the connection's pgconn.Config.BuildFrontend: every connection reads through a
-// pacer (idle unless pacing) and a 64 KiB buffer, so that a paced read takes what the
-// walsender has sent in one go.
+// 64 KiB buffer, so that one read takes what the walsender has sent in one go.
 func (r *reader) frontend(rd io.Reader, w io.Writer) *pgproto3.Frontend {
-	pr := &pacedReader{r: rd, pacing: r.pacing, total: &r.paced}
-	pr.p.counters = func() (uint64, uint32, bool) { return tcpCounters(r.tcp) }
-	r.br = bufio.NewReaderSize(pr, 64<<10)
+	r.br = bufio.NewReaderSize(rd, 64<<10)
 	return pgproto3.NewFrontend(r.br, w)
 }
 
-// start takes a new session's connection, caught up and unpaced.
+// start takes a new session's connection, caught up.
 func (r *reader) start(conn *pgconn.PgConn) {
-	r.conn, r.tcp, r.lowat, r.paceable, r.deadline, r.timedOut = conn, tcpConn(conn.Conn()), false, false, false, false
-	if r.tcp != nil && (r.pace == PaceAlways || r.pace == PaceSameHost && sameHost(r.tcp)) {
-		_, _, r.paceable = tcpCounters(r.tcp)
-	}
+	r.conn, r.tcp, r.lowat = conn, tcpConn(conn.Conn()), false
 }
 
 // buffered reports whether the next message (or part of it) has been read from the socket.
@@ -91,30 +62,12 @@ func (r *reader) receive(ctx context.Context, dl time.Time) (pgproto3.BackendMes
 	if d := time.Now().Add(drainWait); r.lowat && d.Before(dl) {
 		dl = d
 	}
-	var msg pgproto3.BackendMessage
-	var err error
-	if r.pacing() {
-		// The pacer sets the pace, so the read needs no context of its own: the socket's
-		// deadline bounds it, and ctx is checked here.
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		if !r.buffered() || r.timedOut || !r.deadline { // a read may block: bound it
-			if err := r.tcp.SetReadDeadline(dl); err != nil {
-				return nil, err
-			}
-			r.deadline = true
-		}
-		msg, err = r.conn.ReceiveMessage(context.Background())
-		r.timedOut = err != nil && pgconn.Timeout(err)
-	} else {
-		// Not paced, the per-read context is part of the pace: without it a draining reader
-		// is fast enough to keep the walsender in its per-message mode (DESIGN.md, "Reading
-		// a backlog").
-		rctx, cancel := context.WithDeadline(ctx, dl)
-		msg, err = r.conn.ReceiveMessage(rctx)
-		cancel()
-	}
+	// The per-read context is part of the pace: without it a draining reader is fast enough
+	// to keep a walsender on the same host in its per-message mode (DESIGN.md, "Reading a
+	// backlog").
+	rctx, cancel := context.WithDeadline(ctx, dl)
+	msg, err := r.conn.ReceiveMessage(rctx)
+	cancel()
 	if err == nil {
 		r.lastMsg = time.Now()
 		return msg, nil
@@ -125,8 +78,7 @@ func (r *reader) receive(ctx context.Context, dl time.Time) (pgproto3.BackendMes
 	// Nothing arrived for a while and nothing waits in the socket: the backlog is drained.
 	// Leave the drain mode now rather than at the next Begin with little lag, which a quiet
 	// outbox never sends (a 1 ms read bound forever is what kept an idle relay busy). The
-	// socket's queue is what tells: a paced read that napped past its deadline times out with
-	// data waiting, and leaving then would stop the pacing.
+	// socket's queue is what tells.
 	if r.lowat && time.Since(r.lastMsg) >= idleAfter && r.socketEmpty() {
 		r.leaveDrain()
 	}
@@ -134,10 +86,7 @@ func (r *reader) receive(ctx context.Context, dl time.Time) (pgproto3.BackendMes
 }
 
 // woken clears the read deadline a wake moved into the past.
-func (r *reader) woken() error {
-	r.deadline, r.timedOut = false, true // a paced read sets its own deadline again
-	return r.conn.Conn().SetReadDeadline(time.Time{})
-}
+func (r *reader) woken() error { return r.conn.Conn().SetReadDeadline(time.Time{}) }
 
 // xlogData adapts the read mode to an XLogData message: a Begin sent behindLag or more after
 // its commit starts a drain, one sent within caughtUpLag ends it. The lag is on the server's
@@ -174,15 +123,10 @@ func (r *reader) socketEmpty() bool {
 	return !ok || n == 0
 }
 
-// leaveDrain reads each message as it comes again: SO_RCVLOWAT back to 1, no paced deadline.
+// leaveDrain reads each message as it comes again: SO_RCVLOWAT back to 1.
 func (r *reader) leaveDrain() {
-	if r.tcp == nil || setRcvLowat(r.tcp, 1) != nil {
-		return
-	}
-	r.lowat = false
-	if r.deadline {
-		r.tcp.SetReadDeadline(time.Time{}) // left by paced reads; pgconn's contexts take over
-		r.deadline = false
+	if r.tcp != nil && setRcvLowat(r.tcp, 1) == nil {
+		r.lowat = false
 	}
 }
 

@@ -119,7 +119,7 @@ func New(cfg Config) (*Stream, error) {
 	if cc.ConnectTimeout == 0 || cc.ConnectTimeout > cfg.ConnectTimeout {
 		cc.ConnectTimeout = cfg.ConnectTimeout
 	}
-	s := &Stream{cfg: cfg, connCfg: cc, log: cfg.Logger.With("slot", cfg.Slot), wakeCh: make(chan struct{}, 1), read: reader{pace: cfg.Pace}}
+	s := &Stream{cfg: cfg, connCfg: cc, log: cfg.Logger.With("slot", cfg.Slot), wakeCh: make(chan struct{}, 1)}
 	cc.BuildFrontend = s.read.frontend
 	return s, nil
 }
@@ -183,10 +183,6 @@ func (s *Stream) ServerWALEnd() pglogrepl.LSN { return pglogrepl.LSN(s.serverEnd
 
 // State returns what the Stream is doing now.
 func (s *Stream) State() State { return State(s.state.Load()) }
-
-// PacedBytes returns how many bytes the stream has read at a paced rate, draining a backlog
-// from the same host (DESIGN.md, "Reading a backlog").
-func (s *Stream) PacedBytes() int64 { return s.read.paced.Load() }
 
 // Reconnects counts sessions started after the first.
 func (s *Stream) Reconnects() int64 { return s.reconnects.Load() }
@@ -482,7 +478,7 @@ func (s *Stream) Close(ctx context.Context) error {
 // the stream, within ctx.
 func (s *Stream) endCopy(ctx context.Context) error {
 	if s.read.lowat {
-		s.read.leaveDrain() // no pacing, no SO_RCVLOWAT while discarding
+		s.read.leaveDrain() // no SO_RCVLOWAT while discarding
 	}
 	nc := s.conn.Conn()
 	if dl, ok := ctx.Deadline(); ok {

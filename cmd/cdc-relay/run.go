@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -23,10 +22,6 @@ import (
 // Kafka acknowledged the Nth transaction batch and before that position reaches PostgreSQL.
 // For tests only.
 const crashEnv = "CDC_RELAY_TEST_CRASH_AFTER_CONFIRMS"
-
-// paceEnv sets replication.Config.Pace for the side-by-side reader measurement
-// (results/*-reader): same-host (the default), off or always.
-const paceEnv = "CDC_RELAY_BACKLOG_PACE"
 
 func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var (
@@ -105,15 +100,6 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	rcfg.Replication = replication.Config{
 		ConnString: c.pgURL, Password: c.pgPassword, Slot: c.slot, Publications: pubs,
 		StatusInterval: interval, ConfirmDelay: confirmDelay, ConnectTimeout: c.pgTimeout, Logger: log,
-	}
-	switch v := os.Getenv(paceEnv); v {
-	case "", "same-host":
-	case "off":
-		rcfg.Replication.Pace = replication.PaceOff
-	case "always":
-		rcfg.Replication.Pace = replication.PaceAlways
-	default:
-		return usageErr("%s=%q: want same-host, off or always", paceEnv, v)
 	}
 	crash, err := crashHook(crashEnv, log, "after Kafka acknowledged, before the position is confirmed")
 	if err != nil {

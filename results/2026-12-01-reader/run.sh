@@ -12,8 +12,9 @@
 #   results/2026-12-01-reader/run.sh     # as root (ip netns, TUN); REPEATS=5 BACKLOG=50000 PARTS='loopback hop'
 #
 # It writes loopback/ and hop/ (cdc-bench's table.md, report.json and logs) next to itself.
-# The relay binary is this checkout's; CDC_RELAY_BACKLOG_PACE selects the reader
-# (same-host: paced over loopback; always: paced over any TCP; off: plain).
+# The relay is built from commit REV (default 30dbca4, the last with paced reads), where
+# CDC_RELAY_BACKLOG_PACE selects the reader (same-host: paced over loopback; always: paced over
+# any TCP; off: plain, the reader that replaced it).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -36,7 +37,8 @@ cleanup() {
 trap cleanup EXIT
 
 cd "$root"
-go build -o "$work/cdc-relay" ./cmd/cdc-relay
+mkdir "$work/src" && git archive "${REV:-30dbca4}" | tar -x -C "$work/src"
+(cd "$work/src" && go build -o "$work/cdc-relay" ./cmd/cdc-relay)
 (cd tools && go build -o "$work/cdc-bench" ./cmd/cdc-bench && go build -o "$work/delayhop" ./cmd/delayhop)
 
 bench() { # label, cdc-bench flags...
