@@ -217,10 +217,14 @@ func (s *Store) PrepareFailoverSync(ctx context.Context, slot string, publicatio
 
 // WaitSynced waits on a standby until slot is synced and persisted there (synced, not
 // temporary: a promotion keeps it), polling every 100ms, and returns how long that took.
-func WaitSynced(ctx context.Context, standby *pgx.Conn, slot string) (time.Duration, error) {
+// nudge, when not nil, is called every second while it waits.
+func WaitSynced(ctx context.Context, standby *pgx.Conn, slot string, nudge func(context.Context)) (time.Duration, error) {
 	start := time.Now()
 	st := New(standby)
-	for {
+	for i := 0; ; i++ {
+		if nudge != nil && i%10 == 0 {
+			nudge(ctx)
+		}
 		s, err := st.Status(ctx, slot, "")
 		if err == nil && s.Synced != nil && *s.Synced && !s.Temporary {
 			return time.Since(start), nil

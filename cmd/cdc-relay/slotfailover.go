@@ -107,11 +107,23 @@ func failoverCreated(ctx context.Context, conn *pgx.Conn, c *common, pub, standb
 	for _, w := range warns {
 		fmt.Fprintf(stderr, "cdc-relay: warning: %s\n", w)
 	}
+	// The standby creates its copy at its slot sync worker's next cycle (it naps up to 30 s when
+	// idle; a configuration reload wakes it) and persists it once the primary's slot has passed
+	// the standby's own catalog xmin, which moves on as transactions run: so the wait keeps
+	// logging running-transactions records and advancing the slot (while it has nothing to
+	// publish) and reloading the standby's configuration.
+	nudge := func(ctx context.Context) {
+		nctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		_, _ = store.PrepareFailoverSync(nctx, c.slot, []string{pub})
+		_, _ = standby.Exec(nctx, `SELECT pg_reload_conf()`)
+	}
 	wctx, cancel := context.WithTimeout(ctx, syncWait)
 	defer cancel()
-	took, err := slotstore.WaitSynced(wctx, standby, c.slot)
+	took, err := slotstore.WaitSynced(wctx, standby, c.slot, nudge)
 	if err != nil {
-		return fmt.Errorf("%w; the standby logs why (e.g. \"remote slot precedes local slot\" until the relay confirms a position)", err)
+		return fmt.Errorf("%w; the standby logs why (e.g. \"could not synchronize replication slot\": then the relay's "+
+			"confirmations move the slot on, and slot status --standby-url says when the standby has it)", err)
 	}
 	fmt.Fprintf(stdout, "the standby has the slot (synced, persisted) after %s: a promotion keeps it\n", took.Round(time.Millisecond))
 	return nil
