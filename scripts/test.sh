@@ -11,14 +11,19 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 faults='/e2e/faults$'
 bench='/internal/bench$'
+failover='/e2e/failover$'
 go vet ./...
 (
 	eval "$(scripts/dev-up.sh)"
-	mapfile -t quiet < <(go list ./... | grep -Ev "$faults|$bench")
+	mapfile -t quiet < <(go list ./... | grep -Ev "$faults|$bench|$failover")
 	go test -race -count=1 -timeout 40m "${quiet[@]}"
 	# The benchmark's quick run compares latencies: alone, so the other tests' load does not
 	# decide which publisher looks faster.
 	go test -race -count=1 -timeout 10m ./internal/bench
+	# PostgreSQL failovers: each test starts its own primary and standby (PostgreSQL 17 and 18
+	# from scripts/pg-install.sh) on free ports and uses the shared Kafka; alone, since the gap
+	# they measure is a latency.
+	go test -race -count=1 -p 1 -timeout 15m ./e2e/failover
 )
 (
 	eval "$(scripts/faults-up.sh)"

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -168,4 +169,134 @@ func failoverRide(t *testing.T, major int) {
 	if code != 0 || !regexp.MustCompile(`server\s+PostgreSQL \d+, primary`).MatchString(after) || !regexp.MustCompile(`failover\s+yes`).MatchString(after) {
 		t.Errorf("slot status on the promoted standby: exit %d\n%s", code, after)
 	}
+}
+
+// TestBelow17RecoveryProcedure fails over PostgreSQL 16, whose logical slots stay on the old
+// primary: the relay finds no slot on the promoted standby, sees the new timeline and exits 1
+// with the recovery steps; following them (cutover against the new primary, then run) loses
+// no row a writer saw committed, while the writer keeps writing throughout.
+func TestBelow17RecoveryProcedure(t *testing.T) {
+	c := newCluster(t, 16)
+	f := newFixture(t, c)
+	mh := c.multiHost()
+	if out, code := f.cli(t, "slot", "create", "--pg-url", mh, "--slot", f.slot, "--publication", f.pub, "--table", f.table); code != 0 {
+		t.Fatalf("slot create: exit %d\n%s", code, out)
+	}
+	if out, code := f.cli(t, "slot", "create", "--pg-url", mh, "--slot", f.slot+"_f", "--publication", f.pub, "--table", f.table, "--failover"); code != 2 ||
+		!strings.Contains(out, "PostgreSQL 17 or later") {
+		t.Errorf("slot create --failover on 16: exit %d, want 2 saying 17 or later:\n%s", code, out)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	wait := f.w.Run(ctx, 5*time.Millisecond)
+	r := f.relay(t, mh)
+	f.cons.WaitFor(t, 60*time.Second, "records before the failover", func(recs []*kgo.Record) bool { return len(recs) >= 200 })
+
+	c.primary.stopImmediate(t)
+	c.standby.promote(t)
+	code, _ := r.Wait(t, 60*time.Second)
+	out := r.Output()
+	if code != 1 || !strings.Contains(out, "timeline 2 while the relay started on timeline 1") || !strings.Contains(out, "cdc-relay cutover --slot "+f.slot) {
+		t.Fatalf("relay after the promotion: exit %d, want 1 with the timeline and the recovery steps:\n%s", code, out)
+	}
+
+	// The procedure, with the writer still writing.
+	if out, code := f.cli(t, "cutover", "--pg-url", mh, "--slot", f.slot, "--publication", f.pub, "--table", f.table, "--dlq-topic", f.dlq); code != 0 {
+		t.Fatalf("cutover on the new primary: exit %d\n%s", code, out)
+	}
+	r2 := f.relay(t, mh)
+	n := len(f.w.Committed())
+	testenv.Eventually(t, 60*time.Second, "rows committed after the restart", func() bool { return len(f.w.Committed()) > n+300 })
+	cancel()
+	wait()
+	recs := f.cons.WaitFor(t, 2*time.Minute, "every committed row", testenv.HasAll(f.w.Committed()))
+	recs = f.cons.WaitFor(t, 60*time.Second, "every record on the topic", func(r []*kgo.Record) bool { return int64(len(r)) >= testenv.EndOffset(t, f.topic) })
+	dups := f.w.Verify(t, recs)
+	t.Logf("PostgreSQL 16: %d rows committed, %d records, %d duplicates (cutover republished every pending row)", len(f.w.Committed()), len(recs), dups)
+	if code := r2.Stop(t); code != 0 {
+		t.Errorf("relay exit %d after SIGTERM, want 0\n%s", code, r2.Output())
+	}
+}
+
+// TestDecodingFromStandby runs the relay against a PostgreSQL 17 hot standby, with the slot
+// created on the standby by `slot create --primary-url` and the writes on the primary: every row
+// arrives, and while the outbox is idle and other tables are written the standby's slot moves
+// on (confirmed_flush_lsn with the keepalives, restart_lsn at a running-transactions record).
+func TestDecodingFromStandby(t *testing.T) {
+	c := newCluster(t, 17)
+	f := newFixture(t, c)
+	p := c.connect(t, c.primary, db)
+	defer p.Close(context.Background())
+	s := c.connect(t, c.standby, db)
+	defer s.Close(context.Background())
+	ctx := context.Background()
+
+	// A standby cannot make the publication: slot create says where to.
+	out, code := f.cli(t, "slot", "create", "--pg-url", c.standby.url(db), "--slot", f.slot, "--publication", f.pub, "--table", f.table)
+	if code != 2 || !strings.Contains(out, "standby (read-only)") || !strings.Contains(out, "CREATE PUBLICATION") {
+		t.Errorf("slot create on a standby without the publication: exit %d, want 2 naming the primary and the DDL:\n%s", code, out)
+	}
+	if _, err := p.Exec(ctx, "CREATE PUBLICATION "+f.pub+" FOR TABLE "+f.table+" WITH (publish = 'insert')"); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, "the publication on the standby", func() bool {
+		var n int
+		s.QueryRow(ctx, `SELECT count(*) FROM pg_publication WHERE pubname = $1`, f.pub).Scan(&n)
+		return n == 1
+	})
+	out, code = f.cli(t, "slot", "create", "--pg-url", c.standby.url(db), "--primary-url", c.primary.url(db),
+		"--slot", f.slot, "--publication", f.pub, "--table", f.table)
+	if code != 0 || !strings.Contains(out, "the slot is on a standby") {
+		t.Fatalf("slot create on the standby: exit %d\n%s", code, out)
+	}
+
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wait := f.w.Run(wctx, 5*time.Millisecond)
+	r := f.relay(t, c.standby.url(db))
+	f.cons.WaitFor(t, 60*time.Second, "records from the standby", func(recs []*kgo.Record) bool { return len(recs) >= 300 })
+	cancel()
+	wait()
+	recs := f.cons.WaitFor(t, 60*time.Second, "every committed row", testenv.HasAll(f.w.Committed()))
+	if dups := f.w.Verify(t, recs); dups != 0 {
+		t.Errorf("%d duplicates without any fault", dups)
+	}
+
+	// Idle outbox, other tables written on the primary.
+	slotAt := func() (confirmed, restart uint64) {
+		var cf, rl string
+		s.QueryRow(ctx, `SELECT confirmed_flush_lsn::text, restart_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, f.slot).Scan(&cf, &rl)
+		return lsn(t, cf), lsn(t, rl)
+	}
+	_, restart0 := slotAt()
+	if _, err := p.Exec(ctx, "CREATE TABLE other_wal (x int); INSERT INTO other_wal SELECT generate_series(1, 10000)"); err != nil {
+		t.Fatal(err)
+	}
+	var target string
+	p.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&target)
+	testenv.Eventually(t, 30*time.Second, "the standby's slot to confirm past the primary's WAL of other tables", func() bool {
+		cf, _ := slotAt()
+		return cf >= lsn(t, target)
+	})
+	// The bgwriter logs a running-transactions record within 15 s of WAL activity.
+	testenv.Eventually(t, 45*time.Second, "the standby's slot restart_lsn to move", func() bool {
+		_, rl := slotAt()
+		return rl > restart0
+	})
+	status, code := f.cli(t, "slot", "status", "--pg-url", c.standby.url(db), "--slot", f.slot)
+	if code != 0 || !strings.Contains(status, "standby (in recovery)") || !strings.Contains(status, "the replay position") {
+		t.Errorf("slot status on the standby: exit %d\n%s", code, status)
+	}
+	if code := r.Stop(t); code != 0 {
+		t.Errorf("relay exit %d after SIGTERM, want 0\n%s", code, r.Output())
+	}
+}
+
+func lsn(t *testing.T, s string) uint64 {
+	t.Helper()
+	l, err := pglogrepl.ParseLSN(s)
+	if err != nil {
+		t.Fatalf("LSN %q: %v", s, err)
+	}
+	return uint64(l)
 }
