@@ -49,6 +49,19 @@ func newFixture(t *testing.T, c *cluster) *fixture {
 	return f
 }
 
+// finish lets the writer commit 300 more rows, stops it (stopWriter), waits until every
+// committed row and then every record on the topic has been read (the replay after a reconnect
+// may still be arriving) and verifies them; it returns the records and the duplicates.
+func (f *fixture) finish(t *testing.T, stopWriter func(), what string) ([]*kgo.Record, int) {
+	t.Helper()
+	n := len(f.w.Committed())
+	testenv.Eventually(t, 60*time.Second, what, func() bool { return len(f.w.Committed()) > n+300 })
+	stopWriter()
+	f.cons.WaitFor(t, 2*time.Minute, "every committed row", testenv.HasAll(f.w.Committed()))
+	recs := f.cons.WaitFor(t, 60*time.Second, "every record on the topic", func(r []*kgo.Record) bool { return int64(len(r)) >= testenv.EndOffset(t, f.topic) })
+	return recs, f.w.Verify(t, recs)
+}
+
 // cli runs a cdc-relay command to completion and returns its output and exit code.
 func (f *fixture) cli(t *testing.T, args ...string) (string, int) {
 	t.Helper()
@@ -121,6 +134,7 @@ func failoverRide(t *testing.T, major int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	wait := f.w.Run(ctx, 5*time.Millisecond)
+	stopWriter := func() { cancel(); wait() }
 	r := f.relay(t, mh)
 	f.cons.WaitFor(t, 60*time.Second, "records before the failover", func(recs []*kgo.Record) bool { return len(recs) >= 200 })
 
@@ -143,13 +157,7 @@ func failoverRide(t *testing.T, major int) {
 	c.standby.promote(t)
 	promoted := time.Since(stop)
 	n := len(f.w.Committed())
-	testenv.Eventually(t, 60*time.Second, "rows committed on the promoted standby", func() bool { return len(f.w.Committed()) > n+300 })
-	cancel()
-	wait()
-	recs := f.cons.WaitFor(t, 2*time.Minute, "every committed row", testenv.HasAll(f.w.Committed()))
-	// Settle: the replay after the reconnect may still be arriving; wait until the topic's end.
-	recs = f.cons.WaitFor(t, 60*time.Second, "every record on the topic", func(r []*kgo.Record) bool { return int64(len(r)) >= testenv.EndOffset(t, f.topic) })
-	dups := f.w.Verify(t, recs)
+	recs, dups := f.finish(t, stopWriter, "rows committed on the promoted standby")
 	if r.Exited() {
 		t.Fatalf("the relay exited during the failover:\n%s", r.Output())
 	}
@@ -189,6 +197,7 @@ func TestBelow17RecoveryProcedure(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	wait := f.w.Run(ctx, 5*time.Millisecond)
+	stopWriter := func() { cancel(); wait() }
 	r := f.relay(t, mh)
 	f.cons.WaitFor(t, 60*time.Second, "records before the failover", func(recs []*kgo.Record) bool { return len(recs) >= 200 })
 
@@ -205,13 +214,7 @@ func TestBelow17RecoveryProcedure(t *testing.T) {
 		t.Fatalf("cutover on the new primary: exit %d\n%s", code, out)
 	}
 	r2 := f.relay(t, mh)
-	n := len(f.w.Committed())
-	testenv.Eventually(t, 60*time.Second, "rows committed after the restart", func() bool { return len(f.w.Committed()) > n+300 })
-	cancel()
-	wait()
-	recs := f.cons.WaitFor(t, 2*time.Minute, "every committed row", testenv.HasAll(f.w.Committed()))
-	recs = f.cons.WaitFor(t, 60*time.Second, "every record on the topic", func(r []*kgo.Record) bool { return int64(len(r)) >= testenv.EndOffset(t, f.topic) })
-	dups := f.w.Verify(t, recs)
+	recs, dups := f.finish(t, stopWriter, "rows committed after the restart")
 	t.Logf("PostgreSQL 16: %d rows committed, %d records, %d duplicates (cutover republished every pending row)", len(f.w.Committed()), len(recs), dups)
 	if code := r2.Stop(t); code != 0 {
 		t.Errorf("relay exit %d after SIGTERM, want 0\n%s", code, r2.Output())
