@@ -28,7 +28,7 @@ var ErrFailoverUnsupported = errors.New("failover slots are not supported here")
 type PhysicalSlot struct {
 	Name       string
 	Active     bool
-	Feedback   bool // the standby reports an xmin (hot_standby_feedback = on)
+	Feedback   bool // the standby has reported an xmin (hot_standby_feedback = on; it may not have reported yet)
 	Listed     bool // named in synchronized_standby_slots
 	RestartLSN pglogrepl.LSN
 }
@@ -115,9 +115,6 @@ FROM pg_replication_slots WHERE slot_type = 'physical' ORDER BY slot_name`)
 		case p.Listed && !p.Active:
 			warn("no standby streams from physical slot %q, which synchronized_standby_slots names: the relay waits "+
 				"for it and publishes nothing until it streams again (or it is removed from the setting)", p.Name)
-		case p.Active && !p.Feedback:
-			warn("the standby streaming from physical slot %q reports no xmin: hot_standby_feedback seems off there, and "+
-				"slot sync needs it on", p.Name)
 		}
 	}
 	return rep, nil
