@@ -10,7 +10,7 @@
 #   scripts/debezium-jars.sh      # e.g. /path/to/repo/.dev/debezium
 #
 # Exit 3 when java or mvn is missing (the benchmark then leaves Debezium out and says so), 1 when
-# Maven fails. The jars are cached in ~/.m2: only the first run on a machine downloads (~60 MB).
+# Maven fails. The jars are cached in ~/.m2: only the first run on a machine downloads (~50 MB).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -30,7 +30,7 @@ if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
 	echo "$home"
 	exit 0
 fi
-log "fetching Kafka Connect 4.3.1 and Debezium 3.6.1.Final with Maven into $home (first run on a machine downloads ~60 MB into ~/.m2)"
+log "fetching Kafka Connect 4.3.1 and Debezium 3.6.1.Final with Maven into $home (first run on a machine downloads ~50 MB into ~/.m2)"
 tmp="$home.tmp"
 rm -rf "$tmp"
 mkdir -p "$tmp"
