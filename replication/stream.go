@@ -281,6 +281,9 @@ func (s *Stream) session(ctx context.Context, out chan<- []Message) (bool, error
 	s.conn = conn
 	s.tcp, s.lowat, s.pace, s.deadline = tcpConn(conn.Conn()), false, false, false
 	s.setWakeConn(conn.Conn())
+	if err := checkServerVersion(conn.ParameterStatus("server_version")); err != nil {
+		return false, err
+	}
 	start, err := s.checkSlot(cctx)
 	if err != nil {
 		return false, err
