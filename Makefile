@@ -14,8 +14,8 @@ test:
 	scripts/test.sh
 
 ## test-matrix: the core end-to-end tests on every supported PostgreSQL, 14 to 18, one after another
-## (each version's server started by scripts/dev-up.sh, one shared Kafka). PG_VERSIONS="14 18" picks
-## some; MATRIX_TESTS="TestSlotCLILifecycle ..." other tests of e2e/ (by name).
+## (each version's server started by scripts/dev-up.sh, one shared Kafka). PG_VERSIONS=14,18 picks
+## some; MATRIX_TESTS=TestSlotCLILifecycle,... other tests of e2e/ (by name).
 PG_VERSIONS ?= 14 15 16 17 18
 MATRIX_TESTS ?=
 .PHONY: test-matrix

@@ -7,7 +7,7 @@
 # default 15 of make test) it leaves running.
 #
 #   scripts/test-matrix.sh                                    # 14 15 16 17 18, the core tests
-#   CDC_RELAY_MATRIX_VERSIONS="14 18" scripts/test-matrix.sh  # some versions
+#   CDC_RELAY_MATRIX_VERSIONS=14,18 scripts/test-matrix.sh    # some versions (commas or spaces)
 #   CDC_RELAY_MATRIX_TESTS="TestSlotCLILifecycle" scripts/test-matrix.sh
 #
 # Every version runs every test even after a failure; the exit status is 1 if any failed, and the last
@@ -28,8 +28,11 @@ default_tests=(
 	TestQuietOutboxSlotFollowsOtherTablesWAL
 	TestMillionRowTransactionInBoundedMemory
 )
-read -ra versions <<<"${CDC_RELAY_MATRIX_VERSIONS:-${PG_MAJORS[*]}}"
-read -ra tests <<<"${CDC_RELAY_MATRIX_TESTS:-${default_tests[*]}}"
+# Both lists take spaces or commas.
+v="${CDC_RELAY_MATRIX_VERSIONS:-${PG_MAJORS[*]}}"
+read -ra versions <<<"${v//,/ }"
+v="${CDC_RELAY_MATRIX_TESTS:-${default_tests[*]}}"
+read -ra tests <<<"${v//,/ }"
 ((${#versions[@]})) || die "CDC_RELAY_MATRIX_VERSIONS is empty: name some of ${PG_MAJORS[*]}"
 ((${#tests[@]})) || die "CDC_RELAY_MATRIX_TESTS is empty: name some tests of e2e/"
 for v in "${versions[@]}"; do
@@ -38,7 +41,17 @@ done
 
 logs="$DEV_DIR/matrix"
 mkdir -p "$logs"
-bin="$logs/e2e.test"
+# The server of the version being tested, when this script started it: stopped on the way out.
+started=""
+stop_started() {
+	if [[ -n "$started" ]]; then
+		CDC_RELAY_DEV_PG_VERSION="$started" scripts/dev-down.sh pg || true
+		started=""
+	fi
+}
+tmp="$(mktemp -d)"
+trap 'stop_started; rm -rf "$tmp"' EXIT
+bin="$tmp/e2e.test"
 log "building the e2e tests (-race)"
 go test -race -c -o "$bin" ./e2e
 # A renamed or deleted test must not silently drop out of the matrix.
@@ -53,16 +66,6 @@ run="^($(
 	IFS='|'
 	echo "${tests[*]}"
 ))\$"
-
-# The server of the version being tested, when this script started it: stopped on the way out.
-started=""
-stop_started() {
-	if [[ -n "$started" ]]; then
-		CDC_RELAY_DEV_PG_VERSION="$started" scripts/dev-down.sh pg || true
-		started=""
-	fi
-}
-trap stop_started EXIT
 
 summary=() failed=() total_start=$SECONDS
 for v in "${versions[@]}"; do
