@@ -30,7 +30,7 @@ sim:
 ## bench: run vs poll vs pg_recvlogical on the local services; prints the table and writes
 ## results/<date>/ (table.md, latency-cdf.svg/png, report.json). BENCH_FLAGS=--quick for a short run.
 bench:
-	eval "$$(scripts/dev-up.sh)" && go run ./cmd/cdc-bench $(BENCH_FLAGS)
+	eval "$$(scripts/dev-up.sh)" && go run -C tools ./cmd/cdc-bench --out ../results $(BENCH_FLAGS)
 
 ## faults: only the fault-injection suite (e2e/faults), against the private pair of
 ## scripts/faults-up.sh (.dev/faults/: Postgres 54339, Kafka 19192 with an ACL authorizer).
@@ -44,11 +44,12 @@ faults-full:
 ## chaos: the 100,000-row soak: relay kill -9 every few seconds, Kafka paused, Postgres restarted.
 chaos:
 	go build -o bin/cdc-relay ./cmd/cdc-relay
-	eval "$$(scripts/faults-up.sh)" && go run ./cmd/cdc-chaos --relay-bin bin/cdc-relay
+	eval "$$(scripts/faults-up.sh)" && go run -C tools ./cmd/cdc-chaos --relay-bin ../bin/cdc-relay
 
-## build: the binaries into bin/.
+## build: the binaries into bin/: cdc-relay, and the tools (benchmark, chaos soak, demo services).
 build:
 	go build -o bin/ ./cmd/...
+	go build -C tools -o ../bin/ ./cmd/...
 
 ## image: the release image cdc-relay:local (FROM scratch: static binary, CA bundle, user nonroot)
 ## with podman, installed with apt-get if missing; CDC_RELAY_ENGINE=docker builds it with Docker.
@@ -66,6 +67,7 @@ faults-down:
 
 vet:
 	go vet ./...
+	go vet -C tools ./...
 
 ## The seed's demo (README "The seed demo"): one target per step, on the local services (each
 ## step starts them if needed, as demo does), all in scripts/seed-demo.sh; every step ends by itself.

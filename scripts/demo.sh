@@ -13,7 +13,8 @@ TOPIC=${DEMO_TOPIC:-demo.orders.v1}
 
 eval "$(scripts/dev-up.sh)"
 echo "== building" >&2
-go build -o bin/ ./cmd/cdc-relay ./cmd/outbox-demo
+go build -o bin/ ./cmd/cdc-relay
+go build -C tools -o ../bin/ ./cmd/outbox-demo
 
 echo "== outbox table and topic" >&2
 bin/outbox-demo setup --topic "$TOPIC"

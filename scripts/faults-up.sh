@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Start (idempotently) the private PostgreSQL and Kafka pair of the fault-injection tests
-# (e2e/faults) and the chaos soak (cmd/cdc-chaos), next to the shared pair of scripts/dev-up.sh:
+# (e2e/faults) and the chaos soak (tools/cmd/cdc-chaos), next to the shared pair of scripts/dev-up.sh:
 # its own data dir (.dev/faults/), its own ports (Postgres 54339, Kafka 19192, controller 19193;
 # the TLS listeners on 19194/19195), and a broker with an ACL authorizer that allows everything
 # no ACL denies. Pausing, killing or restarting it disturbs nobody else.

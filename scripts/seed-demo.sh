@@ -38,7 +38,8 @@ exports=$(scripts/dev-up.sh 2> >(grep --line-buffered -v -e '] postgres already 
 eval "$exports"
 mkdir -p "$BIN" .dev
 if [[ -z "${SEED_NO_BUILD:-}" ]]; then
-	go build -o "$BIN/" ./cmd/cdc-relay ./cmd/order-service ./cmd/order-consumer
+	go build -o "$BIN/" ./cmd/cdc-relay
+	go build -C tools -o "$(cd "$BIN" && pwd)/" ./cmd/order-service ./cmd/order-consumer
 fi
 relay=("$BIN/cdc-relay")
 svc=("$BIN/order-service")

@@ -12,16 +12,17 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
+# Two modules: the relay (.) and its tools (tools/: benchmark, chaos soak, demo services).
 faults='/e2e/faults$'
-bench='/internal/bench$'
 go vet ./...
+go vet -C tools ./...
 (
 	eval "$(scripts/dev-up.sh)"
-	mapfile -t quiet < <(go list ./... | grep -Ev "$faults|$bench")
+	mapfile -t quiet < <(go list ./... | grep -v "$faults")
 	go test -race -count=1 -timeout 40m "${quiet[@]}"
 	# The benchmark's quick run compares latencies: alone, so the other tests' load does not
 	# decide which publisher looks faster.
-	go test -race -count=1 -timeout 10m ./internal/bench
+	go test -C tools -race -count=1 -timeout 10m ./...
 )
 (
 	eval "$(scripts/faults-up.sh)"

@@ -12,7 +12,7 @@ import (
 	"github.com/cdc-relay/cdc-relay/internal/testenv"
 )
 
-// The chaos soak at CI size (cmd/cdc-chaos; `make chaos` runs 100,000 rows): 5,000 rows in
+// The chaos soak at CI size (tools/cmd/cdc-chaos; `make chaos` runs 100,000 rows): 5,000 rows in
 // random multi-row transactions with rollbacks at a steady rate, the relay (race build) killed
 // -9 and restarted 3 times, Kafka paused once, Postgres restarted once. Every committed id is
 // delivered, no rolled-back one is, per key the first deliveries are in commit order.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 )
 
 // Relay builds cmd/cdc-relay of the module around the working directory into dir, with the
@@ -31,20 +32,23 @@ func Relay(ctx context.Context, dir string, race bool) (string, error) {
 	return out, nil
 }
 
-// ModuleRoot returns the nearest directory at or above the working directory with a go.mod.
+// ModuleRoot returns the relay module's root: the nearest directory at or above the working
+// directory whose go.mod declares github.com/cdc-relay/cdc-relay (from tools/, the one above).
 func ModuleRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
 	}
 	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && relayModule.Match(b) {
 			return dir, nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", errors.New("go.mod not found above the working directory")
+			return "", errors.New("the go.mod of github.com/cdc-relay/cdc-relay was not found above the working directory")
 		}
 		dir = parent
 	}
 }
+
+var relayModule = regexp.MustCompile(`(?m)^module github\.com/cdc-relay/cdc-relay\s*$`)

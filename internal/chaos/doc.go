@@ -1,4 +1,4 @@
-// Package chaos is the soak behind cmd/cdc-chaos: outbox rows written at a steady rate in
+// Package chaos is the soak behind tools/cmd/cdc-chaos: outbox rows written at a steady rate in
 // random multi-row transactions (some rolled back) while the relay is killed -9 and restarted
 // every few seconds, Kafka is paused once and PostgreSQL restarted once; then an independent
 // consumer checks the delivery contract. Run returns the figures; Result.Err is the verdict: an

@@ -1,4 +1,4 @@
-// Package bench is the project's benchmark (cmd/cdc-bench, `make bench`): the relay
+// Package bench is the project's benchmark (tools/cmd/cdc-bench, `make bench`): the relay
 // (`cdc-relay run`) against the polling publisher (`cdc-relay poll`) and against the physical
 // limit of one walsender (pg_recvlogical), on the local PostgreSQL and Kafka that
 // scripts/dev-up.sh starts.

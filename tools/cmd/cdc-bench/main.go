@@ -24,7 +24,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cdc-relay/cdc-relay/internal/bench"
+	"github.com/cdc-relay/cdc-relay/tools/internal/bench"
 )
 
 func main() {
