@@ -111,7 +111,6 @@ install_pg() {
 		die "apt-get install postgresql-15 failed"
 }
 
-
 # pg_dist_bin MAJOR prints the directory of MAJOR's server binaries, installing them if needed.
 pg_dist_bin() {
 	local major="$1" version dir jar
