@@ -259,6 +259,9 @@ func (s *Stream) session(ctx context.Context, out chan<- []Message) (bool, error
 	s.conn = conn
 	s.read.start(conn)
 	s.setWakeConn(conn.Conn())
+	if err := checkServerVersion(conn.ParameterStatus("server_version")); err != nil {
+		return false, err
+	}
 	// The timeline tells a promoted standby from the server the relay started on: a slot
 	// missing there was not dropped but left behind on the old primary.
 	sys, err := pglogrepl.IdentifySystem(cctx, conn)
