@@ -68,7 +68,7 @@ type Options struct {
 	Slot, Publication string
 	// DeadLetterTable, when set, is created as `slot create` creates it (best effort).
 	DeadLetterTable string
-	// Poller publishes the pending rows: its ConnString, Table, Columns, Topic, DLQTopic,
+	// Poller publishes the pending rows: its Conn, Table, Columns, Topic, DLQTopic,
 	// Batch and Sink are used as `cdc-relay poll` uses them.
 	Poller poller.Config
 	// Logger; default slog.Default().
@@ -95,6 +95,9 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		log = slog.Default()
 	}
 	pcfg := o.Poller
+	if pcfg.Conn == nil {
+		return res, errors.New("cutover: no PostgreSQL connection configured")
+	}
 	if pcfg.Table == "" {
 		pcfg.Table = "public.outbox"
 	}
@@ -155,7 +158,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		return fail(err)
 	}
 	defer p.Close()
-	if err := p.Check(ctx, max(pcfg.ConnectTimeout, 10*time.Second)); err != nil {
+	if err := p.Check(ctx, max(pcfg.Conn.ConnectTimeout, 10*time.Second)); err != nil {
 		return fail(err)
 	}
 	n, err := p.PublishRows(ctx, ids)
@@ -199,31 +202,18 @@ func warnRunningPoller(ctx context.Context, conn *pgx.Conn, log *slog.Logger) {
 	}
 }
 
-// connConfig parses cfg's URL and applies its password, timeout and the application name.
-func connConfig(cfg poller.Config) (*pgx.ConnConfig, error) {
-	cc, err := pgx.ParseConfig(cfg.ConnString)
-	if err != nil {
-		return nil, fmt.Errorf("cutover: bad PostgreSQL URL: %w", err)
-	}
-	if cfg.Password != "" {
-		cc.Password = cfg.Password
-	}
-	if t := cfg.ConnectTimeout; t > 0 && (cc.ConnectTimeout == 0 || cc.ConnectTimeout > t) {
-		cc.ConnectTimeout = t
-	}
+// connConfig copies cfg's connection and names the application.
+func connConfig(cfg poller.Config) *pgx.ConnConfig {
+	cc := cfg.Conn.Copy()
 	if _, ok := cc.RuntimeParams["application_name"]; !ok {
 		cc.RuntimeParams["application_name"] = "cdc-relay cutover"
 	}
-	return cc, nil
+	return cc
 }
 
 // connectReplication opens a replication connection (replication=database).
 func connectReplication(ctx context.Context, cfg poller.Config) (*pgconn.PgConn, error) {
-	cc, err := connConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	rc := cc.Config.Copy()
+	rc := &connConfig(cfg).Config
 	rc.RuntimeParams["replication"] = "database"
 	conn, err := pgconn.ConnectConfig(ctx, rc)
 	if err != nil {
@@ -234,10 +224,7 @@ func connectReplication(ctx context.Context, cfg poller.Config) (*pgconn.PgConn,
 
 // connect opens a normal connection with cfg's URL, password and timeout.
 func connect(ctx context.Context, cfg poller.Config) (*pgx.Conn, error) {
-	cc, err := connConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
+	cc := connConfig(cfg)
 	conn, err := pgx.ConnectConfig(ctx, cc)
 	if err != nil {
 		return nil, fmt.Errorf("cutover: connect to PostgreSQL at %s:%d: %w", cc.Host, cc.Port, err)

@@ -123,7 +123,7 @@ func TestPendingWatcherCountsPendingRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	w := &metrics.PendingWatcher{ConnString: testenv.PGURL(t), Table: table, Interval: 50 * time.Millisecond, Metrics: metrics.NewPoller(reg)}
+	w := &metrics.PendingWatcher{Conn: testenv.PGConfig(t), Table: table, Interval: 50 * time.Millisecond, Metrics: metrics.NewPoller(reg)}
 	if err := w.Ready(ctx); err == nil {
 		t.Error("ready before the first count")
 	}
@@ -248,7 +248,7 @@ func TestSlotWatcherReportsRetainedWAL(t *testing.T) {
 
 	reg := prometheus.NewRegistry()
 	logs := &syncWriter{}
-	w := &metrics.SlotWatcher{ConnString: testenv.PGURL(t), Slot: slot, Interval: 50 * time.Millisecond,
+	w := &metrics.SlotWatcher{Conn: testenv.PGConfig(t), Slot: slot, Interval: 50 * time.Millisecond,
 		Metrics: metrics.NewSlot(reg, 64<<10), Logger: slog.New(slog.NewTextHandler(logs, nil))}
 	wctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
@@ -284,7 +284,7 @@ func TestSlotWatcherCountsFailures(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	logs := &syncWriter{}
 	m := metrics.NewSlot(reg, 0)
-	w := &metrics.SlotWatcher{ConnString: testenv.PGURL(t), Slot: "no_such_slot_" + strings.ToLower(testenv.Name(t))[2:12], Interval: 20 * time.Millisecond,
+	w := &metrics.SlotWatcher{Conn: testenv.PGConfig(t), Slot: "no_such_slot_" + strings.ToLower(testenv.Name(t))[2:12], Interval: 20 * time.Millisecond,
 		Metrics: m, Logger: slog.New(slog.NewTextHandler(logs, nil))}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -16,22 +16,21 @@ import (
 // (published_at IS NULL) and the age of the oldest, every Interval, on its own connection.
 // With the poller's partial index on pending rows the count reads only that index.
 type PendingWatcher struct {
-	ConnString  string        // PostgreSQL URL. Required.
-	Password    string        // replaces ConnString's password when set (--pg-password-file); never logged
-	Table       string        // "schema.table" or "table". Required.
-	CreatedAt   string        // default "created_at"
-	PublishedAt string        // default "published_at"
-	Interval    time.Duration // default 10s
-	Metrics     *Poller       // required
-	Logger      *slog.Logger  // default slog.Default()
+	Conn        *pgx.ConnConfig // the PostgreSQL connection, copied. Required.
+	Table       string          // "schema.table" or "table". Required.
+	CreatedAt   string          // default "created_at"
+	PublishedAt string          // default "published_at"
+	Interval    time.Duration   // default 10s
+	Metrics     *Poller         // required
+	Logger      *slog.Logger    // default slog.Default()
 
 	lastOK atomic.Int64 // unix nanos of the last successful count
 }
 
 // Run counts until ctx ends and returns nil then. Failures are logged once per outage.
 func (w *PendingWatcher) Run(ctx context.Context) error {
-	if w.Metrics == nil || w.ConnString == "" || w.Table == "" {
-		return errors.New("metrics: PendingWatcher needs ConnString, Table and Metrics")
+	if w.Metrics == nil || w.Conn == nil || w.Table == "" {
+		return errors.New("metrics: PendingWatcher needs Conn, Table and Metrics")
 	}
 	if w.Interval <= 0 {
 		w.Interval = 10 * time.Second
@@ -53,7 +52,7 @@ func (w *PendingWatcher) Run(ctx context.Context) error {
 	for {
 		var err error
 		if conn == nil || conn.IsClosed() {
-			conn, err = connect(ctx, w.ConnString, w.Password, "cdc-relay-pending", w.Interval)
+			conn, err = connect(ctx, w.Conn, "cdc-relay-pending", w.Interval)
 		}
 		if err == nil {
 			var n int64
@@ -115,15 +114,9 @@ func tableIdent(t string) string {
 	return pgx.Identifier{"public", t}.Sanitize()
 }
 
-// connect opens a normal connection named app, bounded by timeout.
-func connect(ctx context.Context, connString, password, app string, timeout time.Duration) (*pgx.Conn, error) {
-	cfg, err := pgx.ParseConfig(connString)
-	if err != nil {
-		return nil, fmt.Errorf("parse PostgreSQL URL: %w", err)
-	}
-	if password != "" {
-		cfg.Password = password
-	}
+// connect opens a normal connection on a copy of cc named app, bounded by timeout.
+func connect(ctx context.Context, cc *pgx.ConnConfig, app string, timeout time.Duration) (*pgx.Conn, error) {
+	cfg := cc.Copy()
 	cfg.RuntimeParams["application_name"] = app
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

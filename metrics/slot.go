@@ -113,12 +113,11 @@ func (s *Slot) Update(st slotstore.Status) Crossing {
 // logs when the retained WAL crosses the threshold or the slot is lost. It owns its
 // connection and reconnects on the next tick after a failure.
 type SlotWatcher struct {
-	ConnString string        // PostgreSQL URL (normal connection). Required.
-	Password   string        // replaces ConnString's password when set (--pg-password-file); never logged
-	Slot       string        // slot name. Required.
-	Interval   time.Duration // default 10s
-	Metrics    *Slot         // required
-	Logger     *slog.Logger  // default slog.Default()
+	Conn     *pgx.ConnConfig // the PostgreSQL connection, copied (normal connection). Required.
+	Slot     string          // slot name. Required.
+	Interval time.Duration   // default 10s
+	Metrics  *Slot           // required
+	Logger   *slog.Logger    // default slog.Default()
 
 	conn    *pgx.Conn
 	lastWAL string
@@ -127,8 +126,8 @@ type SlotWatcher struct {
 // Run watches until ctx ends and returns nil then. Failures are logged and counted, never
 // fatal: the relay's own connection decides whether the slot is usable.
 func (w *SlotWatcher) Run(ctx context.Context) error {
-	if w.Metrics == nil || w.ConnString == "" || w.Slot == "" {
-		return errors.New("metrics: SlotWatcher needs ConnString, Slot and Metrics")
+	if w.Metrics == nil || w.Conn == nil || w.Slot == "" {
+		return errors.New("metrics: SlotWatcher needs Conn, Slot and Metrics")
 	}
 	if w.Interval <= 0 {
 		w.Interval = 10 * time.Second
@@ -195,7 +194,7 @@ func safeText(v *int64) string {
 
 func (w *SlotWatcher) check(ctx context.Context) (slotstore.Status, error) {
 	if w.conn == nil || w.conn.IsClosed() {
-		conn, err := connect(ctx, w.ConnString, w.Password, "cdc-relay-slot-status", w.Interval)
+		conn, err := connect(ctx, w.Conn, "cdc-relay-slot-status", w.Interval)
 		if err != nil {
 			return slotstore.Status{}, err
 		}

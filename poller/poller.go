@@ -45,20 +45,16 @@ func New(cfg Config) (*Poller, error) {
 	}
 	cfg = cfg.withDefaults()
 	tbl, _ := parseTable(cfg.Table)
-	pcfg, err := pgxpool.ParseConfig(cfg.ConnString)
+	// pgxpool only takes a configuration it parsed: parse the same string, then put the
+	// caller's parsed connection (password, timeout) in.
+	pcfg, err := pgxpool.ParseConfig(cfg.Conn.ConnString())
 	if err != nil {
 		// pgconn's parse errors never include the password.
 		return nil, fmt.Errorf("poller: bad PostgreSQL URL: %w", err)
 	}
-	cc := pcfg.ConnConfig
-	if cfg.Password != "" {
-		cc.Password = cfg.Password
-	}
-	if cc.ConnectTimeout == 0 || cc.ConnectTimeout > cfg.ConnectTimeout {
-		cc.ConnectTimeout = cfg.ConnectTimeout
-	}
-	if _, ok := cc.RuntimeParams["application_name"]; !ok {
-		cc.RuntimeParams["application_name"] = "cdc-relay poll"
+	pcfg.ConnConfig = cfg.Conn.Copy()
+	if _, ok := pcfg.ConnConfig.RuntimeParams["application_name"]; !ok {
+		pcfg.ConnConfig.RuntimeParams["application_name"] = "cdc-relay poll"
 	}
 	pcfg.MaxConns, pcfg.MinConns = 1, 0
 	pool, err := pgxpool.NewWithConfig(context.Background(), pcfg)

@@ -23,12 +23,11 @@ import (
 // committed, so the position never passes a record that is parked nowhere.
 // While PostgreSQL is unreachable the goroutine retries with backoff and the position holds.
 type deadTable struct {
-	connString string
-	password   string // replaces connString's password when set (replication.Config.Password)
-	slot       string
-	table      slotstore.TableName // the dead-letter table, always schema-qualified
-	log        *slog.Logger
-	written    func() // called once per row committed
+	connCfg *pgx.ConnConfig // replication.Config.Conn (pgx.ConnectConfig copies it)
+	slot    string
+	table   slotstore.TableName // the dead-letter table, always schema-qualified
+	log     *slog.Logger
+	written func() // called once per row committed
 
 	mu    sync.Mutex
 	items []tableLetter
@@ -97,15 +96,8 @@ func (d *deadTable) write(ctx context.Context, done func(*kgo.Record, *txn)) err
 
 func (d *deadTable) writeOnce(ctx context.Context, done func(*kgo.Record, *txn)) error {
 	if d.conn == nil {
-		cfg, err := pgx.ParseConfig(d.connString)
-		if err != nil {
-			return fmt.Errorf("parse PostgreSQL URL: %w", err)
-		}
-		if d.password != "" {
-			cfg.Password = d.password
-		}
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		conn, err := pgx.ConnectConfig(cctx, cfg)
+		conn, err := pgx.ConnectConfig(cctx, d.connCfg)
 		if err == nil {
 			err = slotstore.New(conn).CreateDeadLetterTable(cctx, d.table.String())
 			if err != nil {

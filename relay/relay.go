@@ -87,7 +87,7 @@ func New(cfg Config) (*Relay, error) {
 	if err != nil {
 		return nil, err
 	}
-	r.table = &deadTable{connString: cfg.Replication.ConnString, password: cfg.Replication.Password, slot: cfg.Replication.Slot,
+	r.table = &deadTable{connCfg: cfg.Replication.Conn, slot: cfg.Replication.Slot,
 		table: deadTbl, log: cfg.Logger, written: func() { r.stats.ParkedInTable.Add(1) }}
 	cfg.Metrics.SetSource(r)
 	return r, nil

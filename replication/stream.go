@@ -110,26 +110,19 @@ type Stream struct {
 // pacing reports whether reads are paced now: draining a backlog from the same host.
 func (s *Stream) pacing() bool { return s.pace && s.lowat }
 
-// New validates cfg and parses the connection string. It does not connect.
+// New validates cfg and copies its connection configuration. It does not connect.
 func New(cfg Config) (*Stream, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	cc, err := pgconn.ParseConfig(cfg.ConnString)
-	if err != nil {
-		// pgconn's parse errors never include the password.
-		return nil, fmt.Errorf("replication: bad PostgreSQL URL: %w", err)
-	}
-	if cfg.Password != "" {
-		cc.Password = cfg.Password
-	}
+	cc := cfg.Conn.Config.Copy()
 	cc.RuntimeParams["replication"] = "database"
 	if _, ok := cc.RuntimeParams["application_name"]; !ok {
 		cc.RuntimeParams["application_name"] = "cdc-relay"
 	}
-	if cc.ConnectTimeout == 0 || cc.ConnectTimeout > cfg.ConnectTimeout {
-		cc.ConnectTimeout = cfg.ConnectTimeout
+	if cc.ConnectTimeout == 0 {
+		cc.ConnectTimeout = 10 * time.Second
 	}
 	s := &Stream{cfg: cfg, connCfg: cc, log: cfg.Logger.With("slot", cfg.Slot), wakeCh: make(chan struct{}, 1)}
 	// Every connection reads through a pacer (idle unless draining from the same host) and a
@@ -272,7 +265,7 @@ func (s *Stream) Run(ctx context.Context, out chan<- []Message) error {
 // whether streaming had started.
 func (s *Stream) session(ctx context.Context, out chan<- []Message) (bool, error) {
 	s.state.Store(int32(StateConnecting))
-	cctx, cancel := context.WithTimeout(ctx, s.cfg.ConnectTimeout)
+	cctx, cancel := context.WithTimeout(ctx, s.connCfg.ConnectTimeout)
 	defer cancel()
 	conn, err := pgconn.ConnectConfig(cctx, s.connCfg)
 	if err != nil {

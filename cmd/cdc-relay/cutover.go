@@ -70,13 +70,13 @@ func cmdCutover(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := (slotstore.CreateOptions{Slot: c.slot, Publication: pub, Tables: []string{cfg.Table}}).Validate(); err != nil {
 		return &usageError{err}
 	}
-	ce, err := sink.NewCloudEvents(format, ceSource, c.pgURL)
+	ce, err := c.cloudEvents(format, ceSource)
 	if err != nil {
-		return &usageError{err}
+		return err
 	}
 	cfg.Sink.CloudEvents = ce
 	log := c.logger(stderr)
-	cfg.ConnString, cfg.ConnectTimeout, cfg.Logger, cfg.Password = c.pgURL, c.pgTimeout, log, c.pgPassword
+	cfg.Conn, cfg.Logger = c.pg, log
 	cfg.Sink.Brokers = brokers
 	kopts, err := ksec.opts()
 	if err != nil {

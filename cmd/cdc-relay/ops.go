@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cdc-relay/cdc-relay/metrics"
@@ -33,7 +34,6 @@ type opsFlags struct {
 	metricsExplicit bool // --metrics-addr or its twin was given
 	warnBytes       int64
 	watchInterval   time.Duration
-	pgPassword      string // --pg-password-file's content, for the slot watcher (run sets it)
 }
 
 func (o *opsFlags) registerMetrics(fs *flag.FlagSet) {
@@ -69,8 +69,8 @@ func (o *opsFlags) parsed(fs *flag.FlagSet) error {
 }
 
 // startRun serves the relay's metrics and health and watches its slot (see serve).
-func (o *opsFlags) startRun(ctx context.Context, reg *prometheus.Registry, r *relay.Relay, pgURL, slot string, log *slog.Logger) (stop func(), err error) {
-	w := &metrics.SlotWatcher{ConnString: pgURL, Password: o.pgPassword, Slot: slot, Interval: o.watchInterval, Metrics: metrics.NewSlot(reg, o.warnBytes), Logger: log}
+func (o *opsFlags) startRun(ctx context.Context, reg *prometheus.Registry, r *relay.Relay, pg *pgx.ConnConfig, slot string, log *slog.Logger) (stop func(), err error) {
+	w := &metrics.SlotWatcher{Conn: pg, Slot: slot, Interval: o.watchInterval, Metrics: metrics.NewSlot(reg, o.warnBytes), Logger: log}
 	return o.serve(ctx, reg, r.Ready, log, w.Run)
 }
 
@@ -84,7 +84,7 @@ func (o *opsFlags) startPoll(ctx context.Context, reg *prometheus.Registry, p *p
 		return metrics.PollerSnapshot{Published: s.Published.Load(), DeadLettered: s.DeadLettered.Load(),
 			BadRows: s.BadRows.Load(), Cycles: s.Cycles.Load(), RolledBack: s.RolledBack.Load()}
 	})
-	w := &metrics.PendingWatcher{ConnString: cfg.ConnString, Password: cfg.Password, Table: cfg.Table, CreatedAt: cfg.Columns.CreatedAt,
+	w := &metrics.PendingWatcher{Conn: cfg.Conn, Table: cfg.Table, CreatedAt: cfg.Columns.CreatedAt,
 		PublishedAt: cfg.Columns.PublishedAt, Interval: o.watchInterval, Metrics: m, Logger: log}
 	return o.serve(ctx, reg, w.Ready, log, w.Run)
 }

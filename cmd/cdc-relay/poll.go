@@ -72,12 +72,11 @@ func cmdPoll(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return usageErr("--brokers is required (or set CDC_RELAY_BROKERS)")
 	}
 	log := c.logger(stderr)
-	cfg.ConnString, cfg.ConnectTimeout, cfg.Logger = c.pgURL, c.pgTimeout, log
-	cfg.Password = c.pgPassword
+	cfg.Conn, cfg.Logger = c.pg, log
 	cfg.Sink.Brokers = brokers
-	ce, err := sink.NewCloudEvents(format, ceSource, c.pgURL)
+	ce, err := c.cloudEvents(format, ceSource)
 	if err != nil {
-		return &usageError{err}
+		return err
 	}
 	cfg.Sink.CloudEvents = ce
 	kopts, err := ksec.opts()

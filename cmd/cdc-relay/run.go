@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
-	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdc-relay/cdc-relay/decoder"
@@ -85,9 +84,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	log := c.logger(stderr)
 	dcfg.Columns, dcfg.Tables = cols, tables
 	scfg.Brokers = brokers
-	ce, err := sink.NewCloudEvents(format, ceSource, c.pgURL)
+	ce, err := c.cloudEvents(format, ceSource)
 	if err != nil {
-		return &usageError{err}
+		return err
 	}
 	scfg.CloudEvents = ce
 	kopts, err := ksec.opts()
@@ -98,8 +97,8 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	warnInsecure(log, fs, &c, brokers, &ksec)
 	rcfg.Decoder, rcfg.Sink, rcfg.Logger = dcfg, scfg, log
 	rcfg.Replication = replication.Config{
-		ConnString: c.pgURL, Password: c.pgPassword, Slot: c.slot, Publications: pubs,
-		StatusInterval: interval, ConfirmDelay: confirmDelay, ConnectTimeout: c.pgTimeout, Logger: log,
+		Conn: c.pg, Slot: c.slot, Publications: pubs,
+		StatusInterval: interval, ConfirmDelay: confirmDelay, Logger: log,
 	}
 	crash, err := crashHook(crashEnv, log, "after Kafka acknowledged, before the position is confirmed")
 	if err != nil {
@@ -111,10 +110,6 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := rcfg.Validate(); err != nil {
 		return &usageError{err}
 	}
-
-	if _, err := pgx.ParseConfig(c.pgURL); err != nil {
-		return &usageError{fmt.Errorf("bad --pg-url: %w", err)}
-	}
 	reg := metrics.NewRegistry("run", version)
 	rcfg.Metrics = metrics.NewRelay(reg)
 	rcfg.Sink.Opts = append(rcfg.Sink.Opts, kgo.WithHooks(rcfg.Metrics.KafkaHooks()))
@@ -124,8 +119,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	// Health and metrics first: while the relay waits for PostgreSQL or Kafka below, /healthz
 	// answers and /readyz says what it waits for.
-	ops.pgPassword = c.pgPassword
-	stopOps, err := ops.startRun(ctx, reg, r, c.pgURL, c.slot, log)
+	stopOps, err := ops.startRun(ctx, reg, r, c.pg, c.slot, log)
 	if err != nil {
 		return err
 	}

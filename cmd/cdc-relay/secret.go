@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"strings"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // secretValue is a flag.Value for a password given directly (--kafka-password or its
@@ -46,18 +48,24 @@ func readSecretFile(flagName, path string) (string, error) {
 	return s, nil
 }
 
-// loadPGPassword reads --pg-password-file into c.pgPassword. The password is merged into
-// the parsed connection configuration of every PostgreSQL connection (it replaces any
-// password of the URL) and is never put into a URL string, so nothing that prints the URL
-// can show it.
-func (c *common) loadPGPassword() error {
-	if c.pgPasswordFile == "" {
-		return nil
-	}
-	pw, err := readSecretFile("pg-password-file", c.pgPasswordFile)
+// loadPG parses --pg-url into c.pg, once for every connection: the password of
+// --pg-password-file replaces the URL's (it is never put into a URL string, so nothing that
+// prints the URL can show it), and --pg-timeout caps the URL's connect_timeout. Multi-host
+// URLs keep their fallbacks (and target_session_attrs its check) in every copy.
+func (c *common) loadPG() error {
+	cfg, err := pgx.ParseConfig(c.pgURL)
 	if err != nil {
-		return err
+		// pgconn's parse errors never include the password.
+		return fmt.Errorf("bad --pg-url: %w", err)
 	}
-	c.pgPassword = pw
+	if c.pgPasswordFile != "" {
+		if cfg.Password, err = readSecretFile("pg-password-file", c.pgPasswordFile); err != nil {
+			return err
+		}
+	}
+	if cfg.ConnectTimeout == 0 || cfg.ConnectTimeout > c.pgTimeout {
+		cfg.ConnectTimeout = c.pgTimeout
+	}
+	c.pg = cfg
 	return nil
 }

@@ -18,16 +18,7 @@ import (
 
 // connectPG opens a normal connection, turning failures into errors that say where and what.
 func connectPG(ctx context.Context, c *common) (*pgx.Conn, error) {
-	cfg, err := pgx.ParseConfig(c.pgURL)
-	if err != nil {
-		return nil, &usageError{fmt.Errorf("bad --pg-url: %w", err)}
-	}
-	if c.pgPassword != "" {
-		cfg.Password = c.pgPassword
-	}
-	if cfg.ConnectTimeout == 0 || cfg.ConnectTimeout > c.pgTimeout {
-		cfg.ConnectTimeout = c.pgTimeout
-	}
+	cfg := c.pg.Copy()
 	if _, ok := cfg.RuntimeParams["application_name"]; !ok {
 		cfg.RuntimeParams["application_name"] = "cdc-relay"
 	}

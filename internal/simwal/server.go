@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgproto3"
 )
 
@@ -118,9 +119,13 @@ func New(slot string, start pglogrepl.LSN) (*Server, error) {
 	return s, nil
 }
 
-// ConnString is a URL for pgconn (no TLS).
-func (s *Server) ConnString() string {
-	return "postgres://sim@" + s.ln.Addr().String() + "/sim?sslmode=disable"
+// ConnConfig is the parsed connection configuration of the server (no TLS).
+func (s *Server) ConnConfig() *pgx.ConnConfig {
+	cc, err := pgx.ParseConfig("postgres://sim@" + s.ln.Addr().String() + "/sim?sslmode=disable")
+	if err != nil {
+		panic(err) // a literal URL with a listener's address
+	}
+	return cc
 }
 
 // Close stops the server and every session, and waits for their goroutines.
