@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/cdc-relay/cdc-relay/internal/retry"
 )
 
 // PublishRows publishes the rows among ids (the id column's text) that are still pending, the
@@ -37,15 +39,10 @@ func (p *Poller) PublishRows(ctx context.Context, ids []string) (int, error) {
 		case !IsRetryable(err):
 			return done, err
 		}
-		wait := p.backoff(failures)
+		wait := p.backoff().Delay(failures)
 		failures++
 		p.log.Warn("publishing listed rows failed: they stay pending", "retry_in", wait.Round(time.Millisecond), "cause", err)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-		case <-t.C:
-		}
+		retry.Sleep(ctx, wait)
 	}
 	return done, ctx.Err()
 }

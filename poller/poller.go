@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdc-relay/cdc-relay/decoder"
+	"github.com/cdc-relay/cdc-relay/internal/retry"
 	"github.com/cdc-relay/cdc-relay/metrics"
 	"github.com/cdc-relay/cdc-relay/sink"
 )
@@ -125,30 +126,21 @@ func (p *Poller) Run(ctx context.Context) error {
 		case !IsRetryable(err):
 			return err
 		default:
-			wait = p.backoff(failures)
+			wait = p.backoff().Delay(failures)
 			failures++
 			p.log.Warn("cycle failed: rows stay pending", "retry_in", wait.Round(time.Millisecond), "cause", err)
 		}
 		if wait > 0 {
-			t := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-			case <-t.C:
-			}
+			retry.Sleep(ctx, wait)
 		}
 	}
 	return nil
 }
 
-// backoff is the wait after the nth consecutive failed cycle: Interval doubling, up to
-// MaxBackoff, at least 100ms.
-func (p *Poller) backoff(n int) time.Duration {
-	d := max(p.cfg.Interval, 100*time.Millisecond) << min(n, 16)
-	if d > p.cfg.MaxBackoff || d <= 0 {
-		d = p.cfg.MaxBackoff
-	}
-	return d
+// backoff is the wait after consecutive failed cycles: Interval doubling, up to MaxBackoff,
+// at least 100ms.
+func (p *Poller) backoff() retry.Backoff {
+	return retry.Backoff{Min: max(p.cfg.Interval, 100*time.Millisecond), Max: p.cfg.MaxBackoff}
 }
 
 // pending is one selected row and the record made of it.

@@ -129,7 +129,7 @@ func TestBackoffIsBounded(t *testing.T) {
 	p := &Poller{cfg: Config{Interval: 10 * time.Millisecond, MaxBackoff: 5 * time.Second}}
 	prev := time.Duration(0)
 	for n := 0; n < 100; n++ {
-		d := p.backoff(n)
+		d := p.backoff().Delay(n)
 		if d < 100*time.Millisecond || d > 5*time.Second || d < prev {
 			t.Fatalf("backoff(%d) = %s after %s", n, d, prev)
 		}

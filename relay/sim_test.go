@@ -280,8 +280,7 @@ func (h *harness) config() Config {
 	conn.ConnectTimeout = 5 * time.Second
 	return Config{
 		Replication: replication.Config{
-			Conn: conn, Slot: "sim_slot", Publications: []string{"pub"},
-			StatusInterval: h.sc.statusInterval,
+			Conn: conn, Slot: "sim_slot", Publications: []string{"pub"}, StatusInterval: h.sc.statusInterval,
 			MinBackoff: 2 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, StandbyRetry: 10 * time.Millisecond,
 		},
 		Sink: sink.Config{

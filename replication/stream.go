@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"strconv"
 	"strings"
@@ -19,6 +18,8 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/cdc-relay/cdc-relay/internal/retry"
 )
 
 // Kind says what a Message carries.
@@ -241,7 +242,7 @@ func (s *Stream) Run(ctx context.Context, out chan<- []Message) error {
 			if streamed {
 				attempt = 0
 			}
-			wait = backoff(s.cfg.MinBackoff, s.cfg.MaxBackoff, attempt)
+			wait = retry.Backoff{Min: s.cfg.MinBackoff, Max: s.cfg.MaxBackoff, Jitter: true}.Delay(attempt)
 			attempt++
 			s.state.Store(int32(StateReconnecting))
 			if everStreamed || streamed {
@@ -251,12 +252,8 @@ func (s *Stream) Run(ctx context.Context, out chan<- []Message) error {
 				s.log.Warn("waiting for PostgreSQL: cannot start replicating; retrying", "in", wait.Round(time.Millisecond), "cause", err)
 			}
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !retry.Sleep(ctx, wait) {
 			return nil
-		case <-t.C:
 		}
 	}
 }
@@ -656,13 +653,4 @@ func (e *connectError) Unwrap() error { return e.err }
 func isConnectError(err error) bool {
 	var ce *connectError
 	return errors.As(err, &ce)
-}
-
-func backoff(lo, hi time.Duration, attempt int) time.Duration {
-	d := lo << min(attempt, 16)
-	if d > hi || d <= 0 {
-		d = hi
-	}
-	// Full jitter on the upper half keeps several relays from reconnecting in lockstep.
-	return d/2 + rand.N(d/2+1)
 }

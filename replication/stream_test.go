@@ -135,17 +135,6 @@ func TestClassifyServerErrors(t *testing.T) {
 	}
 }
 
-func TestBackoffGrowsAndIsBounded(t *testing.T) {
-	lo, hi := 100*time.Millisecond, 2*time.Second
-	for attempt := 0; attempt < 40; attempt++ {
-		d := backoff(lo, hi, attempt)
-		ceil := min(lo<<min(attempt, 16), hi)
-		if d < ceil/2 || d > ceil {
-			t.Errorf("attempt %d: %s outside [%s, %s]", attempt, d, ceil/2, ceil)
-		}
-	}
-}
-
 func TestBeginLag(t *testing.T) {
 	msg := func(kind byte, sent, committed int64) []byte {
 		b := []byte{pglogrepl.XLogDataByteID}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/cdc-relay/cdc-relay/internal/retry"
 	"github.com/cdc-relay/cdc-relay/replication"
 	"github.com/cdc-relay/cdc-relay/slotstore"
 )
@@ -36,32 +37,19 @@ func connectPG(ctx context.Context, c *common) (*pgx.Conn, error) {
 // must not exit into its supervisor's growing back-off. What retrying cannot fix (refused
 // credentials, TLS verification, a missing database) ends it at once. It returns a nil
 // connection and nil error when ctx ends first.
-func waitForPG(ctx context.Context, c *common, log *slog.Logger) (*pgx.Conn, error) {
-	for attempt := 0; ; attempt++ {
-		conn, err := connectPG(ctx, c)
-		if err == nil {
-			if attempt > 0 {
-				log.Info("PostgreSQL answers: starting")
-			}
-			return conn, nil
+func waitForPG(ctx context.Context, c *common, log *slog.Logger) (conn *pgx.Conn, err error) {
+	err = retry.Startup.Until(ctx, func(attempt int) error {
+		if conn, err = connectPG(ctx, c); err == nil && attempt > 0 {
+			log.Info("PostgreSQL answers: starting")
 		}
-		var ue *usageError
-		if ctx.Err() != nil {
-			return nil, nil
-		}
-		if errors.As(err, &ue) || !replication.IsRetryable(err) {
-			return nil, err
-		}
-		wait := min(time.Second<<min(attempt, 3), 5*time.Second)
+		return err
+	}, replication.IsRetryable, func(err error, wait time.Duration) {
 		log.Warn("waiting for PostgreSQL: it is unreachable; retrying", "retry_in", wait, "cause", err)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, nil
-		case <-t.C:
-		}
+	})
+	if err != nil && ctx.Err() != nil {
+		return nil, nil
 	}
+	return conn, err
 }
 
 // deadLetterTableUsage describes --dead-letter-table, which run and slot create share: both
