@@ -55,17 +55,17 @@ func (o Options) Validate() error {
 	switch o.Mode {
 	case ModeRun:
 		if o.Slot == "" {
-			errs = append(errs, errors.New("prune: --slot is required with --mode run (the slot whose relay publishes the table)"))
+			errs = append(errs, errors.New("prune: Options.Slot is required with Options.Mode run (the slot whose relay publishes the table)"))
 		}
 	case ModePoll:
 	default:
-		errs = append(errs, fmt.Errorf("prune: mode %q: use run or poll", o.Mode))
+		errs = append(errs, fmt.Errorf("prune: Options.Mode %q: use run or poll", o.Mode))
 	}
 	if o.OlderThan <= 0 {
-		errs = append(errs, errors.New("prune: --older-than must be positive (e.g. 168h)"))
+		errs = append(errs, errors.New("prune: Options.OlderThan must be positive (e.g. 168h)"))
 	}
 	if o.Batch < 0 || o.Wait < 0 {
-		errs = append(errs, errors.New("prune: --batch and --wait must not be negative"))
+		errs = append(errs, errors.New("prune: Options.Batch and Options.Wait must not be negative"))
 	}
 	return errors.Join(errs...)
 }

@@ -52,7 +52,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("replication: slot name %q is invalid: use 1 to 63 lower-case letters, digits or underscores", c.Slot))
 	}
 	if len(c.Publications) == 0 {
-		errs = append(errs, errors.New("replication: no publication (set --publication)"))
+		errs = append(errs, errors.New("replication: no publication"))
 	}
 	for _, p := range c.Publications {
 		if !pubName.MatchString(p) {

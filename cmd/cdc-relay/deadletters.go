@@ -132,7 +132,7 @@ func (f *dlFlags) selection(sub string, now time.Time) (deadletters.Selection, e
 		s.Handled = f.all
 	case "replay", "discard":
 		if !f.all && !s.Narrowed() {
-			errs = append(errs, deadletters.ErrNoSelection)
+			errs = append(errs, errors.New("select letters with --id, --outbox-id, --topic, --reason, --since/--until, or give --all"))
 		}
 		s.Handled = true // handled ones are shown as skipped
 	case "show":
