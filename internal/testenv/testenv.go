@@ -36,16 +36,12 @@ func PGURL(t testing.TB) string {
 	return u
 }
 
-// PGConfig parses CDC_RELAY_PG_URL, as cdc-relay parses --pg-url (a 10s connect timeout), or
-// fails the test.
+// PGConfig parses CDC_RELAY_PG_URL or fails the test.
 func PGConfig(t testing.TB) *pgx.ConnConfig {
 	t.Helper()
 	cc, err := pgx.ParseConfig(PGURL(t))
 	if err != nil {
 		t.Fatalf("CDC_RELAY_PG_URL: %v", err)
-	}
-	if cc.ConnectTimeout == 0 {
-		cc.ConnectTimeout = 10 * time.Second
 	}
 	return cc
 }
