@@ -61,21 +61,8 @@ func idsQuery(sel, idCol, idType string) (string, error) {
 
 // cycleIDs is a cycle over the pending rows among ids.
 func (p *Poller) cycleIDs(ctx context.Context, ids []string) (int, error) {
-	if p.probe {
-		pctx, cancel := context.WithTimeout(ctx, p.cfg.ProbeTimeout)
-		err := p.sink.Client().Ping(pctx)
-		cancel()
-		if err != nil {
-			return 0, fmt.Errorf("%w: probe: %w", ErrUnavailable, err)
-		}
-		p.probe = false
-	}
-	if p.q == nil {
-		q, err := buildQueries(ctx, p.pool, p.tbl, p.cfg.Columns, p.cfg.Topic)
-		if err != nil {
-			return 0, err
-		}
-		p.q = q
+	if err := p.prepare(ctx); err != nil {
+		return 0, err
 	}
 	cols, err := columnsOf(ctx, p.pool, p.tbl)
 	if err != nil {

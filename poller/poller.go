@@ -151,15 +151,15 @@ type pending struct {
 	created time.Time // the row's created_at, for the latency metric
 }
 
-// cycle runs one transaction and returns how many rows it selected. On any error the
-// transaction is rolled back: the rows stay pending.
-func (p *Poller) cycle(ctx context.Context) (int, error) {
+// prepare probes Kafka if it was found unavailable, and reads the table's queries if they are
+// not known (yet, or since the table changed).
+func (p *Poller) prepare(ctx context.Context) error {
 	if p.probe {
 		pctx, cancel := context.WithTimeout(ctx, p.cfg.ProbeTimeout)
 		err := p.sink.Client().Ping(pctx)
 		cancel()
 		if err != nil {
-			return 0, fmt.Errorf("%w: probe: %w", ErrUnavailable, err)
+			return fmt.Errorf("%w: probe: %w", ErrUnavailable, err)
 		}
 		p.probe = false
 		p.log.Info("Kafka answers the probe")
@@ -167,9 +167,18 @@ func (p *Poller) cycle(ctx context.Context) (int, error) {
 	if p.q == nil {
 		q, err := buildQueries(ctx, p.pool, p.tbl, p.cfg.Columns, p.cfg.Topic)
 		if err != nil {
-			return 0, err
+			return err
 		}
 		p.q = q
+	}
+	return nil
+}
+
+// cycle runs one transaction and returns how many rows it selected. On any error the
+// transaction is rolled back: the rows stay pending.
+func (p *Poller) cycle(ctx context.Context) (int, error) {
+	if err := p.prepare(ctx); err != nil {
+		return 0, err
 	}
 
 	tx, err := p.pool.Begin(ctx)

@@ -10,6 +10,8 @@ import (
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/cdc-relay/cdc-relay/internal/retry"
 )
 
 // Mode says which publisher marks rows published.
@@ -242,12 +244,8 @@ func mark(ctx context.Context, conn *pgx.Conn, o Options, res *Result) error {
 			return fmt.Errorf("%w: slot %q confirmed %s, the mark is %s (waited %s; is `cdc-relay run` streaming from it?); nothing was deleted",
 				ErrNotConfirmed, o.Slot, res.Confirmed, res.MarkLSN, o.Wait)
 		}
-		t := time.NewTimer(o.PollInterval)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !retry.Sleep(ctx, o.PollInterval) {
 			return ctx.Err()
-		case <-t.C:
 		}
 	}
 }

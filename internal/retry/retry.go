@@ -1,9 +1,6 @@
-// Package retry is the relay's one backoff: a wait that starts at Min and doubles per
-// attempt up to Max, optionally with jitter, and Until, which retries an operation until it
-// works, fails for good or its context ends. Every loop that waits for PostgreSQL or Kafka
-// uses it (the stream's reconnects, the poller's cycles, the dead-letter table, the Kafka
-// probes, the sink's ping, the startup waits), each with its own bounds and its own log
-// line per cycle. It starts no goroutines; a wait ends early when its context ends.
+// Package retry is the one backoff of every loop that waits for PostgreSQL or Kafka (each with
+// its own bounds and log line): Min doubling up to Max, optionally jittered, and Until, which
+// retries an operation until it works, fails for good or its context ends. No goroutines.
 package retry
 
 import (
@@ -35,11 +32,9 @@ func (b Backoff) Delay(attempt int) time.Duration {
 	return d
 }
 
-// Until calls op until it returns nil, returns an error that retrying cannot fix (retryable
-// false; nil retryable retries every error), or ctx ends. Between attempts it calls onRetry
-// (when not nil) with the error and the coming wait, for the caller's log line, then waits
-// Delay(attempt). op gets the attempt's number, 0 for the first. Until returns nil once op
-// succeeded, else op's last error: check ctx.Err to tell a cancel from a failure.
+// Until calls op (attempt 0, 1, ...) until it returns nil, an error retrying cannot fix
+// (retryable false; nil retries all), or ctx ends, calling onRetry (if set) with the error and
+// the wait before each wait. It returns nil or op's last error (ctx.Err tells a cancel apart).
 func (b Backoff) Until(ctx context.Context, op func(attempt int) error, retryable func(error) bool, onRetry func(err error, wait time.Duration)) error {
 	for attempt := 0; ; attempt++ {
 		err := op(attempt)
