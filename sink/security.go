@@ -36,13 +36,6 @@ type SecurityError struct{ Err error }
 func (e *SecurityError) Error() string { return e.Err.Error() }
 func (e *SecurityError) Unwrap() error { return e.Err }
 
-// SASL mechanisms, as Kafka names them.
-const (
-	saslPlain       = "PLAIN"
-	saslScramSHA256 = "SCRAM-SHA-256"
-	saslScramSHA512 = "SCRAM-SHA-512"
-)
-
 // Opts checks s, reads its files and returns the franz-go options for it, to put into
 // Config.Opts. Errors are a *SecurityError and never contain the password.
 func (s Security) Opts() ([]kgo.Opt, error) {
@@ -108,11 +101,11 @@ func (s Security) sasl(withTLS bool) (sasl.Mechanism, error) {
 	}
 	var errs []error
 	switch mech {
-	case saslPlain, saslScramSHA256, saslScramSHA512:
+	case "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512": // as Kafka names them
 	default:
 		errs = append(errs, fmt.Errorf("Security.SASLMechanism %q: use PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", s.SASLMechanism))
 	}
-	if mech == saslPlain && !withTLS {
+	if mech == "PLAIN" && !withTLS {
 		errs = append(errs, errors.New("Security.SASLMechanism PLAIN sends the password as it is: it needs Security.TLS"))
 	}
 	if s.User == "" {
@@ -125,9 +118,9 @@ func (s Security) sasl(withTLS bool) (sasl.Mechanism, error) {
 		return nil, err
 	}
 	switch mech {
-	case saslPlain:
+	case "PLAIN":
 		return plain.Auth{User: s.User, Pass: s.Password}.AsMechanism(), nil
-	case saslScramSHA256:
+	case "SCRAM-SHA-256":
 		return scram.Auth{User: s.User, Pass: s.Password}.AsSha256Mechanism(), nil
 	default:
 		return scram.Auth{User: s.User, Pass: s.Password}.AsSha512Mechanism(), nil

@@ -14,8 +14,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/cdc-relay/cdc-relay/sink"
 )
 
 // errHelp is returned when --help was asked for: the usage is printed and the exit is 0.
@@ -138,15 +136,6 @@ func (c *common) validateWith(errs []error) error {
 		return &usageError{err}
 	}
 	return nil
-}
-
-// cloudEvents is the record format of --format and --ce-source for the database of --pg-url.
-func (c *common) cloudEvents(format, source string) (*sink.CloudEvents, error) {
-	ce, err := sink.NewCloudEvents(format, source, &c.pg.Config)
-	if err != nil {
-		return nil, &usageError{err}
-	}
-	return ce, nil
 }
 
 func (c *common) logger(w io.Writer) *slog.Logger {

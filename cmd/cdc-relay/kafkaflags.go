@@ -66,6 +66,43 @@ func (k *kafkaSecurity) opts() ([]kgo.Opt, error) {
 	return o, nil
 }
 
+// producerFlags are the flags of the commands that publish (run, poll, cutover): the brokers,
+// their security, the dead-letter topic and the record format.
+type producerFlags struct {
+	brokers  listFlag
+	ksec     kafkaSecurity
+	format   string
+	ceSource string
+}
+
+func (p *producerFlags) register(fs *flag.FlagSet, dlqTopic *string) {
+	fs.Var(&p.brokers, "brokers", "Kafka seed brokers, host:port, comma-separated")
+	p.ksec.register(fs)
+	fs.StringVar(dlqTopic, "dlq-topic", "cdc-relay.dlq", "dead-letter topic for rows that cannot be published and records Kafka rejects for good")
+	fs.StringVar(&p.format, "format", sink.FormatOutbox, "record format: outbox (the record contract) or cloudevents (the contract plus the CloudEvents Kafka binding's binary-mode ce_* headers and content-type)")
+	fs.StringVar(&p.ceSource, "ce-source", "", "ce_source of every event with --format cloudevents (default /cdc-relay/<database>/<schema.table>)")
+}
+
+// sink checks the group and puts it into cfg: the brokers, the record format, the security
+// options and franz-go's log. It logs what the configuration exposes (warnInsecure).
+func (p *producerFlags) sink(cfg *sink.Config, c *common, fs *flag.FlagSet, log *slog.Logger) error {
+	if len(p.brokers) == 0 {
+		return usageErr("--brokers is required (or set CDC_RELAY_BROKERS)")
+	}
+	ce, err := sink.NewCloudEvents(p.format, p.ceSource, &c.pg.Config)
+	if err != nil {
+		return &usageError{err}
+	}
+	kopts, err := p.ksec.opts()
+	if err != nil {
+		return err
+	}
+	cfg.Brokers, cfg.CloudEvents = p.brokers, ce
+	cfg.Opts = append(append(cfg.Opts, kopts...), kafkaLogger(log))
+	warnInsecure(log, fs, c, p.brokers, &p.ksec)
+	return nil
+}
+
 // kafkaFlagNames puts the flags into sink.Security's errors.
 var kafkaFlagNames = strings.NewReplacer("Security.TLS", "--kafka-tls", "Security.CAFile", "--kafka-ca-file",
 	"Security.CertFile", "--kafka-cert-file", "Security.KeyFile", "--kafka-key-file",

@@ -1,6 +1,6 @@
-// Package tlshint says what to check after a TLS handshake failed, for PostgreSQL (cmd) and
-// Kafka (sink) alike: one table of the failures, each side with its own words for the peer and
-// its settings. It is pure: no goroutines, no contexts.
+// Package tlshint is the one table of TLS handshake failures that the same configuration meets
+// again (untrusted CA, wrong name, no TLS), with what to check, in each side's words: cmd's
+// PostgreSQL hints, sink's Kafka hints, replication's retry decision. Pure: no goroutines.
 package tlshint
 
 import (
