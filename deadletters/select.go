@@ -111,4 +111,3 @@ func ParseID(fromTopic bool, id string) error {
 	}
 	return nil
 }
-

@@ -46,4 +46,6 @@
 //
 // Run polls until its context ends. The cycle in progress is finished (within AckTimeout) so
 // the rows Kafka already holds are marked; then the producer is flushed and closed.
+// WatchPending, run beside it in a goroutine of its own, counts the pending rows for the
+// metrics on the same pool until its context ends.
 package poller

@@ -9,9 +9,7 @@
 // also while the channel is full because Kafka is slow, so wal_sender_timeout never fires.
 //
 // While it drains a backlog (the Begins it reads were committed well before they were sent),
-// it reads bigger batches, and from PostgreSQL on the same host it reads at a paced rate that
-// keeps the walsender's CPU per transaction at its lowest (pace.go; DESIGN.md, "Reading a
-// backlog").
+// it reads bigger batches (reader.go; DESIGN.md, "Reading a backlog").
 //
 // One goroutine owns the connection: the one running Run. Ack and the read-only accessors are
 // safe from any goroutine. When the connection is lost, Run reconnects with backoff, sends a

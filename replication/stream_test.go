@@ -1,14 +1,12 @@
 package replication
 
 import (
-	"encoding/binary"
 	"errors"
 	"io"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -132,27 +130,5 @@ func TestClassifyServerErrors(t *testing.T) {
 	}
 	if msg := classify(cases["lost"].pg, "s").Error(); !strings.Contains(msg, "slot drop") || !strings.Contains(msg, "slot create") {
 		t.Errorf("a lost slot must say how to recover: %s", msg)
-	}
-}
-
-func TestBeginLag(t *testing.T) {
-	msg := func(kind byte, sent, committed int64) []byte {
-		b := []byte{pglogrepl.XLogDataByteID}
-		b = binary.BigEndian.AppendUint64(b, 0x100)
-		b = binary.BigEndian.AppendUint64(b, 0x100)
-		b = binary.BigEndian.AppendUint64(b, uint64(sent))
-		b = append(b, kind)
-		b = binary.BigEndian.AppendUint64(b, 0x200)
-		b = binary.BigEndian.AppendUint64(b, uint64(committed))
-		return binary.BigEndian.AppendUint32(b, 7)
-	}
-	if lag, ok := beginLag(msg('B', 5_000_000, 4_975_000)); !ok || lag != 25*time.Millisecond {
-		t.Errorf("Begin sent 25ms after its commit: lag %s, %v", lag, ok)
-	}
-	if _, ok := beginLag(msg('I', 5_000_000, 4_975_000)); ok {
-		t.Error("an Insert read as a Begin")
-	}
-	if _, ok := beginLag(msg('B', 5_000_000, 4_975_000)[:40]); ok {
-		t.Error("a truncated Begin read")
 	}
 }

@@ -1,13 +1,13 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"log/slog"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/plugin/kslog"
 
 	"github.com/cdc-relay/cdc-relay/sink"
 )
@@ -111,29 +111,17 @@ var kafkaFlagNames = strings.NewReplacer("Security.TLS", "--kafka-tls", "Securit
 
 // kafkaLogger passes franz-go's warnings and errors (a broker that cannot be reached, a TLS
 // handshake or SASL authentication that failed) to the relay's log, so that every retry
-// says why. franz-go never logs credentials.
+// says why; its informational messages only at --log-level debug, and never its debug ones.
+// franz-go never logs credentials.
 func kafkaLogger(log *slog.Logger) kgo.Opt {
-	return kgo.WithLogger(&kgoLog{log: log.With("component", "kafka")})
+	return kgo.WithLogger(kafkaLog{kslog.New(log.With("component", "kafka"))})
 }
 
-type kgoLog struct{ log *slog.Logger }
+type kafkaLog struct{ *kslog.Logger }
 
-func (l *kgoLog) Level() kgo.LogLevel {
-	if l.log.Enabled(context.Background(), slog.LevelDebug) {
+func (l kafkaLog) Level() kgo.LogLevel {
+	if l.Logger.Level() == kgo.LogLevelDebug {
 		return kgo.LogLevelInfo
 	}
 	return kgo.LogLevelWarn
-}
-
-func (l *kgoLog) Log(level kgo.LogLevel, msg string, keyvals ...any) {
-	lvl := slog.LevelInfo
-	switch level {
-	case kgo.LogLevelError:
-		lvl = slog.LevelError
-	case kgo.LogLevelWarn:
-		lvl = slog.LevelWarn
-	case kgo.LogLevelDebug:
-		lvl = slog.LevelDebug
-	}
-	l.log.Log(context.Background(), lvl, msg, keyvals...)
 }
