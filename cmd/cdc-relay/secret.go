@@ -52,20 +52,36 @@ func readSecretFile(flagName, path string) (string, error) {
 // --pg-password-file replaces the URL's (it is never put into a URL string, so nothing that
 // prints the URL can show it), and --pg-timeout caps the URL's connect_timeout. Multi-host
 // URLs keep their fallbacks (and target_session_attrs its check) in every copy.
-func (c *common) loadPG() error {
-	cfg, err := pgx.ParseConfig(c.pgURL)
+func (c *common) loadPG() (err error) {
+	c.pg, err = c.parsePG("pg-url", c.pgURL)
+	return err
+}
+
+// at is c for another server (--primary-url, --standby-url): the same password and timeout.
+func (c *common) at(flag, url string) (*common, error) {
+	pg, err := c.parsePG(flag, url)
+	if err != nil {
+		return nil, &usageError{err}
+	}
+	o := *c
+	o.pgURL, o.pg = url, pg
+	return &o, nil
+}
+
+// parsePG parses url, the value of --flag, as loadPG does.
+func (c *common) parsePG(flag, url string) (*pgx.ConnConfig, error) {
+	cfg, err := pgx.ParseConfig(url)
 	if err != nil {
 		// pgconn's parse errors never include the password.
-		return fmt.Errorf("bad --pg-url: %w", err)
+		return nil, fmt.Errorf("bad --%s: %w", flag, err)
 	}
 	if c.pgPasswordFile != "" {
 		if cfg.Password, err = readSecretFile("pg-password-file", c.pgPasswordFile); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if cfg.ConnectTimeout == 0 || cfg.ConnectTimeout > c.pgTimeout {
 		cfg.ConnectTimeout = c.pgTimeout
 	}
-	c.pg = cfg
-	return nil
+	return cfg, nil
 }
