@@ -101,16 +101,22 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if pcfg.Table == "" {
 		pcfg.Table = "public.outbox"
 	}
-	conn, err := connect(ctx, pcfg)
+	cc := pcfg.Conn.Copy()
+	if _, ok := cc.RuntimeParams["application_name"]; !ok {
+		cc.RuntimeParams["application_name"] = "cdc-relay cutover"
+	}
+	conn, err := pgx.ConnectConfig(ctx, cc)
 	if err != nil {
-		return res, err
+		return res, fmt.Errorf("cutover: connect to PostgreSQL at %s:%d: %w", cc.Host, cc.Port, err)
 	}
 	defer conn.Close(context.Background())
 	warnRunningPoller(ctx, conn, log)
 
-	repl, err := connectReplication(ctx, pcfg)
+	rc := cc.Config.Copy() // the same server, replication=database
+	rc.RuntimeParams["replication"] = "database"
+	repl, err := pgconn.ConnectConfig(ctx, rc)
 	if err != nil {
-		return res, err
+		return res, fmt.Errorf("cutover: replication connection to PostgreSQL at %s:%d: %w", rc.Host, rc.Port, err)
 	}
 	replClosed := false
 	closeRepl := func() {
@@ -200,36 +206,6 @@ func warnRunningPoller(ctx context.Context, conn *pgx.Conn, log *slog.Logger) {
 	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = 'cdc-relay poll' AND datname = current_database()`).Scan(&n); err == nil && n > 0 {
 		log.Warn("a `cdc-relay poll` is still connected: stop the old poller before the relay starts, or both publish every new row", "sessions", n)
 	}
-}
-
-// connConfig copies cfg's connection and names the application.
-func connConfig(cfg poller.Config) *pgx.ConnConfig {
-	cc := cfg.Conn.Copy()
-	if _, ok := cc.RuntimeParams["application_name"]; !ok {
-		cc.RuntimeParams["application_name"] = "cdc-relay cutover"
-	}
-	return cc
-}
-
-// connectReplication opens a replication connection (replication=database).
-func connectReplication(ctx context.Context, cfg poller.Config) (*pgconn.PgConn, error) {
-	rc := &connConfig(cfg).Config
-	rc.RuntimeParams["replication"] = "database"
-	conn, err := pgconn.ConnectConfig(ctx, rc)
-	if err != nil {
-		return nil, fmt.Errorf("cutover: replication connection to PostgreSQL at %s:%d: %w", rc.Host, rc.Port, err)
-	}
-	return conn, nil
-}
-
-// connect opens a normal connection with cfg's URL, password and timeout.
-func connect(ctx context.Context, cfg poller.Config) (*pgx.Conn, error) {
-	cc := connConfig(cfg)
-	conn, err := pgx.ConnectConfig(ctx, cc)
-	if err != nil {
-		return nil, fmt.Errorf("cutover: connect to PostgreSQL at %s:%d: %w", cc.Host, cc.Port, err)
-	}
-	return conn, nil
 }
 
 func column(name, def string) string {

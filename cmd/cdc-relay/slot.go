@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -163,6 +164,20 @@ func cmdSlotCreate(ctx context.Context, args []string, stdout, stderr io.Writer)
 	return nil
 }
 
+// slotConn parses a slot command's flags, checks them and the slot's name, and connects.
+func slotConn(ctx context.Context, fs *flag.FlagSet, args []string, c *common) (*pgx.Conn, error) {
+	if err := parse(fs, args); err != nil {
+		return nil, err
+	}
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	if err := slotstore.ValidateName("slot", c.slot); err != nil {
+		return nil, &usageError{err}
+	}
+	return connectPG(ctx, c)
+}
+
 func cmdSlotStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var c common
 	var pub, standbyURL string
@@ -174,16 +189,7 @@ func cmdSlotStatus(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs.StringVar(&standbyURL, "standby-url", "", "also show the slot's copy on this standby (failover slots, PostgreSQL 17+): synced, and whether a promotion would keep it")
 	fs.BoolVar(&asJSON, "json", false, "print JSON instead of text")
 	ops.registerWarn(fs)
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if err := c.validate(); err != nil {
-		return err
-	}
-	if err := slotstore.ValidateName("slot", c.slot); err != nil {
-		return &usageError{err}
-	}
-	conn, err := connectPG(ctx, &c)
+	conn, err := slotConn(ctx, fs, args, &c)
 	if err != nil {
 		return err
 	}
@@ -271,16 +277,7 @@ func cmdSlotDrop(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs := newFlagSet("slot drop", "slot drop --pg-url URL --slot NAME [--publication NAME]", stderr)
 	c.register(fs)
 	fs.StringVar(&pub, "publication", "", "also drop this publication")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if err := c.validate(); err != nil {
-		return err
-	}
-	if err := slotstore.ValidateName("slot", c.slot); err != nil {
-		return &usageError{err}
-	}
-	conn, err := connectPG(ctx, &c)
+	conn, err := slotConn(ctx, fs, args, &c)
 	if err != nil {
 		return err
 	}
