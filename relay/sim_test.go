@@ -276,10 +276,11 @@ func (h *harness) script(e simwal.Event) simwal.Action {
 }
 
 func (h *harness) config() Config {
+	conn := h.srv.ConnConfig()
+	conn.ConnectTimeout = 5 * time.Second
 	return Config{
 		Replication: replication.Config{
-			ConnString: h.srv.ConnString(), Slot: "sim_slot", Publications: []string{"pub"},
-			StatusInterval: h.sc.statusInterval, ConnectTimeout: 5 * time.Second,
+			Conn: conn, Slot: "sim_slot", Publications: []string{"pub"}, StatusInterval: h.sc.statusInterval,
 			MinBackoff: 2 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, StandbyRetry: 10 * time.Millisecond,
 		},
 		Sink: sink.Config{

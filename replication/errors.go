@@ -1,13 +1,13 @@
 package replication
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/cdc-relay/cdc-relay/internal/tlshint"
 )
 
 var (
@@ -85,17 +85,7 @@ func IsRetryable(err error) bool {
 
 // tlsRefused reports a TLS failure that the same configuration meets again: a certificate that
 // is not trusted or does not name the host, or a server that does not speak TLS.
-func tlsRefused(err error) bool {
-	var (
-		unknown  x509.UnknownAuthorityError
-		hostname x509.HostnameError
-		invalid  x509.CertificateInvalidError
-		verify   *tls.CertificateVerificationError
-		header   tls.RecordHeaderError
-	)
-	return errors.As(err, &unknown) || errors.As(err, &hostname) || errors.As(err, &invalid) ||
-		errors.As(err, &verify) || errors.As(err, &header)
-}
+func tlsRefused(err error) bool { return tlshint.Hint(err, tlshint.Words{}) != "" }
 
 // classify maps a server error to the package's sentinels, keeping the server's words.
 func classify(err error, slot string) error {

@@ -15,14 +15,18 @@ import (
 )
 
 // simStream starts a fake walsender (internal/simwal) and a Stream on it.
-func simStream(t *testing.T, cfg Config) (*simwal.Server, *Stream) {
+// connectTimeout, when given, bounds connecting and starting a session (default 10s).
+func simStream(t *testing.T, cfg Config, connectTimeout ...time.Duration) (*simwal.Server, *Stream) {
 	t.Helper()
 	srv, err := simwal.New("sim_slot", 0x1000)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
-	cfg.ConnString = srv.ConnString()
+	cfg.Conn = srv.ConnConfig()
+	for _, d := range connectTimeout {
+		cfg.Conn.ConnectTimeout = d
+	}
 	cfg.Slot = "sim_slot"
 	cfg.Publications = []string{"pub"}
 	if cfg.Logger == nil {
@@ -165,7 +169,7 @@ func TestSimStreamWaitsAsStandby(t *testing.T) {
 // Nothing listening: the stream waits for PostgreSQL, retrying, as a relay (re)started during
 // an outage must (issue 10, defects 5 and 8), and a cancel ends it cleanly.
 func TestSimStreamNoServerWaits(t *testing.T) {
-	srv, s := simStream(t, Config{ConnectTimeout: time.Second, MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
+	srv, s := simStream(t, Config{MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond}, time.Second)
 	srv.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgproto3"
 )
 
@@ -121,9 +122,10 @@ func New(slot string, start pglogrepl.LSN) (*Server, error) {
 	return s, nil
 }
 
-// ConnString is a URL for pgconn (no TLS).
-func (s *Server) ConnString() string {
-	return "postgres://sim@" + s.ln.Addr().String() + "/sim?sslmode=disable"
+// ConnConfig is the parsed connection configuration of the server (no TLS).
+func (s *Server) ConnConfig() *pgx.ConnConfig {
+	cc, _ := pgx.ParseConfig("postgres://sim@" + s.ln.Addr().String() + "/sim?sslmode=disable") // cannot fail
+	return cc
 }
 
 // Close stops the server and every session, and waits for their goroutines.
