@@ -13,6 +13,15 @@ demo:
 test:
 	scripts/test.sh
 
+## test-matrix: the core end-to-end tests on every supported PostgreSQL, 14 to 18, one after another
+## (each version's server started by scripts/dev-up.sh, one shared Kafka). PG_VERSIONS=14,18 picks
+## some; MATRIX_TESTS=TestSlotCLILifecycle,... other tests of e2e/ (by name).
+PG_VERSIONS ?= 14 15 16 17 18
+MATRIX_TESTS ?=
+.PHONY: test-matrix
+test-matrix:
+	CDC_RELAY_MATRIX_VERSIONS="$(PG_VERSIONS)" CDC_RELAY_MATRIX_TESTS="$(MATRIX_TESTS)" scripts/test-matrix.sh
+
 ## sim: N seeded simulation schedules of the relay (scripted walsender, kfake); no services needed.
 N ?= 1000
 sim:

@@ -45,11 +45,9 @@ func (c Columns) withDefaults() Columns {
 
 // Config configures a Poller. Zero fields take the defaults stated.
 type Config struct {
-	// ConnString is the PostgreSQL URL or keyword/value string. Required.
-	ConnString string
-	// Password, when not empty, replaces the password of ConnString (e.g. read from a
-	// file, so that it is in no URL). It is never logged.
-	Password string
+	// Conn is the parsed PostgreSQL connection (password, connect timeout, TLS applied).
+	// Required. The poller's connections copy it.
+	Conn *pgx.ConnConfig
 	// Table is the outbox table, "schema.table" or "table" (schema public).
 	// Default "public.outbox".
 	Table string
@@ -72,8 +70,6 @@ type Config struct {
 	// ProbeTimeout bounds the metadata request that checks Kafka before the first cycle and
 	// after a cycle that found it unavailable. Default 2s.
 	ProbeTimeout time.Duration
-	// ConnectTimeout bounds connecting to PostgreSQL. Default 10s.
-	ConnectTimeout time.Duration
 	// MaxBackoff bounds the wait between cycles while PostgreSQL or Kafka is unavailable.
 	// Default 5s.
 	MaxBackoff time.Duration
@@ -92,8 +88,8 @@ type Config struct {
 // Validate reports a configuration that cannot work.
 func (c Config) Validate() error {
 	var errs []error
-	if c.ConnString == "" {
-		errs = append(errs, errors.New("poller: no PostgreSQL URL (set --pg-url or CDC_RELAY_PG_URL)"))
+	if c.Conn == nil {
+		errs = append(errs, errors.New("poller: no PostgreSQL connection configured"))
 	}
 	if _, err := parseTable(c.withDefaults().Table); err != nil {
 		errs = append(errs, err)
@@ -101,7 +97,7 @@ func (c Config) Validate() error {
 	if c.Batch < 0 || c.Batch > maxBatch {
 		errs = append(errs, fmt.Errorf("poller: batch %d: use 1 to %d", c.Batch, maxBatch))
 	}
-	if c.Interval < 0 || c.AckTimeout < 0 || c.ProbeTimeout < 0 || c.ConnectTimeout < 0 || c.MaxBackoff < 0 {
+	if c.Interval < 0 || c.AckTimeout < 0 || c.ProbeTimeout < 0 || c.MaxBackoff < 0 {
 		errs = append(errs, errors.New("poller: intervals and timeouts must not be negative"))
 	}
 	errs = append(errs, c.Sink.Validate())
@@ -130,9 +126,6 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ProbeTimeout == 0 {
 		c.ProbeTimeout = 2 * time.Second
-	}
-	if c.ConnectTimeout == 0 {
-		c.ConnectTimeout = 10 * time.Second
 	}
 	if c.MaxBackoff == 0 {
 		c.MaxBackoff = 5 * time.Second

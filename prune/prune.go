@@ -10,6 +10,8 @@ import (
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/cdc-relay/cdc-relay/internal/retry"
 )
 
 // Mode says which publisher marks rows published.
@@ -55,17 +57,17 @@ func (o Options) Validate() error {
 	switch o.Mode {
 	case ModeRun:
 		if o.Slot == "" {
-			errs = append(errs, errors.New("prune: --slot is required with --mode run (the slot whose relay publishes the table)"))
+			errs = append(errs, errors.New("prune: Options.Slot is required with Options.Mode run (the slot whose relay publishes the table)"))
 		}
 	case ModePoll:
 	default:
-		errs = append(errs, fmt.Errorf("prune: mode %q: use run or poll", o.Mode))
+		errs = append(errs, fmt.Errorf("prune: Options.Mode %q: use run or poll", o.Mode))
 	}
 	if o.OlderThan <= 0 {
-		errs = append(errs, errors.New("prune: --older-than must be positive (e.g. 168h)"))
+		errs = append(errs, errors.New("prune: Options.OlderThan must be positive (e.g. 168h)"))
 	}
 	if o.Batch < 0 || o.Wait < 0 {
-		errs = append(errs, errors.New("prune: --batch and --wait must not be negative"))
+		errs = append(errs, errors.New("prune: Options.Batch and Options.Wait must not be negative"))
 	}
 	return errors.Join(errs...)
 }
@@ -242,12 +244,8 @@ func mark(ctx context.Context, conn *pgx.Conn, o Options, res *Result) error {
 			return fmt.Errorf("%w: slot %q confirmed %s, the mark is %s (waited %s; is `cdc-relay run` streaming from it?); nothing was deleted",
 				ErrNotConfirmed, o.Slot, res.Confirmed, res.MarkLSN, o.Wait)
 		}
-		t := time.NewTimer(o.PollInterval)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !retry.Sleep(ctx, o.PollInterval) {
 			return ctx.Err()
-		case <-t.C:
 		}
 	}
 }

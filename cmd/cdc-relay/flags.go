@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // errHelp is returned when --help was asked for: the usage is printed and the exit is 0.
@@ -85,9 +87,11 @@ type common struct {
 	logFormat string
 	logLevel  string
 	pgTimeout time.Duration
-	// pgPasswordFile is --pg-password-file; loadPGPassword reads it into pgPassword (secret.go).
+	// pgPasswordFile is --pg-password-file; loadPG reads it into pg (secret.go).
 	pgPasswordFile string
-	pgPassword     string
+	// pg is --pg-url parsed once, with the password of --pg-password-file and --pg-timeout
+	// applied: every PostgreSQL connection of the command takes a copy.
+	pg *pgx.ConnConfig
 }
 
 func (c *common) register(fs *flag.FlagSet) {
@@ -118,6 +122,8 @@ func (c *common) validateNoSlot() error { return c.validateWith(nil) }
 func (c *common) validateWith(errs []error) error {
 	if c.pgURL == "" {
 		errs = append([]error{errors.New("--pg-url is required (or set CDC_RELAY_PG_URL)")}, errs...)
+	} else if err := c.loadPG(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.logFormat != "text" && c.logFormat != "json" {
 		errs = append(errs, fmt.Errorf("--log-format %q: use text or json", c.logFormat))
@@ -125,9 +131,6 @@ func (c *common) validateWith(errs []error) error {
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(c.logLevel)); err != nil {
 		errs = append(errs, fmt.Errorf("--log-level %q: use debug, info, warn or error", c.logLevel))
-	}
-	if err := c.loadPGPassword(); err != nil {
-		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return &usageError{err}
