@@ -27,8 +27,10 @@ N ?= 1000
 sim:
 	go test -count=1 -timeout 0 -run 'Sim$$' ./relay -sim.n $(N)
 
-## bench: run vs poll vs pg_recvlogical on the local services; prints the table and writes
-## results/<date>/ (table.md, latency-cdf.svg/png, report.json). BENCH_FLAGS=--quick for a short run.
+## bench: run vs poll vs Debezium (as shipped and tuned; jars via scripts/debezium-jars.sh) vs
+## pg_recvlogical on the local services; prints the table and writes results/<date>/ (table.md,
+## latency-cdf.svg/png, report.json). BENCH_FLAGS=--quick for a short run,
+## BENCH_FLAGS="--publishers run,debezium" for a subset.
 bench:
 	eval "$$(scripts/dev-up.sh)" && go run -C tools ./cmd/cdc-bench --out ../results $(BENCH_FLAGS)
 
