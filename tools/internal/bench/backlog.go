@@ -267,7 +267,7 @@ func (e *env) recvLogical(ctx context.Context, label string, f *fixture, slot, e
 	if err := p.wait(wctx); err != nil {
 		return drainRun{}, err
 	}
-	r := drainRun{elapsed: p.ended.Sub(p.started), rss: p.peakRSS(), cpu: p.cpu()}
+	r := drainRun{elapsed: p.Ended().Sub(p.started), rss: p.peakRSS(), cpu: p.CPU()}
 	r.walCPU, r.walOK = ws.stop()
 	e.progress("%s: %.2fs (%.0f rows/s)%s", label, r.elapsed.Seconds(), float64(n)/r.elapsed.Seconds(), walsenderNote(r))
 	return r, nil

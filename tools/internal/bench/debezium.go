@@ -139,7 +139,7 @@ func (e *env) worker(ctx context.Context, pub Publisher) (*connectWorker, error)
 	e.mu.Lock()
 	w := e.workers[pub.Name]
 	e.mu.Unlock()
-	if w != nil && !w.p.exited() {
+	if w != nil && !w.p.Exited() {
 		return w, nil
 	}
 	if w == nil {
@@ -320,7 +320,7 @@ func (w *connectWorker) post(ctx context.Context, name string, cfg map[string]st
 // the phase's cleanup drops it).
 func (w *connectWorker) remove(name string) {
 	delete(w.conns, name)
-	if w.p == nil || w.p.exited() {
+	if w.p == nil || w.p.Exited() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -371,9 +371,8 @@ func firstLines(s string, n int) string {
 
 // kill sends SIGKILL to the JVM and waits for it to be gone.
 func (w *connectWorker) kill() {
-	if w.p != nil && !w.p.exited() {
-		_ = w.p.cmd.Process.Kill()
-		<-w.p.done
+	if w.p != nil && !w.p.Exited() {
+		w.p.Kill()
 	}
 }
 
@@ -400,7 +399,7 @@ func (w *connectWorker) stop() {
 
 // cpu is the JVM's utime+stime so far (0 once it has exited).
 func (w *connectWorker) cpu() time.Duration {
-	st, err := readProcStat(w.p.cmd.Process.Pid)
+	st, err := readProcStat(w.p.PID())
 	if err != nil {
 		return 0
 	}

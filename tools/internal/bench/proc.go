@@ -4,14 +4,12 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
-	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/cdc-relay/cdc-relay/internal/build"
+	runner "github.com/cdc-relay/cdc-relay/internal/proc"
 )
 
 // BuildRelay builds cmd/cdc-relay of the module around the working directory into dir and
@@ -20,15 +18,13 @@ func BuildRelay(ctx context.Context, dir string) (string, error) {
 	return build.Relay(ctx, dir, false)
 }
 
-// proc is a publisher or pg_recvlogical running as a child process, its output in a log file.
+// proc is a publisher, pg_recvlogical or a Connect worker running as a child process
+// (internal/proc), its output in a log file and its peak RSS sampled while it runs.
 type proc struct {
+	*runner.Process
 	name    string
-	cmd     *exec.Cmd
 	log     *os.File
 	started time.Time
-	done    chan struct{}
-	ended   time.Time
-	err     error        // from Wait
 	hwm     atomic.Int64 // VmHWM, sampled every 50ms while the process runs
 }
 
@@ -37,75 +33,53 @@ func startProc(name, logPath string, env []string, bin string, args ...string) (
 	if err != nil {
 		return nil, err
 	}
-	p := &proc{name: name, cmd: exec.Command(bin, args...), log: f, done: make(chan struct{})}
-	if len(env) > 0 {
-		p.cmd.Env = append(os.Environ(), env...)
-	}
-	p.cmd.Stdout, p.cmd.Stderr = f, f
-	p.started = time.Now()
-	if err := p.cmd.Start(); err != nil {
+	p := &proc{name: name, log: f, started: time.Now()}
+	if p.Process, err = runner.Start(f, env, bin, args...); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("bench: start %s: %w", name, err)
+		return nil, fmt.Errorf("bench: %s: %w", name, err)
 	}
-	go p.sampleRSS()
 	go func() {
-		p.err = p.cmd.Wait()
-		p.ended = time.Now()
+		<-p.Done()
 		f.Close()
-		close(p.done)
 	}()
+	go p.sampleRSS()
 	return p, nil
-}
-
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
 }
 
 // stop sends SIGTERM and waits for the exit (SIGKILL after timeout). A publisher stopped
 // this way exits 0; anything else is an error that names the log.
 func (p *proc) stop(timeout time.Duration) error {
-	if !p.exited() {
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(timeout):
-			_ = p.cmd.Process.Kill()
-			<-p.done
-			return fmt.Errorf("bench: %s ignored SIGTERM for %s (log %s)", p.name, timeout, p.log.Name())
-		}
+	if err := p.Stop(timeout); err != nil {
+		return fmt.Errorf("bench: %s %w (log %s)", p.name, err, p.log.Name())
 	}
-	if p.err != nil {
-		return fmt.Errorf("bench: %s: %w (log %s:\n%s)", p.name, p.err, p.log.Name(), tail(p.log.Name(), 20))
-	}
-	return nil
+	return p.exitErr("")
 }
 
 // wait waits for the process to exit by itself.
 func (p *proc) wait(ctx context.Context) error {
 	select {
-	case <-p.done:
+	case <-p.Done():
 	case <-ctx.Done():
-		_ = p.cmd.Process.Kill()
-		<-p.done
+		p.Kill()
 		return ctx.Err()
 	}
-	if p.err != nil {
-		return fmt.Errorf("bench: %s: %w (log %s:\n%s)", p.name, p.err, p.log.Name(), tail(p.log.Name(), 20))
-	}
-	return nil
+	return p.exitErr("")
 }
 
 // failed returns a non-nil error if the process has exited before it was asked to.
 func (p *proc) failed() error {
-	if !p.exited() {
+	if !p.Exited() {
 		return nil
 	}
-	return fmt.Errorf("bench: %s exited early: %v (log %s:\n%s)", p.name, p.err, p.log.Name(), tail(p.log.Name(), 20))
+	return p.exitErr(" exited early")
+}
+
+// exitErr names the log's tail if the exited process failed.
+func (p *proc) exitErr(what string) error {
+	if p.Err() == nil && what == "" {
+		return nil
+	}
+	return fmt.Errorf("bench: %s%s: %v (log %s:\n%s)", p.name, what, p.Err(), p.log.Name(), tail(p.log.Name(), 20))
 }
 
 // sampleRSS keeps the process's VmHWM until it exits.
@@ -115,46 +89,26 @@ func (p *proc) sampleRSS() {
 	for {
 		p.readHWM()
 		select {
-		case <-p.done:
+		case <-p.Done():
 			return
 		case <-t.C:
 		}
 	}
 }
 
-// readHWM reads VmHWM from /proc/PID/status (the high-water mark of the program's own
-// memory: unlike rusage's maxrss it does not count the parent's image before exec).
 func (p *proc) readHWM() {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(p.cmd.Process.Pid) + "/status")
-	if err != nil {
-		return
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmHWM:" {
-			kb, _ := strconv.ParseInt(f[1], 10, 64)
-			if v := kb << 10; v > p.hwm.Load() {
-				p.hwm.Store(v)
-			}
-			return
-		}
+	if v, err := runner.PeakRSS(p.PID()); err == nil && v > p.hwm.Load() {
+		p.hwm.Store(v)
 	}
 }
 
 // peakRSS returns the process's peak resident set (VmHWM) in bytes: read now if it runs,
 // else the last sample.
 func (p *proc) peakRSS() int64 {
-	if !p.exited() {
+	if !p.Exited() {
 		p.readHWM()
 	}
 	return p.hwm.Load()
-}
-
-// cpu returns the user+system CPU time of the exited process.
-func (p *proc) cpu() time.Duration {
-	if p.cmd.ProcessState == nil {
-		return 0
-	}
-	return p.cmd.ProcessState.UserTime() + p.cmd.ProcessState.SystemTime()
 }
 
 func tail(path string, n int) string {

@@ -55,12 +55,11 @@ type relayRun struct{ p *proc }
 func (r relayRun) failed() error        { return r.p.failed() }
 func (r relayRun) finish() error        { return r.p.stop(30 * time.Second) }
 func (r relayRun) peakRSS() int64       { return r.p.peakRSS() }
-func (r relayRun) cpu() time.Duration   { return r.p.cpu() }
+func (r relayRun) cpu() time.Duration   { return r.p.CPU() }
 func (r relayRun) startedAt() time.Time { return r.p.started }
 func (r relayRun) kill9() {
-	if !r.p.exited() {
-		_ = r.p.cmd.Process.Kill()
-		<-r.p.done
+	if !r.p.Exited() {
+		r.p.Kill()
 	}
 }
 

@@ -2,12 +2,10 @@ package bench
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/prometheus/procfs"
 )
 
 // clockTick is the unit of utime and stime in /proc/<pid>/stat: USER_HZ, 100 on every Linux
@@ -23,34 +21,15 @@ type procStat struct {
 
 // readProcStat reads /proc/<pid>/stat.
 func readProcStat(pid int) (procStat, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	p, err := procfs.NewProc(pid)
 	if err != nil {
 		return procStat{}, err
 	}
-	return parseProcStat(string(b))
-}
-
-// parseProcStat parses the text of /proc/<pid>/stat: "pid (comm) state ppid ...", where comm
-// may itself hold spaces and parentheses, utime and stime are fields 14 and 15 and starttime
-// is field 22 (proc(5)).
-func parseProcStat(s string) (procStat, error) {
-	open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-	if open < 0 || end < open {
-		return procStat{}, fmt.Errorf("bench: /proc stat %.40q: no (comm)", s)
+	st, err := p.Stat()
+	if err != nil {
+		return procStat{}, err
 	}
-	f := strings.Fields(s[end+1:]) // f[0] is field 3, so field n is f[n-3]
-	if len(f) < 20 {
-		return procStat{}, fmt.Errorf("bench: /proc stat %.40q: %d fields after comm, want at least 20", s, len(f))
-	}
-	var n [3]uint64
-	for i, field := range []int{14, 15, 22} {
-		v, err := strconv.ParseUint(f[field-3], 10, 64)
-		if err != nil {
-			return procStat{}, fmt.Errorf("bench: /proc stat field %d: %w", field, err)
-		}
-		n[i] = v
-	}
-	return procStat{comm: s[open+1 : end], cpu: time.Duration(n[0]+n[1]) * clockTick, start: n[2]}, nil
+	return procStat{comm: st.Comm, cpu: time.Duration(st.UTime+st.STime) * clockTick, start: st.Starttime}, nil
 }
 
 // walsenderWatch samples the CPU time of the walsender serving one slot during a drain. It
