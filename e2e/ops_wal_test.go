@@ -46,8 +46,9 @@ func TestRetainedWALAboveThresholdWarns(t *testing.T) {
 		t.Errorf("threshold 0: %q", l)
 	}
 
-	// The relay confirms nothing for an hour, so the retained WAL stays above 64 KiB.
-	p := e.Start(t, nil, "--status-interval", "1h", "--wal-retained-warn-bytes", "65536",
+	// The relay confirms nothing for an hour (no prompt confirm after a transaction either: other
+	// tests' transactions on this server would move the slot), so the retained WAL stays above 64 KiB.
+	p := e.Start(t, nil, "--status-interval", "1h", "--confirm-delay", "-1s", "--wal-retained-warn-bytes", "65536",
 		"--slot-status-interval", "100ms", "--metrics-addr", "127.0.0.1:0")
 	addr := metricsAddr(t, p)
 	m := metricAtLeast(t, addr, "cdc_relay_slot_retained_wal_above_threshold", 1)
