@@ -96,7 +96,7 @@ func TestSlotCLILifecycle(t *testing.T) {
 func TestSIGTERMFlushesAndConfirms(t *testing.T) {
 	t.Parallel()
 	e := testenv.NewRelayEnv(t, true)
-	p := e.Start(t, nil, "--status-interval", "1h")
+	p := e.Start(t, nil, "--status-interval", "1h", "--confirm-delay", "-1s")
 	cons := testenv.Consume(t, e.F.Topic)
 	var all []int64
 	for i := 0; i < 20; i++ {
