@@ -57,6 +57,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/cdc-relay/cdc-relay/outbox"
 	"github.com/cdc-relay/cdc-relay/poller"
 	"github.com/cdc-relay/cdc-relay/slotstore"
 )
@@ -96,7 +97,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	}
 	pcfg := o.Poller
 	if pcfg.Table == "" {
-		pcfg.Table = "public.outbox"
+		pcfg.Table = outbox.DefaultTable
 	}
 	conn, err := connect(ctx, pcfg)
 	if err != nil {
@@ -178,8 +179,13 @@ func pendingInSnapshot(ctx context.Context, conn *pgx.Conn, cfg poller.Config, s
 	if _, err := tx.Exec(ctx, "SET TRANSACTION SNAPSHOT "+quoteLiteral(snapshot)); err != nil {
 		return nil, fmt.Errorf("cutover: import snapshot %s: %w", snapshot, err)
 	}
-	id, pub := column(cfg.Columns.ID, "id"), column(cfg.Columns.PublishedAt, "published_at")
-	rows, err := tx.Query(ctx, `SELECT `+id+`::text FROM `+quoteTable(cfg.Table)+` WHERE `+pub+` IS NULL ORDER BY `+id)
+	tbl, err := outbox.ParseTable(cfg.Table)
+	if err != nil {
+		return nil, fmt.Errorf("cutover: %w", err)
+	}
+	cols := cfg.Columns.WithDefaults()
+	id, pub := pgx.Identifier{cols.ID}.Sanitize(), pgx.Identifier{cols.PublishedAt}.Sanitize()
+	rows, err := tx.Query(ctx, `SELECT `+id+`::text FROM `+tbl.Sanitize()+` WHERE `+pub+` IS NULL ORDER BY `+id)
 	if err != nil {
 		return nil, fmt.Errorf("cutover: list the pending rows of %s: %w", cfg.Table, err)
 	}
@@ -243,20 +249,6 @@ func connect(ctx context.Context, cfg poller.Config) (*pgx.Conn, error) {
 		return nil, fmt.Errorf("cutover: connect to PostgreSQL at %s:%d: %w", cc.Host, cc.Port, err)
 	}
 	return conn, nil
-}
-
-func column(name, def string) string {
-	if name == "" {
-		name = def
-	}
-	return pgx.Identifier{name}.Sanitize()
-}
-
-func quoteTable(t string) string {
-	if schema, name, ok := strings.Cut(t, "."); ok {
-		return pgx.Identifier{schema, name}.Sanitize()
-	}
-	return pgx.Identifier{"public", t}.Sanitize()
 }
 
 func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/cdc-relay/cdc-relay/decoder"
+	"github.com/cdc-relay/cdc-relay/outbox"
 	"github.com/cdc-relay/cdc-relay/slotstore"
 )
 
@@ -19,11 +20,9 @@ type MarkOptions struct {
 	Slot         string   // the relay's slot; required
 	Publications []string // the relay's publications; required
 	Table        string   // the outbox table, "schema.table"; default "public.outbox"
-	// Columns name the id and the columns the relay reads (the peek decodes rows as it does);
-	// zero fields take the defaults.
-	Columns decoder.Columns
-	// PublishedAt is the column the poller reads; default "published_at".
-	PublishedAt string
+	// Columns name the columns the relay reads (the peek decodes rows as it does) and the
+	// poller's PublishedAt; zero fields take the defaults.
+	Columns outbox.Columns
 }
 
 // MarkResult says what MarkDelivered did.
@@ -47,12 +46,13 @@ func MarkDelivered(ctx context.Context, conn, peek *pgx.Conn, o MarkOptions) (Ma
 		return res, errors.New("cutover: the slot and its publications are required")
 	}
 	if o.Table == "" {
-		o.Table = "public.outbox"
+		o.Table = outbox.DefaultTable
 	}
-	table := o.Table
-	if !strings.Contains(table, ".") {
-		table = "public." + table
+	tbl, err := outbox.ParseTable(o.Table)
+	if err != nil {
+		return res, fmt.Errorf("cutover: %w", err)
 	}
+	table := tbl.String()
 	dec, err := decoder.New(decoder.Config{Columns: o.Columns, Tables: []string{table}, Topic: "-"})
 	if err != nil {
 		return res, err
@@ -108,7 +108,7 @@ func MarkDelivered(ctx context.Context, conn, peek *pgx.Conn, o MarkOptions) (Ma
 			return res, fmt.Errorf("cutover: peek at slot %s: LSN %q: %w", o.Slot, lsnText, err)
 		}
 		out, err := dec.Decode(lsn, data)
-		if err != nil && !decoder.IsBadRow(err) {
+		if err != nil && !outbox.IsBadRow(err) {
 			rows.Close()
 			return res, fmt.Errorf("cutover: decode the slot's changes: %w", err)
 		}
@@ -121,9 +121,9 @@ func MarkDelivered(ctx context.Context, conn, peek *pgx.Conn, o MarkOptions) (Ma
 	}
 	res.Undelivered = len(undelivered)
 
-	id := column(o.Columns.ID, "id")
-	pub := column(o.PublishedAt, "published_at")
-	tag, err := tx.Exec(ctx, `UPDATE `+quoteTable(o.Table)+` SET `+pub+` = now() WHERE `+pub+` IS NULL AND NOT (`+id+`::text = ANY($1::text[]))`, undelivered)
+	cols := o.Columns.WithDefaults()
+	id, pub := pgx.Identifier{cols.ID}.Sanitize(), pgx.Identifier{cols.PublishedAt}.Sanitize()
+	tag, err := tx.Exec(ctx, `UPDATE `+tbl.Sanitize()+` SET `+pub+` = now() WHERE `+pub+` IS NULL AND NOT (`+id+`::text = ANY($1::text[]))`, undelivered)
 	if err != nil {
 		return res, fmt.Errorf("cutover: mark the delivered rows of %s: %w", o.Table, err)
 	}

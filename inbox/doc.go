@@ -19,9 +19,10 @@
 // PostgreSQL (an HTTP call, an email) needs its own idempotency key: the source table and the
 // outbox id together are a good one.
 //
-// The table (CreateTable makes it; the name is configurable):
+// The table (CreateTable makes it; the name is configurable, and one without a schema means
+// public.name, never what the connection's search_path finds: see CreateTable):
 //
-//	CREATE TABLE IF NOT EXISTS inbox_processed (
+//	CREATE TABLE IF NOT EXISTS public.inbox_processed (
 //	    consumer     text,
 //	    outbox_table text NOT NULL DEFAULT '',
 //	    outbox_id    text,

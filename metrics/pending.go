@@ -5,25 +5,25 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/cdc-relay/cdc-relay/outbox"
 )
 
 // PendingWatcher counts the outbox rows the polling publisher has not published yet
 // (published_at IS NULL) and the age of the oldest, every Interval, on its own connection.
 // With the poller's partial index on pending rows the count reads only that index.
 type PendingWatcher struct {
-	ConnString  string        // PostgreSQL URL. Required.
-	Password    string        // replaces ConnString's password when set (--pg-password-file); never logged
-	Table       string        // "schema.table" or "table". Required.
-	CreatedAt   string        // default "created_at"
-	PublishedAt string        // default "published_at"
-	Interval    time.Duration // default 10s
-	Metrics     *Poller       // required
-	Logger      *slog.Logger  // default slog.Default()
+	ConnString string         // PostgreSQL URL. Required.
+	Password   string         // replaces ConnString's password when set (--pg-password-file); never logged
+	Table      string         // "schema.table" or "table" (public.table). Required.
+	Columns    outbox.Columns // CreatedAt and PublishedAt are read; zero fields take the defaults
+	Interval   time.Duration  // default 10s
+	Metrics    *Poller        // required
+	Logger     *slog.Logger   // default slog.Default()
 
 	lastOK atomic.Int64 // unix nanos of the last successful count
 }
@@ -39,8 +39,13 @@ func (w *PendingWatcher) Run(ctx context.Context) error {
 	if w.Logger == nil {
 		w.Logger = slog.Default()
 	}
-	q := "SELECT count(*), min(" + ident(w.CreatedAt, "created_at") + ") FROM " + tableIdent(w.Table) +
-		" WHERE " + ident(w.PublishedAt, "published_at") + " IS NULL"
+	tbl, err := outbox.ParseTable(w.Table)
+	if err != nil {
+		return fmt.Errorf("metrics: PendingWatcher: %w", err)
+	}
+	cols := w.Columns.WithDefaults()
+	q := "SELECT count(*), min(" + pgx.Identifier{cols.CreatedAt}.Sanitize() + ") FROM " + tbl.Sanitize() +
+		" WHERE " + pgx.Identifier{cols.PublishedAt}.Sanitize() + " IS NULL"
 	var conn *pgx.Conn
 	defer func() {
 		if conn != nil {
@@ -99,20 +104,6 @@ func (w *PendingWatcher) Ready(context.Context) error {
 		return fmt.Errorf("the outbox table was last read %s ago", age.Round(time.Second))
 	}
 	return nil
-}
-
-func ident(name, def string) string {
-	if name == "" {
-		name = def
-	}
-	return pgx.Identifier{name}.Sanitize()
-}
-
-func tableIdent(t string) string {
-	if schema, name, ok := strings.Cut(t, "."); ok {
-		return pgx.Identifier{schema, name}.Sanitize()
-	}
-	return pgx.Identifier{"public", t}.Sanitize()
 }
 
 // connect opens a normal connection named app, bounded by timeout.

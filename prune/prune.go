@@ -5,11 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/cdc-relay/cdc-relay/outbox"
 )
 
 // Mode says which publisher marks rows published.
@@ -39,9 +40,9 @@ type Options struct {
 	Batch     int           // rows per DELETE; default 1000
 	Wait      time.Duration // ModeRun: how long to wait for the slot to confirm the mark; default 2m
 
-	ColumnID          string // default "id" (unique, ordered: batches walk it)
-	ColumnCreatedAt   string // default "created_at"
-	ColumnPublishedAt string // default "published_at" (ModePoll)
+	// Columns: ID (unique, ordered: batches walk it), CreatedAt and, in ModePoll, PublishedAt
+	// are read; zero fields take the defaults.
+	Columns outbox.Columns
 
 	// Progress, when set, is called after each batch with the rows deleted so far.
 	Progress func(deleted int64)
@@ -61,6 +62,11 @@ func (o Options) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("prune: mode %q: use run or poll", o.Mode))
 	}
+	if o.Table != "" {
+		if _, err := outbox.ParseTable(o.Table); err != nil {
+			errs = append(errs, fmt.Errorf("prune: %w", err))
+		}
+	}
 	if o.OlderThan <= 0 {
 		errs = append(errs, errors.New("prune: --older-than must be positive (e.g. 168h)"))
 	}
@@ -71,15 +77,10 @@ func (o Options) Validate() error {
 }
 
 func (o Options) withDefaults() Options {
-	def := func(v *string, d string) {
-		if *v == "" {
-			*v = d
-		}
+	if o.Table == "" {
+		o.Table = outbox.DefaultTable
 	}
-	def(&o.Table, "public.outbox")
-	def(&o.ColumnID, "id")
-	def(&o.ColumnCreatedAt, "created_at")
-	def(&o.ColumnPublishedAt, "published_at")
+	o.Columns = o.Columns.WithDefaults()
 	if o.Batch == 0 {
 		o.Batch = 1000
 	}
@@ -139,8 +140,9 @@ func Run(ctx context.Context, conn *pgx.Conn, o Options) (Result, error) {
 		return Result{}, err
 	}
 	o = o.withDefaults()
-	tbl := quoteTable(o.Table)
-	id, created := pgx.Identifier{o.ColumnID}.Sanitize(), pgx.Identifier{o.ColumnCreatedAt}.Sanitize()
+	t, _ := outbox.ParseTable(o.Table) // checked by Validate
+	tbl := t.Sanitize()
+	id, created := pgx.Identifier{o.Columns.ID}.Sanitize(), pgx.Identifier{o.Columns.CreatedAt}.Sanitize()
 	var res Result
 	if err := conn.QueryRow(ctx, `SELECT now() - make_interval(secs => $1)`, o.OlderThan.Seconds()).Scan(&res.Cutoff); err != nil {
 		return res, fmt.Errorf("prune: read the server's clock: %w", err)
@@ -151,7 +153,7 @@ func Run(ctx context.Context, conn *pgx.Conn, o Options) (Result, error) {
 	args := []any{res.Cutoff, o.Batch}
 	switch o.Mode {
 	case ModePoll:
-		published = pgx.Identifier{o.ColumnPublishedAt}.Sanitize() + ` IS NOT NULL`
+		published = pgx.Identifier{o.Columns.PublishedAt}.Sanitize() + ` IS NOT NULL`
 	case ModeRun:
 		if err := mark(ctx, conn, o, &res); err != nil {
 			return res, err
@@ -274,11 +276,4 @@ func oldestOpen(ctx context.Context, conn *pgx.Conn) (*Holder, error) {
 		return &h, nil
 	}
 	return nil, nil
-}
-
-func quoteTable(t string) string {
-	if schema, name, ok := strings.Cut(t, "."); ok {
-		return pgx.Identifier{schema, name}.Sanitize()
-	}
-	return pgx.Identifier{"public", t}.Sanitize()
 }

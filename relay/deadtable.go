@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/cdc-relay/cdc-relay/outbox"
 	"github.com/cdc-relay/cdc-relay/sink"
 	"github.com/cdc-relay/cdc-relay/slotstore"
 )
@@ -26,7 +27,7 @@ type deadTable struct {
 	connString string
 	password   string // replaces connString's password when set (replication.Config.Password)
 	slot       string
-	table      slotstore.TableName // the dead-letter table, always schema-qualified
+	table      outbox.Table // the dead-letter table, always schema-qualified
 	log        *slog.Logger
 	written    func() // called once per row committed
 

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdc-relay/cdc-relay/internal/contract"
+	"github.com/cdc-relay/cdc-relay/outbox"
 )
 
 // Header names of the record contract (DESIGN.md, "The Kafka record"). The names live in
@@ -41,10 +42,10 @@ type Event struct {
 	Table       string // the source: "schema.table" of the outbox row, or "message:<prefix>"; both publishers always set it
 	AggregateID string // the Kafka key
 	Topic       string
-	Payload     []byte // the Kafka value
-	EventType   string // "" for none
-	Headers     []kgo.RecordHeader
-	Stamp       *Stamp // the transaction's position headers; required
+	Payload     []byte          // the Kafka value
+	EventType   string          // "" for none
+	Headers     []outbox.Header // the row's own (outbox.ParseHeaders)
+	Stamp       *Stamp          // the transaction's position headers; required
 	// CloudEvents, when set, adds the CloudEvents binary-mode headers (--format cloudevents);
 	// the publishers pass their Config.CloudEvents.
 	CloudEvents *CloudEvents
@@ -125,7 +126,9 @@ func NewRecord(e Event) *kgo.Record {
 	if e.EventType != "" {
 		h = append(h, kgo.RecordHeader{Key: HeaderEventType, Value: []byte(e.EventType)})
 	}
-	h = append(h, e.Headers...)
+	for _, rh := range e.Headers {
+		h = append(h, kgo.RecordHeader(rh))
+	}
 	var commitTime []byte
 	if e.Stamp != nil {
 		h = append(h, e.Stamp.headers()...)

@@ -3,6 +3,8 @@ package slotstore
 import (
 	"errors"
 	"fmt"
+
+	"github.com/cdc-relay/cdc-relay/outbox"
 )
 
 var (
@@ -35,7 +37,7 @@ var (
 	// or a role attribute the operation needs; the message names it.
 	ErrPermission = errors.New("insufficient privilege")
 	// ErrBadName means a slot, publication or table name is not acceptable.
-	ErrBadName = errors.New("invalid name")
+	ErrBadName = outbox.ErrBadName // the same value as outbox.ParseTable's
 )
 
 // SlotActiveError reports that a process holds the replication slot, so it

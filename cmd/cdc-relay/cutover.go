@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/cdc-relay/cdc-relay/cutover"
-	"github.com/cdc-relay/cdc-relay/decoder"
+	"github.com/cdc-relay/cdc-relay/outbox"
 	"github.com/cdc-relay/cdc-relay/poller"
 	"github.com/cdc-relay/cdc-relay/sink"
 	"github.com/cdc-relay/cdc-relay/slotstore"
@@ -38,11 +38,11 @@ func cmdCutover(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.StringVar(&deadTable, "dead-letter-table", slotstore.DefaultDeadLetterTable, deadLetterTableUsage)
 	fs.Var(&brokers, "brokers", "Kafka seed brokers, host:port, comma-separated")
 	ksec.register(fs)
-	fs.StringVar(&cfg.Table, "table", "public.outbox", "outbox table, schema.table")
+	fs.StringVar(&cfg.Table, "table", outbox.DefaultTable, "outbox table, schema.table")
 	fs.StringVar(&cfg.Topic, "topic", "", "publish every row to this topic instead of the row's topic column")
 	fs.StringVar(&cfg.DLQTopic, "dlq-topic", "cdc-relay.dlq", "dead-letter topic for rows that cannot be published and records Kafka rejects for good")
 	fs.IntVar(&cfg.Batch, "batch", 100, "rows per transaction")
-	registerColumns(fs, &cols.ID, &cols.AggregateID, &cols.Topic, &cols.Payload, &cols.EventType, &cols.Headers)
+	registerColumns(fs, cols)
 	fs.StringVar(&cols.CreatedAt, "column-created-at", "created_at", "creation time column (becomes cdc-commit-time)")
 	fs.StringVar(&cols.PublishedAt, "column-published-at", "published_at", "publication time column (NULL means pending)")
 	fs.DurationVar(&cfg.AckTimeout, "ack-timeout", 10*time.Second, "how long a batch waits for Kafka's acknowledgements before it is rolled back and retried")
@@ -117,14 +117,13 @@ func cmdOutboxMarkPublished(ctx context.Context, args []string, stdout, stderr i
 		c    common
 		pubs listFlag
 		o    cutover.MarkOptions
-		cols decoder.Columns
 	)
 	fs := newFlagSet("outbox mark-published", markPublishedSynopsis, stderr)
 	c.register(fs)
 	fs.Var(&pubs, "publication", "the relay's publication(s), comma-separated")
-	fs.StringVar(&o.Table, "table", "public.outbox", "outbox table, schema.table")
-	registerColumns(fs, &cols.ID, &cols.AggregateID, &cols.Topic, &cols.Payload, &cols.EventType, &cols.Headers)
-	fs.StringVar(&o.PublishedAt, "column-published-at", "published_at", "publication time column the poller reads")
+	fs.StringVar(&o.Table, "table", outbox.DefaultTable, "outbox table, schema.table")
+	registerColumns(fs, &o.Columns)
+	fs.StringVar(&o.Columns.PublishedAt, "column-published-at", "published_at", "publication time column the poller reads")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -134,7 +133,7 @@ func cmdOutboxMarkPublished(ctx context.Context, args []string, stdout, stderr i
 	if len(pubs) == 0 {
 		return usageErr("--publication is required (or set CDC_RELAY_PUBLICATION)")
 	}
-	o.Slot, o.Publications, o.Columns = c.slot, pubs, cols
+	o.Slot, o.Publications = c.slot, pubs
 	conn, err := connectPG(ctx, &c)
 	if err != nil {
 		return err

@@ -84,8 +84,8 @@ func (o *opsFlags) startPoll(ctx context.Context, reg *prometheus.Registry, p *p
 		return metrics.PollerSnapshot{Published: s.Published.Load(), DeadLettered: s.DeadLettered.Load(),
 			BadRows: s.BadRows.Load(), Cycles: s.Cycles.Load(), RolledBack: s.RolledBack.Load()}
 	})
-	w := &metrics.PendingWatcher{ConnString: cfg.ConnString, Password: cfg.Password, Table: cfg.Table, CreatedAt: cfg.Columns.CreatedAt,
-		PublishedAt: cfg.Columns.PublishedAt, Interval: o.watchInterval, Metrics: m, Logger: log}
+	w := &metrics.PendingWatcher{ConnString: cfg.ConnString, Password: cfg.Password, Table: cfg.Table, Columns: cfg.Columns,
+		Interval: o.watchInterval, Metrics: m, Logger: log}
 	return o.serve(ctx, reg, w.Ready, log, w.Run)
 }
 

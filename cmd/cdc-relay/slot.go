@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/cdc-relay/cdc-relay/outbox"
 	"github.com/cdc-relay/cdc-relay/replication"
 	"github.com/cdc-relay/cdc-relay/slotstore"
 )
@@ -147,7 +148,7 @@ func cmdSlotCreate(ctx context.Context, args []string, stdout, stderr io.Writer)
 			err, ddl)
 		return nil
 	}
-	tbl, _ := slotstore.ParseTableName(deadTable) // checked above
+	tbl, _ := outbox.ParseTable(deadTable) // checked above
 	fmt.Fprintf(stdout, "dead-letter table %s is ready\n", tbl)
 	return nil
 }
