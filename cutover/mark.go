@@ -142,7 +142,7 @@ func checkSlot(ctx context.Context, conn *pgx.Conn, slot string, res *MarkResult
 	err := conn.QueryRow(ctx, `SELECT active, confirmed_flush_lsn::text, coalesce(wal_status, '') FROM pg_replication_slots WHERE slot_name = $1`, slot).
 		Scan(&active, &confirmed, &walStatus)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("slot %q: %w", slot, slotstore.ErrSlotNotFound)
+		return fmt.Errorf("slot %q: %w", slot, slotstore.ErrSlotMissing)
 	}
 	if err != nil {
 		return fmt.Errorf("cutover: read slot %q: %w", slot, err)

@@ -204,7 +204,7 @@ func (w *SlotWatcher) check(ctx context.Context) (slotstore.Status, error) {
 	qctx, cancel := context.WithTimeout(ctx, w.Interval)
 	defer cancel()
 	st, err := slotstore.New(w.conn).Status(qctx, w.Slot, "")
-	if err != nil && !errors.Is(err, slotstore.ErrSlotNotFound) {
+	if err != nil && !errors.Is(err, slotstore.ErrSlotMissing) {
 		w.close() // a broken connection is re-opened on the next tick
 	}
 	return st, err

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/cdc-relay/cdc-relay/outbox"
+	"github.com/cdc-relay/cdc-relay/slotstore"
 )
 
 // Mode says which publisher marks rows published.
@@ -27,8 +28,6 @@ var (
 	ErrNotConfirmed = errors.New("prune: the slot has not confirmed the current WAL position")
 	// ErrSlotLost means the slot is invalidated: which rows were published is unknown.
 	ErrSlotLost = errors.New("prune: the slot is lost")
-	// ErrSlotMissing means the slot does not exist.
-	ErrSlotMissing = errors.New("prune: the slot does not exist")
 )
 
 // Options say what to prune. Zero fields take the defaults stated.
@@ -224,7 +223,7 @@ func mark(ctx context.Context, conn *pgx.Conn, o Options, res *Result) error {
 		var walStatus string
 		err := conn.QueryRow(ctx, `SELECT confirmed_flush_lsn::text, coalesce(wal_status, '') FROM pg_replication_slots WHERE slot_name = $1`, o.Slot).Scan(&confirmed, &walStatus)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("%w: %q (check --slot)", ErrSlotMissing, o.Slot)
+			return fmt.Errorf("prune: slot %q: %w (check --slot)", o.Slot, slotstore.ErrSlotMissing)
 		}
 		if err != nil {
 			return fmt.Errorf("prune: read slot %q: %w", o.Slot, err)

@@ -93,15 +93,6 @@ func New(cfg Config) (*Relay, error) {
 	return r, nil
 }
 
-// Stats returns the live counters.
-func (r *Relay) Stats() *Stats { return &r.stats }
-
-// Stream returns the replication stream (for its position and state).
-func (r *Relay) Stream() *replication.Stream { return r.stream }
-
-// Sink returns the Kafka sink.
-func (r *Relay) Sink() *sink.Sink { return r.sink }
-
 // Run relays until ctx ends (a clean stop returns nil) or a failure that retrying cannot
 // fix. Either way it stops reading, flushes Kafka within ShutdownTimeout, confirms what was
 // delivered, and closes both connections.
@@ -458,6 +449,3 @@ func (r *Relay) dlqTopicRefusal() error {
 
 // Confirmed returns the position confirmed to PostgreSQL so far.
 func (r *Relay) Confirmed() pglogrepl.LSN { return r.stream.Flushed() }
-
-// InFlight reports how many transactions await acknowledgement.
-func (r *Relay) InFlight() int { return r.track.inFlight() }

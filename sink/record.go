@@ -1,7 +1,6 @@
 package sink
 
 import (
-	"strconv"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -160,9 +159,6 @@ func DeadLetter(dlqTopic string, r *kgo.Record, relation string, cause error) *k
 	}
 	return &kgo.Record{Topic: dlqTopic, Key: r.Key, Value: r.Value, Headers: h}
 }
-
-// FormatID formats a numeric outbox id for the outbox-id header.
-func FormatID(id int64) string { return strconv.FormatInt(id, 10) }
 
 // Header returns the value of the first header named key, or nil.
 func Header(r *kgo.Record, key string) []byte {

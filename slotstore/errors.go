@@ -8,8 +8,8 @@ import (
 )
 
 var (
-	// ErrSlotNotFound means the replication slot does not exist.
-	ErrSlotNotFound = errors.New("replication slot does not exist")
+	// ErrSlotMissing means the replication slot does not exist.
+	ErrSlotMissing = errors.New("replication slot does not exist")
 	// ErrSlotActive means a process (normally another relay) holds the slot.
 	// The error is a *SlotActiveError carrying the pid.
 	ErrSlotActive = errors.New("replication slot is active")

@@ -112,7 +112,7 @@ func (st *Status) UnmarshalJSON(b []byte) error {
 
 // Status reads the slot from pg_replication_slots and, when publication is
 // not "", the publication (Status.Publication stays nil if it does not
-// exist). A missing slot is ErrSlotNotFound.
+// exist). A missing slot is ErrSlotMissing.
 func (s *Store) Status(ctx context.Context, slot, publication string) (Status, error) {
 	st, _, err := s.status(ctx, slot, publication)
 	return st, err
@@ -190,11 +190,11 @@ WHERE s.slot_name = $1`, slot).Scan(
 	return st, ex, nil
 }
 
-// notFound is ErrSlotNotFound with the command that creates the slot.
+// notFound is ErrSlotMissing with the command that creates the slot.
 func notFound(slot, publication string) error {
 	if publication == "" {
 		publication = "NAME"
 	}
 	return fmt.Errorf("slot %q: %w: create it with `cdc-relay slot create --slot %s --publication %s`",
-		slot, ErrSlotNotFound, slot, publication)
+		slot, ErrSlotMissing, slot, publication)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cdc-relay/cdc-relay/outbox"
 	"github.com/cdc-relay/cdc-relay/prune"
+	"github.com/cdc-relay/cdc-relay/slotstore"
 )
 
 const pruneSynopsis = "outbox prune --pg-url URL --older-than 168h [--mode run|poll] [--slot NAME] [--table public.outbox] [--batch 1000]"
@@ -71,7 +72,7 @@ func cmdOutboxPrune(ctx context.Context, args []string, stdout, stderr io.Writer
 	o.Progress = func(n int64) { log.Debug("pruning", "table", o.Table, "deleted", n) }
 	res, err := prune.Run(ctx, conn, o)
 	if err != nil {
-		if errors.Is(err, prune.ErrSlotMissing) {
+		if errors.Is(err, slotstore.ErrSlotMissing) {
 			return &usageError{err}
 		}
 		return fmt.Errorf("outbox prune: %w", err)

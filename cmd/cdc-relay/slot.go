@@ -85,7 +85,7 @@ func slotErr(err error) error {
 	case errors.Is(err, slotstore.ErrBadName), errors.Is(err, slotstore.ErrWalLevel),
 		errors.Is(err, slotstore.ErrNoTable), errors.Is(err, slotstore.ErrNoPublication),
 		errors.Is(err, slotstore.ErrPublicationEmpty), errors.Is(err, slotstore.ErrPublicationNoInsert),
-		errors.Is(err, slotstore.ErrSlotNotFound), errors.Is(err, slotstore.ErrSlotWrongPlugin),
+		errors.Is(err, slotstore.ErrSlotMissing), errors.Is(err, slotstore.ErrSlotWrongPlugin),
 		errors.Is(err, slotstore.ErrSlotWrongDatabase), errors.Is(err, slotstore.ErrPermission):
 		return &usageError{err}
 	}
