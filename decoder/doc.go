@@ -30,7 +30,8 @@
 //
 // # Purity and ownership
 //
-// The package does no I/O and takes no context: it is a state machine over bytes. A Decoder is
+// The package does no I/O, starts no goroutines and takes no context: it is a state machine
+// over bytes. A Decoder is
 // owned by one goroutine (the one reading the replication stream) and is not safe for concurrent
 // use. Decode takes ownership of data: Event.Payload may alias it, so the
 // caller must not reuse the buffer after the call.

@@ -65,6 +65,8 @@
 // Old rows can be removed with Prune once no redelivery can be that old (the Kafka topic's
 // retention, or how far back a consumer group may be reset).
 //
-// Context: every method takes ctx first and passes it to pgx. An Inbox holds no connection and
-// is safe for concurrent use.
+// Contexts and goroutines: the package starts no goroutines. Every method takes ctx first and
+// passes it to pgx (a cancel rolls the caller's transaction back with the statement); Handle
+// runs the transaction and the handler with it. An Inbox holds no connection and is safe for
+// concurrent use.
 package inbox

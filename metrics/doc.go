@@ -23,6 +23,8 @@
 // with its context. Nothing here logs connection strings: the slot watcher reports connection
 // failures with pgconn's errors, which never contain the password.
 //
-// Context: SlotWatcher.Run and Serve block until ctx ends; readiness functions receive the
-// request's context, bounded by a short timeout.
+// Contexts and goroutines: SlotWatcher.Run, PendingWatcher.Run and Serve block until ctx ends
+// and run on the caller's goroutine (Serve starts the HTTP server's, and shuts it down before
+// it returns); readiness functions receive the request's context, bounded by a short timeout.
+// The metric hooks start nothing and take no context.
 package metrics

@@ -42,8 +42,10 @@
 //
 //	CREATE INDEX CONCURRENTLY IF NOT EXISTS outbox_pending_idx ON public.outbox (id) WHERE published_at IS NULL
 //
-// # Context
+// # Contexts and goroutines
 //
-// Run polls until its context ends. The cycle in progress is finished (within AckTimeout) so
-// the rows Kafka already holds are marked; then the producer is flushed and closed.
+// Run polls on the caller's goroutine until its context ends; the package starts no goroutines
+// of its own (the producer has franz-go's, closed when Run returns). When ctx ends, the cycle
+// in progress is finished (within AckTimeout) so the rows Kafka already holds are marked; then
+// the producer is flushed and closed.
 package poller

@@ -10,7 +10,7 @@ import (
 	"github.com/cdc-relay/cdc-relay/outbox"
 )
 
-// Header names of the record contract (DESIGN.md, "The Kafka record"). The names live in
+// Header names of the record contract (README, "The Kafka record"). The names live in
 // internal/contract, which also says which names a row's own headers may not take (all of
 // these, and every dlq-* name): the decoder and the poller refuse such rows as bad rows.
 const (

@@ -1,8 +1,3 @@
-// Package contract names the headers of the Kafka record contract (README, "The Kafka record")
-// and says which names a row's own headers may not take. It is a leaf so that every package
-// that writes, refuses or reads these names uses one list without importing another: sink
-// writes the headers, outbox (for the decoder and the poller) refuses rows that use the names,
-// inbox reads two of them (DESIGN.md, "Shape").
 package contract
 
 import (
