@@ -12,19 +12,18 @@
 //     Those hooks are atomic adds and never allocate; their methods are no-ops on a nil *Relay,
 //     so a relay built without metrics calls them unguarded.
 //   - Slot: the replication slot as PostgreSQL sees it (lag, retained WAL, safe_wal_size,
-//     wal_status), refreshed by SlotWatcher, and the retained-WAL warning threshold.
-//     SlotWatcher is the one part that does I/O: it owns a normal (non-replication) connection
-//     and runs slotstore's status query on it every interval.
+//     wal_status) and the retained-WAL warning threshold: a slotstore.Observer, which
+//     slotstore.Watcher updates.
 //   - Poller: the metrics of `cdc-relay poll` that apply (published, errors, latency) plus the
-//     pending rows and the age of the oldest pending row.
+//     pending rows and the age of the oldest pending row (set by poller.WatchPending).
+//
+// Nothing here queries PostgreSQL or Kafka: the packages that own those connections feed it.
 //
 // Handler serves /metrics, /healthz (the process is alive) and /readyz (the caller's readiness
-// function: for `run`, holding the slot and Kafka reachable). Serve binds it and shuts it down
-// with its context. Nothing here logs connection strings: the slot watcher reports connection
-// failures with pgconn's errors, which never contain the password.
+// function: for `run`, holding the slot and Kafka reachable). Serve binds it on the configured
+// address and runs it in a goroutine of its own until the stop function it returns is called.
 //
-// Contexts and goroutines: SlotWatcher.Run, PendingWatcher.Run and Serve block until ctx ends
-// and run on the caller's goroutine (Serve starts the HTTP server's, and shuts it down before
-// it returns); readiness functions receive the request's context, bounded by a short timeout.
-// The metric hooks start nothing and take no context.
+// Contexts and goroutines: Serve's goroutine is the HTTP server's, ended by the stop function
+// it returns; the metric hooks start nothing and take no context; readiness functions receive
+// the request's context, bounded by a short timeout.
 package metrics

@@ -1,11 +1,9 @@
 package metrics_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -17,7 +15,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/cdc-relay/cdc-relay/internal/testenv"
 	"github.com/cdc-relay/cdc-relay/metrics"
 	"github.com/cdc-relay/cdc-relay/slotstore"
 )
@@ -107,49 +104,6 @@ cdc_relay_records_published_total 2
 	}
 }
 
-// Against the real PostgreSQL: the watcher counts rows with published_at IS NULL and the age
-// of the oldest, and is ready once it has read the table.
-func TestPendingWatcherCountsPendingRows(t *testing.T) {
-	pool := testenv.Pool(t)
-	ctx := context.Background()
-	table := "public." + testenv.Name(t)
-	if _, err := pool.Exec(ctx, testenv.OutboxDDL(table)); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+table) })
-	if _, err := pool.Exec(ctx, `INSERT INTO `+table+` (aggregate_id, topic, payload, created_at, published_at)
-		SELECT 'k', 't', '{}', now() - interval '1 hour' + g * interval '1 second', CASE WHEN g <= 3 THEN now() END
-		FROM generate_series(1, 10) g`); err != nil {
-		t.Fatal(err)
-	}
-	reg := prometheus.NewRegistry()
-	w := &metrics.PendingWatcher{ConnString: testenv.PGURL(t), Table: table, Interval: 50 * time.Millisecond, Metrics: metrics.NewPoller(reg)}
-	if err := w.Ready(ctx); err == nil {
-		t.Error("ready before the first count")
-	}
-	wctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(wctx) }()
-	testenv.Eventually(t, 30*time.Second, "7 pending rows", func() bool { return value(t, reg, "cdc_relay_outbox_pending_rows") == 7 })
-	// The oldest pending row is row 4: created an hour ago plus 4 seconds.
-	if age := value(t, reg, "cdc_relay_outbox_oldest_pending_age_seconds"); age < 3590 || age > 3700 {
-		t.Errorf("oldest pending age %v, want about 3596", age)
-	}
-	if err := w.Ready(ctx); err != nil {
-		t.Errorf("not ready after counting: %v", err)
-	}
-	if _, err := pool.Exec(ctx, `UPDATE `+table+` SET published_at = now()`); err != nil {
-		t.Fatal(err)
-	}
-	testenv.Eventually(t, 30*time.Second, "no pending rows", func() bool {
-		return value(t, reg, "cdc_relay_outbox_pending_rows") == 0 && value(t, reg, "cdc_relay_outbox_oldest_pending_age_seconds") == 0
-	})
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-}
-
 func TestHandlerServesMetricsHealthAndReadiness(t *testing.T) {
 	reg := metrics.NewRegistry("run", "test")
 	var mu sync.Mutex
@@ -186,17 +140,17 @@ func TestHandlerServesMetricsHealthAndReadiness(t *testing.T) {
 	}
 }
 
-func TestSlotUpdateReportsThresholdCrossings(t *testing.T) {
+func TestSlotUpdateSetsTheThresholdGauge(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	s := metrics.NewSlot(reg, 1000)
 	safe := int64(5000)
-	steps := []struct {
+	for _, st := range []struct {
 		retained int64
-		want     metrics.Crossing
-	}{{10, metrics.Unchanged}, {1001, metrics.WentAbove}, {5000, metrics.Unchanged}, {1000, metrics.WentBelow}, {0, metrics.Unchanged}}
-	for _, st := range steps {
-		if got := s.Update(slotstore.Status{RetainedWALBytes: st.retained, WALStatus: "reserved", SafeWALSize: &safe}); got != st.want {
-			t.Errorf("retained %d: crossing %v, want %v", st.retained, got, st.want)
+		above    float64
+	}{{10, 0}, {1001, 1}, {5000, 1}, {1000, 0}, {0, 0}} {
+		s.Update(slotstore.Status{RetainedWALBytes: st.retained, WALStatus: "reserved", SafeWALSize: &safe})
+		if got := value(t, reg, "cdc_relay_slot_retained_wal_above_threshold"); got != st.above {
+			t.Errorf("retained %d: above_threshold %v, want %v", st.retained, got, st.above)
 		}
 	}
 	if n, _ := testutil.GatherAndCount(reg, "cdc_relay_slot_safe_wal_size_bytes"); n != 1 {
@@ -206,98 +160,10 @@ func TestSlotUpdateReportsThresholdCrossings(t *testing.T) {
 	if n, _ := testutil.GatherAndCount(reg, "cdc_relay_slot_safe_wal_size_bytes"); n != 0 {
 		t.Errorf("safe_wal_size present although unlimited")
 	}
-	disabled := metrics.NewSlot(prometheus.NewRegistry(), 0)
-	if c := disabled.Update(slotstore.Status{RetainedWALBytes: 1 << 40}); c != metrics.Unchanged {
+	dreg := prometheus.NewRegistry()
+	metrics.NewSlot(dreg, 0).Update(slotstore.Status{RetainedWALBytes: 1 << 40})
+	if got := value(t, dreg, "cdc_relay_slot_retained_wal_above_threshold"); got != 0 {
 		t.Errorf("a zero threshold warned")
-	}
-}
-
-// syncWriter is a log sink safe for the watcher's goroutine and the test.
-type syncWriter struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *syncWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *syncWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
-}
-
-// Against the real PostgreSQL: a slot nobody reads retains the WAL written after it, the
-// watcher reports it and warns once when it crosses the threshold.
-func TestSlotWatcherReportsRetainedWAL(t *testing.T) {
-	pool := testenv.Pool(t)
-	ctx := context.Background()
-	slot := testenv.Name(t)
-	if _, err := pool.Exec(ctx, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, slot); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pool.Exec(context.Background(), `SELECT pg_drop_replication_slot($1)`, slot) })
-	table := "public." + slot + "_filler"
-	if _, err := pool.Exec(ctx, `CREATE TABLE `+table+` AS SELECT g, repeat('x', 200) AS filler FROM generate_series(1, 5000) g`); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+table) })
-
-	reg := prometheus.NewRegistry()
-	logs := &syncWriter{}
-	w := &metrics.SlotWatcher{ConnString: testenv.PGURL(t), Slot: slot, Interval: 50 * time.Millisecond,
-		Metrics: metrics.NewSlot(reg, 64<<10), Logger: slog.New(slog.NewTextHandler(logs, nil))}
-	wctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(wctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
-	testenv.Eventually(t, 30*time.Second, "retained WAL above the threshold", func() bool {
-		return value(t, reg, "cdc_relay_slot_retained_wal_above_threshold") == 1
-	})
-	if r := value(t, reg, "cdc_relay_slot_retained_wal_bytes"); r <= 64<<10 {
-		t.Errorf("retained_wal_bytes %v, want > 64 KiB after a 1 MB table", r)
-	}
-	if l := value(t, reg, "cdc_relay_slot_lag_bytes"); l <= 64<<10 {
-		t.Errorf("lag_bytes %v, want > 64 KiB", l)
-	}
-	if a := value(t, reg, "cdc_relay_slot_active"); a != 0 {
-		t.Errorf("slot_active %v for a slot nobody streams", a)
-	}
-	testenv.Eventually(t, 10*time.Second, "the warning", func() bool {
-		return strings.Contains(logs.String(), "retains more WAL than --wal-retained-warn-bytes")
-	})
-	if n := strings.Count(logs.String(), "retains more WAL"); n != 1 {
-		t.Errorf("warned %d times, want once per crossing:\n%s", n, logs.String())
-	}
-}
-
-// A slot that disappears is a failed read, counted and logged once, never a crash.
-func TestSlotWatcherCountsFailures(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	logs := &syncWriter{}
-	m := metrics.NewSlot(reg, 0)
-	w := &metrics.SlotWatcher{ConnString: testenv.PGURL(t), Slot: "no_such_slot_" + strings.ToLower(testenv.Name(t))[2:12], Interval: 20 * time.Millisecond,
-		Metrics: m, Logger: slog.New(slog.NewTextHandler(logs, nil))}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	testenv.Eventually(t, 30*time.Second, "three failed reads", func() bool {
-		return value(t, reg, "cdc_relay_slot_status_errors_total") >= 3
-	})
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if n := strings.Count(logs.String(), "cannot read the slot's status"); n != 1 {
-		t.Errorf("logged %d times, want once:\n%s", n, logs.String())
 	}
 }
 

@@ -59,7 +59,6 @@ type RelaySnapshot struct {
 	OldestUnacked   time.Time     // commit time of the oldest unconfirmed transaction; zero if none
 	State           string        // replication state: connecting, streaming, standby, reconnecting, stopped
 	Reconnects      int64         // replication sessions started after the first
-	PacedBytes      int64         // replication bytes read at a paced rate (draining a backlog from the same host)
 	ParkedInTable   int64         // dead letters the dead-letter topic refused, parked in the PostgreSQL table
 	KafkaOutages    int64         // times Kafka stopped acknowledging while records were in flight
 	KafkaProbes     int64         // metadata probes sent during those outages
@@ -82,7 +81,6 @@ type Relay struct {
 	src     RelaySource
 
 	published, bytes, deadLettered, badRows, txns, reconnects   *prometheus.Desc
-	paced                                                       *prometheus.Desc
 	parked, outages, probes                                     *prometheus.Desc
 	inFlight, txnsInFlight, confirmed, oldestAge, state, active *prometheus.Desc
 }
@@ -101,7 +99,6 @@ func NewRelay(reg prometheus.Registerer) *Relay {
 		badRows:      desc("bad_rows_total", "Outbox rows and logical messages that could not become records (they are dead-lettered)."),
 		txns:         desc("transactions_total", "Transactions received from the replication stream."),
 		reconnects:   desc("reconnects_total", "Replication sessions started after the first (connection lost, server restarted)."),
-		paced:        desc("replication_paced_bytes_total", "Replication bytes read at a paced rate: draining a backlog from PostgreSQL on the same host, the relay reads just below what the walsender can send, which halves the walsender's CPU."),
 		parked:       desc("records_parked_in_table_total", "Dead letters the dead-letter topic refused too, committed to the PostgreSQL dead-letter table."),
 		outages:      desc("kafka_outages_total", "Times Kafka stopped acknowledging while records were in flight (the relay held its position)."),
 		probes:       desc("kafka_probes_total", "Metadata probes sent to Kafka during outages (one per backoff cycle)."),
@@ -168,7 +165,7 @@ func (h brokerHooks) OnBrokerWrite(_ kgo.BrokerMetadata, _ int16, _ int, _, _ ti
 
 // Describe implements prometheus.Collector.
 func (m *Relay) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.published, m.bytes, m.deadLettered, m.badRows, m.txns, m.reconnects, m.paced,
+	for _, d := range []*prometheus.Desc{m.published, m.bytes, m.deadLettered, m.badRows, m.txns, m.reconnects,
 		m.parked, m.outages, m.probes, m.inFlight, m.txnsInFlight, m.confirmed, m.oldestAge, m.state, m.active} {
 		ch <- d
 	}
@@ -192,7 +189,6 @@ func (m *Relay) Collect(ch chan<- prometheus.Metric) {
 	counter(m.badRows, s.BadRows)
 	counter(m.txns, s.Transactions)
 	counter(m.reconnects, s.Reconnects)
-	counter(m.paced, s.PacedBytes)
 	counter(m.parked, s.ParkedInTable)
 	counter(m.outages, s.KafkaOutages)
 	counter(m.probes, s.KafkaProbes)

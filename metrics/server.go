@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -42,34 +43,35 @@ func Handler(g prometheus.Gatherer, ready ReadyFunc) http.Handler {
 	return mux
 }
 
-// Listen binds addr (host:port; port 0 picks a free one). The caller passes the listener to
-// Serve; binding first lets it fail fast and log the real address.
-func Listen(addr string) (net.Listener, error) {
+// Serve serves g's metrics, /healthz and ready on addr (host:port; port 0 picks a free one,
+// logged) until stop, which shuts the server down (in-flight scrapes get a second) and waits.
+// A bind failure is an error when explicit (the address was configured); on the default
+// address already in use (a second relay on the same host, e.g. a standby) it is a warning and
+// nothing is served.
+func Serve(addr string, explicit bool, g prometheus.Gatherer, ready ReadyFunc, log *slog.Logger) (stop func(), err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
+		if !explicit && errors.Is(err, syscall.EADDRINUSE) {
+			log.Warn("metrics disabled: the default address is in use (another relay on this host?); set --metrics-addr", "addr", addr)
+			return func() {}, nil
+		}
 		return nil, fmt.Errorf("metrics: listen on %s: %w", addr, err)
 	}
-	return ln, nil
-}
-
-// Serve serves h on ln until ctx ends, then shuts the server down (in-flight scrapes get a
-// second) and returns nil.
-func Serve(ctx context.Context, ln net.Listener, h http.Handler, log *slog.Logger) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		if errors.Is(err, http.ErrServerClosed) {
-			return nil
+	log.Info("serving metrics and health", "addr", ln.Addr().String(), "paths", "/metrics /healthz /readyz")
+	srv := &http.Server{Handler: Handler(g, ready), ReadHeaderTimeout: 5 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics server stopped", "cause", fmt.Errorf("metrics: serve on %s: %w", ln.Addr(), err))
 		}
-		return fmt.Errorf("metrics: serve on %s: %w", ln.Addr(), err)
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil && log != nil {
-		log.Warn("metrics server did not shut down cleanly", "cause", err)
-	}
-	return nil
+	}()
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			log.Warn("metrics server did not shut down cleanly", "cause", err)
+		}
+		<-done
+	}, nil
 }

@@ -47,5 +47,6 @@
 // Run polls on the caller's goroutine until its context ends; the package starts no goroutines
 // of its own (the producer has franz-go's, closed when Run returns). When ctx ends, the cycle
 // in progress is finished (within AckTimeout) so the rows Kafka already holds are marked; then
-// the producer is flushed and closed.
+// the producer is flushed and closed. WatchPending, run beside it in a goroutine the caller
+// owns, counts the pending rows for the metrics on the same pool until its context ends.
 package poller

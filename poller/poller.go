@@ -25,7 +25,8 @@ type Stats struct {
 	RolledBack   atomic.Int64 // cycles rolled back (Kafka or PostgreSQL unavailable)
 }
 
-// Poller publishes pending outbox rows to Kafka. Its state belongs to the goroutine in Run.
+// Poller publishes pending outbox rows to Kafka. Its state belongs to the goroutine in Run;
+// WatchPending and PendingReady may run beside it.
 type Poller struct {
 	cfg   Config
 	log   *slog.Logger
@@ -36,6 +37,9 @@ type Poller struct {
 
 	q     *queries // nil until read; dropped when the table changes under it
 	probe bool     // Kafka was found unavailable: probe before touching rows
+
+	pendingOK    atomic.Int64 // unix nanos of WatchPending's last successful count
+	pendingEvery atomic.Int64 // WatchPending's interval
 }
 
 // New validates cfg and builds the parts. Nothing is contacted until Run.
@@ -60,7 +64,7 @@ func New(cfg Config) (*Poller, error) {
 	if _, ok := cc.RuntimeParams["application_name"]; !ok {
 		cc.RuntimeParams["application_name"] = "cdc-relay poll"
 	}
-	pcfg.MaxConns, pcfg.MinConns = 1, 0
+	pcfg.MaxConns, pcfg.MinConns = 2, 0 // the cycles' and WatchPending's
 	pool, err := pgxpool.NewWithConfig(context.Background(), pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("poller: configure PostgreSQL pool: %w", err)

@@ -25,7 +25,6 @@ func (r *Relay) MetricsSnapshot() metrics.RelaySnapshot {
 		OldestUnacked:   oldest,
 		State:           r.stream.State().String(),
 		Reconnects:      r.stream.Reconnects(),
-		PacedBytes:      r.stream.PacedBytes(),
 		ParkedInTable:   r.stats.ParkedInTable.Load(),
 		KafkaOutages:    r.stats.KafkaOutages.Load(),
 		KafkaProbes:     r.stats.KafkaProbes.Load(),

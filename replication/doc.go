@@ -9,9 +9,7 @@
 // also while the channel is full because Kafka is slow, so wal_sender_timeout never fires.
 //
 // While it drains a backlog (the Begins it reads were committed well before they were sent),
-// it reads bigger batches, and from PostgreSQL on the same host it reads at a paced rate that
-// keeps the walsender's CPU per transaction at its lowest (pace.go; DESIGN.md, "Reading a
-// backlog").
+// it reads bigger batches (reader.go; DESIGN.md, "Reading a backlog").
 //
 // Contexts and goroutines: one goroutine owns the connection, the one running Run; the package
 // starts none of its own (Ack arms a timer whose callback only moves a read deadline and

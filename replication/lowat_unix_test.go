@@ -3,17 +3,21 @@
 package replication
 
 import (
+	"encoding/binary"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pglogrepl"
 )
 
-// TestAdaptRaisesAndLowersRcvLowat checks the socket option itself on a real TCP socket.
-func TestAdaptRaisesAndLowersRcvLowat(t *testing.T) {
+// TestReaderRaisesAndLowersRcvLowat feeds the reader XLogData Begins sent at several lags
+// after their commit and checks the socket option itself on a real TCP socket.
+func TestReaderRaisesAndLowersRcvLowat(t *testing.T) {
 	c, _ := loopbackPair(t)
-	s := &Stream{tcp: c}
+	r := &reader{tcp: c}
 	lowat := func() int {
-		rc, err := s.tcp.SyscallConn()
+		rc, err := c.SyscallConn()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -24,20 +28,36 @@ func TestAdaptRaisesAndLowersRcvLowat(t *testing.T) {
 		}
 		return v
 	}
-	s.adapt(5 * time.Millisecond) // between the thresholds: no change
-	if s.lowat || lowat() != 1 {
+	committed := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	// msg is an XLogData of kind ('B' a Begin) sent lag after its transaction's commit.
+	msg := func(kind byte, lag time.Duration) pglogrepl.XLogData {
+		pgMicros := committed.UnixMicro() - 946684800*1e6 // PostgreSQL's epoch is 2000-01-01
+		b := binary.BigEndian.AppendUint64([]byte{kind}, 0x200)
+		b = binary.BigEndian.AppendUint64(b, uint64(pgMicros))
+		return pglogrepl.XLogData{ServerTime: committed.Add(lag), WALData: binary.BigEndian.AppendUint32(b, 7)}
+	}
+	r.xlogData(msg('B', 5*time.Millisecond)) // between the thresholds: no change
+	if r.lowat || lowat() != 1 {
 		t.Fatalf("raised at a 5ms lag (lowat %d)", lowat())
 	}
-	s.adapt(time.Second)
-	if !s.lowat || lowat() != drainLowat {
+	r.xlogData(msg('I', time.Second))
+	if r.lowat || lowat() != 1 {
+		t.Fatalf("an Insert read as a Begin (lowat %d)", lowat())
+	}
+	r.xlogData(pglogrepl.XLogData{ServerTime: committed.Add(time.Second), WALData: msg('B', 0).WALData[:12]})
+	if r.lowat || lowat() != 1 {
+		t.Fatalf("a truncated Begin read (lowat %d)", lowat())
+	}
+	r.xlogData(msg('B', time.Second))
+	if !r.lowat || lowat() != drainLowat {
 		t.Fatalf("behind by 1s: lowat %d, want %d", lowat(), drainLowat)
 	}
-	s.adapt(5 * time.Millisecond)
-	if !s.lowat {
+	r.xlogData(msg('B', 5*time.Millisecond))
+	if !r.lowat {
 		t.Fatal("lowered between the thresholds")
 	}
-	s.adapt(time.Millisecond)
-	if s.lowat || lowat() != 1 {
+	r.xlogData(msg('B', time.Millisecond))
+	if r.lowat || lowat() != 1 {
 		t.Fatalf("caught up: lowat %d, want 1", lowat())
 	}
 }

@@ -1,12 +1,9 @@
 package replication
 
 import (
-	"bufio"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -84,12 +81,11 @@ type Stream struct {
 	flushed    atomic.Uint64 // the position to confirm: only ever raised, by Ack or the slot
 	state      atomic.Int32
 	reconnects atomic.Int64
-	paced      atomic.Int64 // bytes read at a paced rate
+	read       reader
 
 	conn       *pgconn.PgConn
 	nextStatus time.Time
 	sent       pglogrepl.LSN // the flush position of the last status update sent
-	lastMsg    time.Time     // when the last message arrived, to notice a drained backlog
 
 	// The replay window: Ack schedules a status update ConfirmDelay later (coalesced), so a
 	// kill -9 replays what was confirmed in the last ConfirmDelay rather than StatusInterval.
@@ -99,15 +95,7 @@ type Stream struct {
 	wakeConn    net.Conn // the session's connection, nil between sessions
 	wakePending atomic.Bool
 	wakeCh      chan struct{}
-	tcp         *net.TCPConn  // the connection's socket, for SO_RCVLOWAT; nil when not TCP
-	lowat       bool          // SO_RCVLOWAT is raised: the stream is draining a backlog
-	pace        bool          // the connection is to this host and its TCP counters are readable
-	deadline    bool          // paced reads have set a read deadline on the socket
-	br          *bufio.Reader // the connection's read buffer, under pgproto3's
 }
-
-// pacing reports whether reads are paced now: draining a backlog from the same host.
-func (s *Stream) pacing() bool { return s.pace && s.lowat }
 
 // New validates cfg and parses the connection string. It does not connect.
 func New(cfg Config) (*Stream, error) {
@@ -131,14 +119,7 @@ func New(cfg Config) (*Stream, error) {
 		cc.ConnectTimeout = cfg.ConnectTimeout
 	}
 	s := &Stream{cfg: cfg, connCfg: cc, log: cfg.Logger.With("slot", cfg.Slot), wakeCh: make(chan struct{}, 1)}
-	// Every connection reads through a pacer (idle unless draining from the same host) and a
-	// 64 KiB buffer, so that a paced read takes what the walsender has sent in one go.
-	cc.BuildFrontend = func(r io.Reader, w io.Writer) *pgproto3.Frontend {
-		pr := &pacedReader{r: r, pacing: s.pacing, total: &s.paced}
-		pr.p.counters = func() (uint64, uint32, bool) { return tcpCounters(s.tcp) }
-		s.br = bufio.NewReaderSize(pr, 64<<10)
-		return pgproto3.NewFrontend(s.br, w)
-	}
+	cc.BuildFrontend = s.read.frontend
 	return s, nil
 }
 
@@ -178,8 +159,7 @@ func (s *Stream) wake() {
 // position if it moved since the last status update.
 func (s *Stream) woken() error {
 	s.wakePending.Store(false)
-	s.deadline = false // a paced read sets its own deadline again
-	if err := s.conn.Conn().SetReadDeadline(time.Time{}); err != nil {
+	if err := s.read.woken(); err != nil {
 		return classify(fmt.Errorf("receive: %w", err), s.cfg.Slot)
 	}
 	if s.Flushed() != s.sent {
@@ -199,10 +179,6 @@ func (s *Stream) Flushed() pglogrepl.LSN { return pglogrepl.LSN(s.flushed.Load()
 
 // State returns what the Stream is doing now.
 func (s *Stream) State() State { return State(s.state.Load()) }
-
-// PacedBytes returns how many bytes the stream has read at a paced rate, draining a backlog
-// from the same host (DESIGN.md, "Reading a backlog").
-func (s *Stream) PacedBytes() int64 { return s.paced.Load() }
 
 // Reconnects counts sessions started after the first.
 func (s *Stream) Reconnects() int64 { return s.reconnects.Load() }
@@ -275,7 +251,7 @@ func (s *Stream) session(ctx context.Context, out chan<- []Message) (bool, error
 		return false, &connectError{host: s.connCfg.Host, port: s.connCfg.Port, err: err}
 	}
 	s.conn = conn
-	s.tcp, s.lowat, s.pace, s.deadline = tcpConn(conn.Conn()), false, false, false
+	s.read.start(conn)
 	s.setWakeConn(conn.Conn())
 	start, err := s.checkSlot(cctx)
 	if err != nil {
@@ -295,9 +271,6 @@ func (s *Stream) session(ctx context.Context, out chan<- []Message) (bool, error
 	s.state.Store(int32(StateStreaming))
 	s.log.Info("streaming", "from", start, "publications", s.cfg.Publications)
 	s.nextStatus = time.Time{}
-	if s.tcp != nil && sameHost(s.tcp) {
-		_, _, s.pace = tcpCounters(s.tcp)
-	}
 	return true, s.stream(ctx, out)
 }
 
@@ -350,29 +323,11 @@ func (s *Stream) checkSlot(ctx context.Context) (pglogrepl.LSN, error) {
 	return lsn, nil
 }
 
-// Reading. The stream hands the pipeline everything one read fetched as one batch, so a
-// backlog costs one hand-over per read rather than one per message. While it has caught up,
-// it reads each message as the walsender sends it: the lowest latency. While it is behind
-// (the walsender is sending transactions committed behindLag or more before), it raises the
-// socket's SO_RCVLOWAT, so that the kernel wakes it when drainLowat bytes are queued or
-// drainWait has passed, instead of at every message; below caughtUpLag it lowers it again.
-// DESIGN.md ("Reading a backlog") has the measurements.
-const (
-	MaxBatch      = 512                   // messages per batch at most
-	idleAfter     = 10 * time.Millisecond // nothing read for this long while draining: drained
-	maxBatchBytes = 256 << 10             // message bytes per batch at most (one larger message is its own batch)
-	behindLag     = 10 * time.Millisecond
-	caughtUpLag   = 2 * time.Millisecond
-	drainLowat    = 32 << 10
-	drainWait     = time.Millisecond
-)
-
 func (s *Stream) stream(ctx context.Context, out chan<- []Message) error {
 	var batch []Message
 	var batchBytes int
-	timedOut := false // the last paced read timed out: set a new deadline before the next
 	for {
-		more := s.conn.Frontend().ReadBufferLen() > 0 || s.br.Buffered() > 0 // the next message (or part of it) is here
+		more := s.read.buffered()
 		if len(batch) > 0 && (!more || len(batch) >= MaxBatch || batchBytes >= maxBatchBytes) {
 			if err := s.forward(ctx, out, batch); err != nil {
 				return err
@@ -384,66 +339,23 @@ func (s *Stream) stream(ctx context.Context, out chan<- []Message) error {
 			if err := s.woken(); err != nil {
 				return err
 			}
-			timedOut = true
 		default:
 		}
-		now := time.Now()
-		if !now.Before(s.nextStatus) {
+		if !time.Now().Before(s.nextStatus) {
 			if err := s.sendStatus(); err != nil {
 				return err
 			}
 		}
-		// Each read waits until the next status update is due, and while draining no more
-		// than drainWait.
-		dl := s.nextStatus
-		if s.lowat {
-			if d := now.Add(drainWait); d.Before(dl) {
-				dl = d
-			}
-		}
-		var raw pgproto3.BackendMessage
-		var err error
-		if s.pacing() {
-			// The pacer sets the pace, so the read needs no context of its own: the socket's
-			// deadline bounds it, and ctx is checked here.
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			if !more || timedOut || !s.deadline { // a read may block: bound it
-				if err := s.tcp.SetReadDeadline(dl); err != nil {
-					return classify(fmt.Errorf("receive: %w", err), s.cfg.Slot)
-				}
-				s.deadline = true
-			}
-			raw, err = s.conn.ReceiveMessage(context.Background())
-			timedOut = err != nil && pgconn.Timeout(err)
-		} else {
-			// Not paced, the per-read context is part of the pace: without it a draining
-			// reader is fast enough to keep the walsender in its per-message mode (DESIGN.md,
-			// "Reading a backlog").
-			rctx, cancel := context.WithDeadline(ctx, dl)
-			raw, err = s.conn.ReceiveMessage(rctx)
-			cancel()
-		}
+		// Each read waits until the next status update is due at most.
+		raw, err := s.read.receive(ctx, s.nextStatus)
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			if pgconn.Timeout(err) {
-				// Nothing arrived for a while and nothing waits in the socket: the backlog is
-				// drained. Leave the drain mode now rather than at the next Begin with little lag,
-				// which a quiet outbox never sends (a 1 ms read bound forever is what kept an idle
-				// relay busy). The socket's queue is what tells: a paced read that napped past its
-				// deadline times out with data waiting, and leaving then would stop the pacing.
-				if s.lowat && time.Since(s.lastMsg) >= idleAfter && s.socketEmpty() {
-					s.leaveDrain()
-				}
-				continue
-			}
 			return classify(fmt.Errorf("receive: %w", err), s.cfg.Slot)
 		}
-		s.lastMsg = time.Now()
 		switch msg := raw.(type) {
+		case nil: // the read timed out
 		case *pgproto3.ErrorResponse:
 			return classify(pgconn.ErrorResponseToPgError(msg), s.cfg.Slot)
 		case *pgproto3.CopyData:
@@ -467,9 +379,7 @@ func (s *Stream) stream(ctx context.Context, out chan<- []Message) error {
 				if err != nil {
 					return fmt.Errorf("parse XLogData: %w", err)
 				}
-				if lag, ok := beginLag(msg.Data); ok {
-					s.adapt(lag)
-				}
+				s.read.xlogData(x)
 				// pgconn reuses its read buffer: the payload must be copied to cross goroutines.
 				data := make([]byte, len(x.WALData))
 				copy(data, x.WALData)
@@ -478,62 +388,6 @@ func (s *Stream) stream(ctx context.Context, out chan<- []Message) error {
 			}
 		}
 	}
-}
-
-// beginLag returns, for an XLogData message (CopyData payload) that carries a Begin, the
-// time between the transaction's commit and the walsender sending it: how far behind the
-// stream is, on the server's clock alone.
-func beginLag(xlogData []byte) (time.Duration, bool) {
-	// XLogData: 'w', WAL start, WAL end, send time (8 bytes each); then pgoutput's Begin:
-	// 'B', final LSN, commit time (8 bytes each), xid.
-	if len(xlogData) < 25+17 || xlogData[0] != pglogrepl.XLogDataByteID || xlogData[25] != 'B' {
-		return 0, false
-	}
-	sent := int64(binary.BigEndian.Uint64(xlogData[17:25]))
-	committed := int64(binary.BigEndian.Uint64(xlogData[25+9 : 25+17]))
-	return time.Duration(sent-committed) * time.Microsecond, true
-}
-
-// adapt raises SO_RCVLOWAT when the walsender sends transactions lag after their commit
-// and lowers it when the stream has caught up.
-func (s *Stream) adapt(lag time.Duration) {
-	switch {
-	case s.tcp == nil:
-	case !s.lowat && lag >= behindLag:
-		s.lowat = setRcvLowat(s.tcp, drainLowat) == nil
-	case s.lowat && lag <= caughtUpLag:
-		s.leaveDrain()
-	}
-}
-
-// socketEmpty reports whether nothing waits to be read: neither in the read buffers nor in the
-// socket's receive queue (where the queue cannot be read, time alone decides).
-func (s *Stream) socketEmpty() bool {
-	if s.conn.Frontend().ReadBufferLen() > 0 || s.br.Buffered() > 0 {
-		return false
-	}
-	n, ok := queued(s.tcp)
-	return !ok || n == 0
-}
-
-// leaveDrain reads each message as it comes again: SO_RCVLOWAT back to 1, no paced deadline.
-func (s *Stream) leaveDrain() {
-	if s.tcp == nil || setRcvLowat(s.tcp, 1) != nil {
-		return
-	}
-	s.lowat = false
-	if s.deadline {
-		s.tcp.SetReadDeadline(time.Time{}) // left by paced reads; pgconn's contexts take over
-		s.deadline = false
-	}
-}
-
-func tcpConn(c net.Conn) *net.TCPConn {
-	if t, ok := c.(interface{ NetConn() net.Conn }); ok { // TLS
-		c = t.NetConn()
-	}
-	tc, _ := c.(*net.TCPConn)
-	return tc
 }
 
 // forward hands a batch to the consumer, sending status updates while it waits so the
@@ -618,8 +472,8 @@ func (s *Stream) Close(ctx context.Context) error {
 // endCopy sends CopyDone and reads until the server's ReadyForQuery, discarding the rest of
 // the stream, within ctx.
 func (s *Stream) endCopy(ctx context.Context) error {
-	if s.lowat {
-		s.leaveDrain() // no pacing, no SO_RCVLOWAT while discarding
+	if s.read.lowat {
+		s.read.leaveDrain() // no SO_RCVLOWAT while discarding
 	}
 	nc := s.conn.Conn()
 	if dl, ok := ctx.Deadline(); ok {

@@ -18,7 +18,7 @@ func TestStateString(t *testing.T) {
 }
 
 // A backlog committed well before it is sent (lag over behindLag) is drained in batches, with
-// SO_RCVLOWAT raised and, from the same host, paced reads; and while the consumer does not
+// SO_RCVLOWAT raised; and while the consumer does not
 // take a batch, status updates keep flowing (the walsender would otherwise time out).
 func TestSimStreamDrainsBacklogAndKeepsStatusWhileBlocked(t *testing.T) {
 	srv, s := simStream(t, Config{StatusInterval: 10 * time.Millisecond})

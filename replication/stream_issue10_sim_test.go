@@ -48,7 +48,7 @@ func collectRunning(t *testing.T, ch <-chan []Message, errc <-chan error, want i
 // Defect 4 (idle spin): once a backlog is drained, a quiet stream leaves the drain mode
 // (SO_RCVLOWAT raised, reads bounded by 1 ms) within idleAfter of the last message, although
 // no Begin with little lag ever comes: a quiet outbox sends none, and the 1 ms bound kept an
-// idle relay at 7-9 % of a core. s.lowat is read after Run returned (no race).
+// idle relay at 7-9 % of a core. s.read.lowat is read after Run returned (no race).
 func TestSimStreamLeavesDrainModeWhenTheBacklogEnds(t *testing.T) {
 	srv, s := simStream(t, Config{StatusInterval: 50 * time.Millisecond, ConfirmDelay: time.Millisecond})
 	rel := simwal.OutboxRelation(16384)
@@ -65,7 +65,7 @@ func TestSimStreamLeavesDrainModeWhenTheBacklogEnds(t *testing.T) {
 	var lag time.Duration
 	for _, m := range got {
 		if m.Kind == KindData && m.Data[0] == 'B' {
-			// The Begin's commit time against the XLogData send time, as beginLag reads it.
+			// The Begin's commit time against the XLogData send time, as the reader reads it.
 			committed := time.UnixMicro(int64(binary.BigEndian.Uint64(m.Data[9:17])) + 946684800*1e6)
 			lag = max(lag, m.ServerTime.Sub(committed))
 		}
@@ -86,10 +86,10 @@ func TestSimStreamLeavesDrainModeWhenTheBacklogEnds(t *testing.T) {
 	if err := <-errc; err != nil {
 		t.Fatalf("Run = %v", err)
 	}
-	if s.tcp == nil {
+	if s.read.tcp == nil {
 		t.Fatal("the simwal connection is not TCP: SO_RCVLOWAT does not apply")
 	}
-	if s.lowat {
+	if s.read.lowat {
 		t.Errorf("after %d ms without a message the stream still drains (SO_RCVLOWAT raised, 1 ms reads): an idle relay spins", 10*idleAfter/time.Millisecond)
 	}
 	s.Close(context.Background())

@@ -1,14 +1,12 @@
 package replication
 
 import (
-	"encoding/binary"
 	"errors"
 	"io"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -115,27 +113,5 @@ func TestBackoffGrowsAndIsBounded(t *testing.T) {
 		if d < ceil/2 || d > ceil {
 			t.Errorf("attempt %d: %s outside [%s, %s]", attempt, d, ceil/2, ceil)
 		}
-	}
-}
-
-func TestBeginLag(t *testing.T) {
-	msg := func(kind byte, sent, committed int64) []byte {
-		b := []byte{pglogrepl.XLogDataByteID}
-		b = binary.BigEndian.AppendUint64(b, 0x100)
-		b = binary.BigEndian.AppendUint64(b, 0x100)
-		b = binary.BigEndian.AppendUint64(b, uint64(sent))
-		b = append(b, kind)
-		b = binary.BigEndian.AppendUint64(b, 0x200)
-		b = binary.BigEndian.AppendUint64(b, uint64(committed))
-		return binary.BigEndian.AppendUint32(b, 7)
-	}
-	if lag, ok := beginLag(msg('B', 5_000_000, 4_975_000)); !ok || lag != 25*time.Millisecond {
-		t.Errorf("Begin sent 25ms after its commit: lag %s, %v", lag, ok)
-	}
-	if _, ok := beginLag(msg('I', 5_000_000, 4_975_000)); ok {
-		t.Error("an Insert read as a Begin")
-	}
-	if _, ok := beginLag(msg('B', 5_000_000, 4_975_000)[:40]); ok {
-		t.Error("a truncated Begin read")
 	}
 }

@@ -37,4 +37,9 @@
 //
 // A Store is not safe for concurrent use, because a *pgx.Conn is not: it is
 // owned by the goroutine that calls it.
+//
+// A Watcher (`cdc-relay run`'s slot metrics) owns a connection of its own and reads
+// the slot's status on it every interval until its context ends, handing each read
+// to an Observer (metrics.Slot) and logging retained-WAL threshold crossings and a
+// wal_status that became unreserved or lost.
 package slotstore

@@ -56,6 +56,10 @@ type statusJSON struct {
 	Publication       *PublicationStatus `json:"publication"`
 }
 
+// RetainsMoreThan reports whether the slot retains more WAL than warn bytes (never when warn
+// is 0 or less: the check is disabled).
+func (st Status) RetainsMoreThan(warn int64) bool { return warn > 0 && st.RetainedWALBytes > warn }
+
 // MarshalJSON writes the status with snake_case keys and LSNs as "X/Y" text.
 func (st Status) MarshalJSON() ([]byte, error) {
 	return json.Marshal(statusJSON{

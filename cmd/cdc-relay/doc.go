@@ -15,6 +15,7 @@
 //
 // Contexts and goroutines: main's context ends on SIGINT or SIGTERM, and every command takes
 // it: cancelling it is the clean stop (run and poll flush Kafka and confirm under their own
-// deadlines, --shutdown-timeout). The ops server and the metrics watchers run on goroutines that
-// the command's stop function cancels and waits for before the command returns.
+// deadlines, --shutdown-timeout). The watcher beside run or poll (slotstore.Watcher,
+// poller.WatchPending) and the ops server (metrics.Serve) run on goroutines that the command's
+// stop function cancels and waits for before the command returns.
 package main

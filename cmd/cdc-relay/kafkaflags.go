@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -15,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
+	"github.com/twmb/franz-go/plugin/kslog"
 )
 
 // kafkaSecurity is the flag group for TLS and SASL to Kafka, shared by every command that
@@ -159,29 +159,17 @@ func (k *kafkaSecurity) sasl(withTLS bool) (sasl.Mechanism, error) {
 
 // kafkaLogger passes franz-go's warnings and errors (a broker that cannot be reached, a TLS
 // handshake or SASL authentication that failed) to the relay's log, so that every retry
-// says why. franz-go never logs credentials.
+// says why; its informational messages only at --log-level debug, and never its debug ones.
+// franz-go never logs credentials.
 func kafkaLogger(log *slog.Logger) kgo.Opt {
-	return kgo.WithLogger(&kgoLog{log: log.With("component", "kafka")})
+	return kgo.WithLogger(kafkaLog{kslog.New(log.With("component", "kafka"))})
 }
 
-type kgoLog struct{ log *slog.Logger }
+type kafkaLog struct{ *kslog.Logger }
 
-func (l *kgoLog) Level() kgo.LogLevel {
-	if l.log.Enabled(context.Background(), slog.LevelDebug) {
+func (l kafkaLog) Level() kgo.LogLevel {
+	if l.Logger.Level() == kgo.LogLevelDebug {
 		return kgo.LogLevelInfo
 	}
 	return kgo.LogLevelWarn
-}
-
-func (l *kgoLog) Log(level kgo.LogLevel, msg string, keyvals ...any) {
-	lvl := slog.LevelInfo
-	switch level {
-	case kgo.LogLevelError:
-		lvl = slog.LevelError
-	case kgo.LogLevelWarn:
-		lvl = slog.LevelWarn
-	case kgo.LogLevelDebug:
-		lvl = slog.LevelDebug
-	}
-	l.log.Log(context.Background(), lvl, msg, keyvals...)
 }

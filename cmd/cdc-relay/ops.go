@@ -2,15 +2,13 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"sync"
-	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cdc-relay/cdc-relay/metrics"
@@ -33,7 +31,6 @@ type opsFlags struct {
 	metricsExplicit bool // --metrics-addr or its twin was given
 	warnBytes       int64
 	watchInterval   time.Duration
-	pgPassword      string // --pg-password-file's content, for the slot watcher (run sets it)
 }
 
 func (o *opsFlags) registerMetrics(fs *flag.FlagSet) {
@@ -69,55 +66,40 @@ func (o *opsFlags) parsed(fs *flag.FlagSet) error {
 }
 
 // startRun serves the relay's metrics and health and watches its slot (see serve).
-func (o *opsFlags) startRun(ctx context.Context, reg *prometheus.Registry, r *relay.Relay, pgURL, slot string, log *slog.Logger) (stop func(), err error) {
-	w := &metrics.SlotWatcher{ConnString: pgURL, Password: o.pgPassword, Slot: slot, Interval: o.watchInterval, Metrics: metrics.NewSlot(reg, o.warnBytes), Logger: log}
-	return o.serve(ctx, reg, r.Ready, log, w.Run)
+func (o *opsFlags) startRun(ctx context.Context, reg *prometheus.Registry, r *relay.Relay, c *common, log *slog.Logger) (stop func(), err error) {
+	w := &slotstore.Watcher{Connect: func(ctx context.Context) (*pgx.Conn, error) { return connectPG(ctx, c) }, Slot: c.slot,
+		Interval: o.watchInterval, WarnBytes: o.warnBytes, Observer: metrics.NewSlot(reg, o.warnBytes), Logger: log}
+	return o.serve(ctx, reg, r.Ready, log, func(ctx context.Context) { _ = w.Run(ctx) })
 }
 
 // startPoll serves the polling publisher's metrics and health and counts its pending rows.
 // Ready means the pending rows were counted lately (PostgreSQL answers, the table is readable).
 // cfg.Metrics, registered in reg, is the poller's.
 func (o *opsFlags) startPoll(ctx context.Context, reg *prometheus.Registry, p *poller.Poller, cfg poller.Config, log *slog.Logger) (stop func(), err error) {
-	m := cfg.Metrics
-	m.SetSource(func() metrics.PollerSnapshot {
+	cfg.Metrics.SetSource(func() metrics.PollerSnapshot {
 		s := p.Stats()
 		return metrics.PollerSnapshot{Published: s.Published.Load(), DeadLettered: s.DeadLettered.Load(),
 			BadRows: s.BadRows.Load(), Cycles: s.Cycles.Load(), RolledBack: s.RolledBack.Load()}
 	})
-	w := &metrics.PendingWatcher{ConnString: cfg.ConnString, Password: cfg.Password, Table: cfg.Table, Columns: cfg.Columns,
-		Interval: o.watchInterval, Metrics: m, Logger: log}
-	return o.serve(ctx, reg, w.Ready, log, w.Run)
+	return o.serve(ctx, reg, p.PendingReady, log, func(ctx context.Context) { p.WatchPending(ctx, o.watchInterval) })
 }
 
-// serve runs the watchers and serves reg and ready on the metrics address until stop, which
-// ends them all and waits. A bind failure is an error when the address was given; on the
-// default address (a second relay on the same host, e.g. a standby) it is a warning and the
-// process runs without metrics.
-func (o *opsFlags) serve(ctx context.Context, reg *prometheus.Registry, ready metrics.ReadyFunc, log *slog.Logger, watchers ...func(context.Context) error) (stop func(), err error) {
+// serve runs watch and serves reg and ready on the metrics address (metrics.Serve) until
+// stop, which ends both and waits.
+func (o *opsFlags) serve(ctx context.Context, reg *prometheus.Registry, ready metrics.ReadyFunc, log *slog.Logger, watch func(context.Context)) (stop func(), err error) {
 	ctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	stop = func() { cancel(); wg.Wait() }
-	for _, w := range watchers {
-		wg.Go(func() { _ = w(ctx) })
+	done := make(chan struct{})
+	go func() { defer close(done); watch(ctx) }()
+	stopServer := func() {}
+	if o.metricsAddr != "" {
+		stopServer, err = metrics.Serve(o.metricsAddr, o.metricsExplicit, reg, ready, log)
 	}
-	if o.metricsAddr == "" {
-		return stop, nil
-	}
-	ln, err := metrics.Listen(o.metricsAddr)
+	stop = func() { cancel(); <-done; stopServer() }
 	if err != nil {
-		if !o.metricsExplicit && errors.Is(err, syscall.EADDRINUSE) {
-			log.Warn("metrics disabled: the default address is in use (another relay on this host?); set --metrics-addr", "addr", o.metricsAddr)
-			return stop, nil
-		}
-		stop()
+		cancel()
+		<-done
 		return nil, err
 	}
-	log.Info("serving metrics and health", "addr", ln.Addr().String(), "paths", "/metrics /healthz /readyz")
-	wg.Go(func() {
-		if err := metrics.Serve(ctx, ln, metrics.Handler(reg, ready), log); err != nil {
-			log.Error("metrics server stopped", "cause", err)
-		}
-	})
 	return stop, nil
 }
 
@@ -129,7 +111,7 @@ func printRetainedCheck(w io.Writer, st slotstore.Status, warn int64) {
 		line = "not checked (--wal-retained-warn-bytes 0)"
 	case st.WALStatus == "lost":
 		line = "LOST: the slot is invalidated; see below"
-	case st.RetainedWALBytes > warn:
+	case st.RetainsMoreThan(warn):
 		line = fmt.Sprintf("ABOVE threshold: %d > %d bytes (--wal-retained-warn-bytes): the relay is behind or stopped and PostgreSQL keeps WAL for it", st.RetainedWALBytes, warn)
 	default:
 		line = fmt.Sprintf("ok: %d <= %d bytes (--wal-retained-warn-bytes)", st.RetainedWALBytes, warn)

@@ -124,8 +124,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	// Health and metrics first: while the relay waits for PostgreSQL or Kafka below, /healthz
 	// answers and /readyz says what it waits for.
-	ops.pgPassword = c.pgPassword
-	stopOps, err := ops.startRun(ctx, reg, r, c.pgURL, c.slot, log)
+	stopOps, err := ops.startRun(ctx, reg, r, &c, log)
 	if err != nil {
 		return err
 	}

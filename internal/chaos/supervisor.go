@@ -5,12 +5,12 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/cdc-relay/cdc-relay/internal/proc"
 )
 
 // supervisor runs the relay the way systemd or Kubernetes would: restarts it whenever it
@@ -19,9 +19,8 @@ type supervisor struct {
 	s *soak
 
 	mu         sync.Mutex
-	cmd        *exec.Cmd
-	done       chan struct{}
-	killing    bool
+	relay      *proc.Process
+	killed     int // the generation killed -9 on purpose
 	gen        int
 	kills      int
 	unexpected int
@@ -44,36 +43,32 @@ func (p *supervisor) start(ctx context.Context) error {
 		p.mu.Unlock()
 		return err
 	}
-	cmd := exec.Command(p.s.cfg.RelayBin, "run", "--pg-url", p.s.cfg.PGURL, "--brokers", strings.Join(p.s.cfg.Brokers, ","),
+	relay, err := proc.Start(f, nil, p.s.cfg.RelayBin, "run", "--pg-url", p.s.cfg.PGURL, "--brokers", strings.Join(p.s.cfg.Brokers, ","),
 		"--slot", p.s.cfg.Name, "--publication", p.s.cfg.Name, "--dlq-topic", p.s.dlq,
 		"--status-interval", "1s", "--metrics-addr", "",
 		// Startup waits for Kafka longer than the pause lasts.
 		"--kafka-timeout", (p.s.cfg.Pause + time.Minute).String())
-	cmd.Env = os.Environ()
-	cmd.Stdout, cmd.Stderr = f, f
-	if err := cmd.Start(); err != nil {
+	if err != nil {
 		f.Close()
 		p.mu.Unlock()
-		return fmt.Errorf("chaos: start the relay: %w", err)
+		return fmt.Errorf("chaos: %w", err)
 	}
-	done := make(chan struct{})
-	p.cmd, p.done = cmd, done
+	p.relay = relay
 	p.mu.Unlock()
 
 	p.watchers.Add(1)
 	go func() {
 		defer p.watchers.Done()
-		err := cmd.Wait()
+		<-relay.Done()
 		f.Close()
 		p.mu.Lock()
-		expected := p.killing || p.stopped
+		expected := p.killed == gen || p.stopped
 		if !expected {
 			p.unexpected++
 		}
 		p.mu.Unlock()
-		close(done)
 		if !expected {
-			p.s.logf("relay #%d exited on its own (%v); see %s; restarting", gen, err, logPath)
+			p.s.logf("relay #%d exited on its own (%v); see %s; restarting", gen, relay.Err(), logPath)
 			go p.ensureRunning(context.Background())
 		}
 	}()
@@ -85,7 +80,7 @@ func (p *supervisor) start(ctx context.Context) error {
 			return nil
 		}
 		select {
-		case <-done:
+		case <-relay.Done():
 			return nil // counted; ensureRunning restarts it
 		case <-ctx.Done():
 			return nil
@@ -98,22 +93,13 @@ func (p *supervisor) start(ctx context.Context) error {
 // ensureRunning starts a relay unless one runs.
 func (p *supervisor) ensureRunning(ctx context.Context) error {
 	p.mu.Lock()
-	running := p.done != nil && !isClosed(p.done)
+	running := p.relay != nil && !p.relay.Exited()
 	stopped := p.stopped
 	p.mu.Unlock()
 	if running || stopped {
 		return nil
 	}
 	return p.start(ctx)
-}
-
-func isClosed(c chan struct{}) bool {
-	select {
-	case <-c:
-		return true
-	default:
-		return false
-	}
 }
 
 // killLoop kills the relay -9 every KillEvery (±50%) and starts a new one, until ctx ends or
@@ -127,19 +113,15 @@ func (p *supervisor) killLoop(ctx context.Context) {
 		case <-time.After(d):
 		}
 		p.mu.Lock()
-		cmd, done, gen := p.cmd, p.done, p.gen
-		p.killing = true
+		relay, gen := p.relay, p.gen
+		p.killed = gen
 		p.mu.Unlock()
-		if cmd != nil && !isClosed(done) {
-			cmd.Process.Signal(syscall.SIGKILL)
-			<-done
+		if relay != nil && !relay.Exited() {
+			relay.Kill()
 			p.kills++
 			p.s.event("kill", p.kills)
 			p.s.logf("relay #%d killed -9 (kill %d)", gen, p.kills)
 		}
-		p.mu.Lock()
-		p.killing = false
-		p.mu.Unlock()
 		if err := p.start(context.Background()); err != nil {
 			p.s.logf("%v", err)
 		}
@@ -150,16 +132,10 @@ func (p *supervisor) killLoop(ctx context.Context) {
 func (p *supervisor) stop() {
 	p.mu.Lock()
 	p.stopped = true
-	cmd, done := p.cmd, p.done
+	relay := p.relay
 	p.mu.Unlock()
-	if cmd != nil && !isClosed(done) {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(45 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
+	if relay != nil {
+		_ = relay.Stop(45 * time.Second)
 	}
 	p.watchers.Wait()
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cdc-relay/cdc-relay/internal/build"
+	"github.com/cdc-relay/cdc-relay/internal/proc"
 )
 
 var (
@@ -62,56 +62,42 @@ func (s *syncBuffer) String() string {
 
 // Proc is a running cdc-relay process.
 type Proc struct {
-	cmd    *exec.Cmd
-	out    *syncBuffer
-	done   chan struct{}
-	code   int
-	signal syscall.Signal
+	p   *proc.Process
+	out *syncBuffer
 }
 
 // Start runs bin with args; env entries are added to the test's environment. The process is
 // stopped at cleanup, and its output is logged if the test failed.
 func Start(t testing.TB, bin string, env []string, args ...string) *Proc {
 	t.Helper()
-	p := &Proc{cmd: exec.Command(bin, args...), out: &syncBuffer{}, done: make(chan struct{})}
-	p.cmd.Env = append(os.Environ(), env...)
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	if err := p.cmd.Start(); err != nil {
+	out := &syncBuffer{}
+	p, err := proc.Start(out, env, bin, args...)
+	if err != nil {
 		t.Fatal(err)
 	}
-	go func() {
-		err := p.cmd.Wait()
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			p.code = ee.ExitCode()
-			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-				p.signal = ws.Signal()
-			}
-		}
-		close(p.done)
-	}()
+	r := &Proc{p: p, out: out}
 	t.Cleanup(func() {
-		p.Stop(t)
+		r.Stop(t)
 		if t.Failed() {
-			t.Logf("cdc-relay %s output:\n%s", strings.Join(args, " "), p.Output())
+			t.Logf("cdc-relay %s output:\n%s", strings.Join(args, " "), r.Output())
 		}
 	})
-	return p
+	return r
 }
 
 // Output returns what the process wrote so far (stdout and stderr).
 func (p *Proc) Output() string { return p.out.String() }
 
 // PID returns the process id.
-func (p *Proc) PID() int { return p.cmd.Process.Pid }
+func (p *Proc) PID() int { return p.p.PID() }
 
 // Wait waits up to timeout for the process to exit and returns its exit code and the
 // signal that killed it (0 if none).
 func (p *Proc) Wait(t testing.TB, timeout time.Duration) (int, syscall.Signal) {
 	t.Helper()
 	select {
-	case <-p.done:
-		return p.code, p.signal
+	case <-p.p.Done():
+		return p.p.ExitCode(), p.p.Signal()
 	case <-time.After(timeout):
 		t.Fatalf("cdc-relay did not exit within %s; output:\n%s", timeout, p.Output())
 		return 0, 0
@@ -119,30 +105,15 @@ func (p *Proc) Wait(t testing.TB, timeout time.Duration) (int, syscall.Signal) {
 }
 
 // Exited reports whether the process has exited.
-func (p *Proc) Exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
+func (p *Proc) Exited() bool { return p.p.Exited() }
 
 // Stop sends SIGTERM and waits for the exit (SIGKILL after 60s), returning the exit code.
 func (p *Proc) Stop(t testing.TB) int {
 	t.Helper()
-	if p.Exited() {
-		return p.code
+	if err := p.p.Stop(60 * time.Second); err != nil {
+		t.Errorf("cdc-relay %v", err)
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(60 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-		t.Errorf("cdc-relay ignored SIGTERM for 60s")
-	}
-	return p.code
+	return p.p.ExitCode()
 }
 
 // Run runs bin to completion within timeout and returns its output and exit code.
@@ -168,16 +139,4 @@ func Run(t testing.TB, timeout time.Duration, bin string, env []string, args ...
 }
 
 // RSSPeak returns the peak resident set size (VmHWM) of a live process in bytes.
-func RSSPeak(pid int) (int64, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, "VmHWM:") {
-			kb, err := strconv.ParseInt(strings.Fields(line)[1], 10, 64)
-			return kb * 1024, err
-		}
-	}
-	return 0, errors.New("VmHWM not found")
-}
+func RSSPeak(pid int) (int64, error) { return proc.PeakRSS(pid) }

@@ -1,0 +1,73 @@
+package poller
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/cdc-relay/cdc-relay/internal/testenv"
+	"github.com/cdc-relay/cdc-relay/metrics"
+	"github.com/cdc-relay/cdc-relay/sink"
+)
+
+// Against the real PostgreSQL: WatchPending counts rows with published_at IS NULL and the age
+// of the oldest, and the poller is ready once it has read the table.
+func TestWatchPendingCountsPendingRows(t *testing.T) {
+	pool := testenv.Pool(t)
+	ctx := context.Background()
+	table := "public." + testenv.Name(t)
+	if _, err := pool.Exec(ctx, testenv.OutboxDDL(table)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+table) })
+	if _, err := pool.Exec(ctx, `INSERT INTO `+table+` (aggregate_id, topic, payload, created_at, published_at)
+		SELECT 'k', 't', '{}', now() - interval '1 hour' + g * interval '1 second', CASE WHEN g <= 3 THEN now() END
+		FROM generate_series(1, 10) g`); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	p, err := New(Config{ConnString: testenv.PGURL(t), Table: table, Metrics: metrics.NewPoller(reg),
+		Sink: sink.Config{Brokers: []string{"127.0.0.1:1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	gauge := func(name string) float64 {
+		n, err := testutil.GatherAndCount(reg, name)
+		if err != nil || n != 1 {
+			t.Fatalf("%s: %d series, %v", name, n, err)
+		}
+		mfs, _ := reg.Gather()
+		for _, mf := range mfs {
+			if mf.GetName() == name {
+				return mf.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		return -1
+	}
+	if err := p.PendingReady(ctx); err == nil {
+		t.Error("ready before the first count")
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); p.WatchPending(wctx, 50*time.Millisecond) }()
+	testenv.Eventually(t, 30*time.Second, "7 pending rows", func() bool { return gauge("cdc_relay_outbox_pending_rows") == 7 })
+	// The oldest pending row is row 4: created an hour ago plus 4 seconds.
+	if age := gauge("cdc_relay_outbox_oldest_pending_age_seconds"); age < 3590 || age > 3700 {
+		t.Errorf("oldest pending age %v, want about 3596", age)
+	}
+	if err := p.PendingReady(ctx); err != nil {
+		t.Errorf("not ready after counting: %v", err)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE `+table+` SET published_at = now()`); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, "no pending rows", func() bool {
+		return gauge("cdc_relay_outbox_pending_rows") == 0 && gauge("cdc_relay_outbox_oldest_pending_age_seconds") == 0
+	})
+	cancel()
+	<-done
+}
