@@ -17,7 +17,8 @@ test:
 ## packages below, whose tests use neither internal/testenv nor the services' environment.
 ## A package whose tests need the services belongs in make test only (e2e/make_test.go runs
 ## this target with the services' addresses pointing nowhere).
-UNIT_PKGS := ./cmd/... ./cutover ./deadletters ./decoder ./internal/... ./outbox ./prune ./relay ./replication ./sink
+UNIT_PKGS := ./cmd/... ./cutover ./deadletters ./decoder ./internal/... ./metrics ./outbox ./prune ./relay \
+	./replication ./sink
 unit:
 	go test $(UNIT_PKGS)
 
