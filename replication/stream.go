@@ -82,6 +82,8 @@ type Stream struct {
 	state      atomic.Int32
 	reconnects atomic.Int64
 	read       reader
+	timeline   int32 // the server's timeline when the first session started (IDENTIFY_SYSTEM)
+	nowTL      int32 // the timeline of the current session's server
 
 	conn       *pgconn.PgConn
 	nextStatus time.Time
@@ -253,6 +255,16 @@ func (s *Stream) session(ctx context.Context, out chan<- []Message) (bool, error
 	s.conn = conn
 	s.read.start(conn)
 	s.setWakeConn(conn.Conn())
+	// The timeline tells a promoted standby from the server the relay started on: a slot
+	// missing there was not dropped but left behind on the old primary.
+	sys, err := pglogrepl.IdentifySystem(cctx, conn)
+	if err != nil {
+		return false, classify(fmt.Errorf("identify system: %w", err), s.cfg.Slot)
+	}
+	s.nowTL = sys.Timeline
+	if s.timeline == 0 {
+		s.timeline = sys.Timeline
+	}
 	start, err := s.checkSlot(cctx)
 	if err != nil {
 		return false, err
@@ -285,6 +297,16 @@ func (s *Stream) checkSlot(ctx context.Context) (pglogrepl.LSN, error) {
 		return 0, fmt.Errorf("read slot %q: %w", s.cfg.Slot, err)
 	}
 	if len(res) != 1 || len(res[0].Rows) == 0 {
+		if f := s.Flushed(); f != 0 && s.nowTL != s.timeline {
+			return 0, fmt.Errorf("%w: slot %q is not on this server, which is on timeline %d while the relay started on timeline %d: "+
+				"a standby was promoted and the slot stayed on the old primary (before PostgreSQL 17 no logical slot moves to a "+
+				"standby; on 17+ a slot made with `cdc-relay slot create --failover` does, on a standby with slot sync). "+
+				"The relay had confirmed %s there. To recover without loss (README, \"Failover\"): "+
+				"1. run `cdc-relay cutover --slot %s --publication ... --table ...` against the new primary: it creates the slot "+
+				"and publishes every pending outbox row committed before it, the rows the relay had not confirmed among them "+
+				"(duplicates, never loss); 2. then start `cdc-relay run` again (never before cutover finished)",
+				ErrSlotMissing, s.cfg.Slot, s.nowTL, s.timeline, f, s.cfg.Slot)
+		}
 		if f := s.Flushed(); f != 0 {
 			return 0, fmt.Errorf("%w: slot %q was dropped while this relay used it (it had confirmed %s): re-create it with "+
 				"`cdc-relay slot create --slot %s --publication ...`; rows committed after %s are not in a new slot: "+

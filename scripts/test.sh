@@ -11,15 +11,20 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # Two modules: the relay (.) and its tools (tools/: benchmark, chaos soak, demo services).
 faults='/e2e/faults$'
+failover='/e2e/failover$'
 go vet ./...
 go vet -C tools ./...
 (
 	eval "$(scripts/dev-up.sh)"
-	mapfile -t quiet < <(go list ./... | grep -v "$faults")
+	mapfile -t quiet < <(go list ./... | grep -Ev "$faults|$failover")
 	go test -race -count=1 -timeout 40m "${quiet[@]}"
 	# The benchmark's quick run compares latencies: alone, so the other tests' load does not
 	# decide which publisher looks faster.
 	go test -C tools -race -count=1 -timeout 10m ./...
+	# PostgreSQL failovers: each test starts its own primary and standby (PostgreSQL 16, 17 and 18
+	# from scripts/pg-install.sh) on free ports and uses the shared Kafka; alone, since the gap
+	# they measure is a latency.
+	go test -race -count=1 -p 1 -timeout 15m ./e2e/failover
 )
 (
 	eval "$(scripts/faults-up.sh)"

@@ -33,7 +33,15 @@ type CreateOptions struct {
 	// (SET TRANSACTION SNAPSHOT) while that connection stays open and runs nothing else. An
 	// existing slot is then ErrSlotExists: its snapshot is long gone.
 	ExportSnapshot *pgconn.PgConn
+	// Failover creates the slot with failover enabled (PostgreSQL 17+, on a primary): standbys
+	// with slot sync keep a copy that a promoted standby streams from. Below 17, or on a
+	// standby, Create returns ErrFailoverUnsupported; an existing slot without failover is
+	// ErrSlotNotFailover.
+	Failover bool
 }
+
+// ErrSlotNotFailover means a failover slot was asked for and the slot exists without failover.
+var ErrSlotNotFailover = errors.New("replication slot exists without failover")
 
 // Validate checks the names; the error wraps ErrBadName.
 func (o CreateOptions) Validate() error {
@@ -75,6 +83,8 @@ type CreateResult struct {
 	ConsistentPoint    pglogrepl.LSN // the new slot's consistent point (0 when it already existed)
 	TablesAdded        []string      // tables added to an existing publication that lacked them, as "schema.table"
 	Snapshot           string        // with CreateOptions.ExportSnapshot: the exported snapshot's name
+	ServerVersion      int           // the server's major version
+	Standby            bool          // the server is a standby (the slot decodes on it; PostgreSQL 16+)
 }
 
 // Create makes the insert-only publication (publish = 'insert') for the
@@ -105,10 +115,24 @@ func (s *Store) Create(ctx context.Context, o CreateOptions) (CreateResult, erro
 	if err := ss.checkWalLevel(); err != nil {
 		return res, err
 	}
+	if res.ServerVersion, err = ServerVersion(ctx, s.conn); err != nil {
+		return res, err
+	}
+	if err := s.conn.QueryRow(ctx, `SELECT pg_is_in_recovery()`).Scan(&res.Standby); err != nil {
+		return res, fmt.Errorf("read pg_is_in_recovery(): %w", err)
+	}
+	if err := checkCreateWhere(o, res.ServerVersion, res.Standby); err != nil {
+		return res, err
+	}
 
 	slot, slotFound, err := s.lookupSlot(ctx, o.Slot)
 	if err != nil {
 		return res, err
+	}
+	if slotFound && o.Failover && slot.Type == "logical" && !slot.Failover {
+		return res, fmt.Errorf("slot %q: %w: turn it on while no relay streams from it, over a replication connection: "+
+			"psql \"dbname=%s replication=database\" -c 'ALTER_REPLICATION_SLOT %s (FAILOVER)'",
+			o.Slot, ErrSlotNotFailover, ss.Database, o.Slot)
 	}
 	if slotFound && o.ExportSnapshot != nil {
 		return res, fmt.Errorf("slot %q: %w: a snapshot can only be exported when the slot is created", o.Slot, ErrSlotExists)
@@ -125,6 +149,11 @@ func (s *Store) Create(ctx context.Context, o CreateOptions) (CreateResult, erro
 	if err != nil {
 		return res, err
 	}
+	if res.Standby && len(plan.Missing) > 0 {
+		return res, fmt.Errorf("publication %q: %w: this server is a standby (read-only), and the publication lacks %s; "+
+			"create or extend it on the primary (cdc-relay slot create against the primary does, or run there: %s), "+
+			"then run slot create on the standby again", o.Publication, ErrStandbyReadOnly, tableList(plan.Missing), publicationDDL(o.Publication, plan))
+	}
 
 	// Checks done: from here on, change things.
 	if res.PublicationCreated, res.TablesAdded, err = s.applyPublication(ctx, ss, o.Publication, tables, plan); err != nil {
@@ -136,7 +165,7 @@ func (s *Store) Create(ctx context.Context, o CreateOptions) (CreateResult, erro
 		return res, err
 	}
 	if !slotFound {
-		res.ConsistentPoint, res.SlotCreated, err = s.createSlot(ctx, ss, o.Slot)
+		res.ConsistentPoint, res.SlotCreated, err = s.createSlot(ctx, ss, o.Slot, o.Failover)
 		if err != nil {
 			return res, err
 		}
@@ -249,10 +278,13 @@ func (s *Store) applyPublicationOnce(ctx context.Context, ss session, pub string
 
 // createSlot makes the logical pgoutput slot. If another session created it
 // meanwhile, it checks that slot's kind and reports created=false.
-func (s *Store) createSlot(ctx context.Context, ss session, slot string) (pglogrepl.LSN, bool, error) {
+func (s *Store) createSlot(ctx context.Context, ss session, slot string, failover bool) (pglogrepl.LSN, bool, error) {
 	var lsnText *string
-	err := s.conn.QueryRow(ctx,
-		`SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput')`, slot).Scan(&lsnText)
+	q := `SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput')`
+	if failover {
+		q = `SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput', false, false, true)`
+	}
+	err := s.conn.QueryRow(ctx, q, slot).Scan(&lsnText)
 	if pgCode(err) == codeDuplicateObject {
 		row, found, lerr := s.lookupSlot(ctx, slot)
 		if lerr != nil {
@@ -302,4 +334,47 @@ func ddlError(kind, name, what, role string, err error) error {
 		return fmt.Errorf("%s %q: %w: role %q cannot %s: %w", kind, name, ErrPermission, role, what, err)
 	}
 	return fmt.Errorf("%s %q: %s: %w", kind, name, what, err)
+}
+
+// ErrStandbyReadOnly means Create would have to change the publication on a standby.
+var ErrStandbyReadOnly = errors.New("a standby cannot change publications")
+
+// checkCreateWhere refuses a failover slot below PostgreSQL 17 or on a standby, and a slot on
+// a standby below 16 (logical decoding on a standby came with 16).
+func checkCreateWhere(o CreateOptions, version int, standby bool) error {
+	switch {
+	case o.Failover && version < 17:
+		return fmt.Errorf("slot %q: %w: --failover needs PostgreSQL 17 or later, and this server is %d; below 17 a logical "+
+			"slot does not survive a promotion: create the slot without --failover and see README, \"Failover\", for the "+
+			"recovery procedure", o.Slot, ErrFailoverUnsupported, version)
+	case o.Failover && standby:
+		return fmt.Errorf("slot %q: %w: this server is a standby; create the failover slot on the primary "+
+			"(the standby copies it when sync_replication_slots = on)", o.Slot, ErrFailoverUnsupported)
+	case standby && version < 16:
+		return fmt.Errorf("slot %q: %w: this server is a standby of PostgreSQL %d, and logical decoding on a standby needs 16 "+
+			"or later; create the slot on the primary", o.Slot, ErrFailoverUnsupported, version)
+	case o.ExportSnapshot != nil && standby:
+		return fmt.Errorf("slot %q: %w: cutover needs the primary, since it marks rows as published", o.Slot, ErrStandbyReadOnly)
+	}
+	return nil
+}
+
+func tableList(ts []outbox.Table) string {
+	names := make([]string, len(ts))
+	for i, t := range ts {
+		names[i] = t.String()
+	}
+	return strings.Join(names, ", ")
+}
+
+// publicationDDL is the statement that would carry out plan.
+func publicationDDL(pub string, plan pubPlan) string {
+	list := make([]string, len(plan.Missing))
+	for i, t := range plan.Missing {
+		list[i] = t.Sanitize()
+	}
+	if !plan.Exists {
+		return "CREATE PUBLICATION " + pgx.Identifier{pub}.Sanitize() + " FOR TABLE " + strings.Join(list, ", ") + " WITH (publish = 'insert')"
+	}
+	return "ALTER PUBLICATION " + pgx.Identifier{pub}.Sanitize() + " ADD TABLE " + strings.Join(list, ", ")
 }

@@ -170,3 +170,46 @@ func TestCreateRejectsBadNames(t *testing.T) {
 		}
 	}
 }
+
+// TestCreateFailoverNeeds17 asks for a failover slot: below PostgreSQL 17 (the suite's 15) it
+// is refused before anything changes, with what to do instead; from 17 on the slot has failover
+// on and the primary's failover check answers.
+func TestCreateFailoverNeeds17(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.createTable(t, e.Table)
+	ctx := testCtx(t)
+	store := slotstore.New(connect(t))
+	var version int
+	if err := e.admin.QueryRow(ctx, `SELECT current_setting('server_version_num')::int / 10000`).Scan(&version); err != nil {
+		t.Fatal(err)
+	}
+	res, err := store.Create(ctx, slotstore.CreateOptions{Slot: e.Slot, Publication: e.Pub, Tables: []string{e.Table}, Failover: true})
+	if version < 17 {
+		if !errors.Is(err, slotstore.ErrFailoverUnsupported) || !strings.Contains(err.Error(), "PostgreSQL 17 or later") {
+			t.Fatalf("Create --failover on %d: %v, want ErrFailoverUnsupported saying 17 or later", version, err)
+		}
+		var n int
+		if err := e.admin.QueryRow(ctx, `SELECT (SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1) +
+  (SELECT count(*) FROM pg_publication WHERE pubname = $2)`, e.Slot, e.Pub).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != 0 {
+			t.Errorf("refused Create left %d slot/publication behind, want none", n)
+		}
+		if _, err := store.CheckFailover(ctx); !errors.Is(err, slotstore.ErrFailoverUnsupported) {
+			t.Errorf("CheckFailover on %d: %v, want ErrFailoverUnsupported", version, err)
+		}
+		return
+	}
+	if err != nil || !res.SlotCreated {
+		t.Fatalf("Create --failover on %d: %+v, %v", version, res, err)
+	}
+	st, err := store.Status(ctx, e.Slot, "")
+	if err != nil || st.Failover == nil || !*st.Failover {
+		t.Fatalf("status of the failover slot: failover=%v, %v", st.Failover, err)
+	}
+	if _, err := store.CheckFailover(ctx); err != nil {
+		t.Errorf("CheckFailover: %v", err)
+	}
+}

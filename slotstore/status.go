@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
@@ -29,6 +30,19 @@ type Status struct {
 	WALStatus         string             `json:"wal_status"`         // reserved|extended|unreserved|lost
 	SafeWALSize       *int64             `json:"safe_wal_size"`      // nil when max_slot_wal_keep_size = -1 (unlimited), or lost
 	Publication       *PublicationStatus `json:"publication"`        // nil unless asked for and found
+
+	// What the server version knows. ServerVersion is the major (15, 17, ...); Standby is
+	// pg_is_in_recovery(), and then CurrentWALLSN is the replay position.
+	ServerVersion int  `json:"server_version"`
+	Standby       bool `json:"standby"`
+	Temporary     bool `json:"temporary"` // on a standby: a synced slot not yet persisted (not usable after a promotion)
+	// 17+ only, nil below (the server does not know them): why the slot was invalidated ("" when
+	// it is not), since when it is inactive (nil while active), whether it is a failover slot and
+	// whether it was synced from a primary (meaningful on a standby).
+	InvalidationReason *string    `json:"invalidation_reason"`
+	InactiveSince      *time.Time `json:"inactive_since"`
+	Failover           *bool      `json:"failover"`
+	Synced             *bool      `json:"synced"`
 }
 
 // PublicationStatus is a publication as pg_publication shows it.
@@ -54,6 +68,14 @@ type statusJSON struct {
 	WALStatus         string             `json:"wal_status"`
 	SafeWALSize       *int64             `json:"safe_wal_size"`
 	Publication       *PublicationStatus `json:"publication"`
+
+	ServerVersion      int        `json:"server_version"`
+	Standby            bool       `json:"standby"`
+	Temporary          bool       `json:"temporary"`
+	InvalidationReason *string    `json:"invalidation_reason"`
+	InactiveSince      *time.Time `json:"inactive_since"`
+	Failover           *bool      `json:"failover"`
+	Synced             *bool      `json:"synced"`
 }
 
 // RetainsMoreThan reports whether the slot retains more WAL than warn bytes (never when warn
@@ -76,6 +98,14 @@ func (st Status) MarshalJSON() ([]byte, error) {
 		WALStatus:         st.WALStatus,
 		SafeWALSize:       st.SafeWALSize,
 		Publication:       st.Publication,
+
+		ServerVersion:      st.ServerVersion,
+		Standby:            st.Standby,
+		Temporary:          st.Temporary,
+		InvalidationReason: st.InvalidationReason,
+		InactiveSince:      st.InactiveSince,
+		Failover:           st.Failover,
+		Synced:             st.Synced,
 	})
 }
 
@@ -96,6 +126,14 @@ func (st *Status) UnmarshalJSON(b []byte) error {
 		WALStatus:        v.WALStatus,
 		SafeWALSize:      v.SafeWALSize,
 		Publication:      v.Publication,
+
+		ServerVersion:      v.ServerVersion,
+		Standby:            v.Standby,
+		Temporary:          v.Temporary,
+		InvalidationReason: v.InvalidationReason,
+		InactiveSince:      v.InactiveSince,
+		Failover:           v.Failover,
+		Synced:             v.Synced,
 	}
 	for _, f := range []struct {
 		text string
@@ -141,26 +179,41 @@ func (s *Store) status(ctx context.Context, slot, publication string) (Status, s
 			return Status{}, ex, err
 		}
 	}
+	version, err := ServerVersion(ctx, s.conn)
+	if err != nil {
+		return Status{}, ex, err
+	}
+	// Columns the server version knows; older servers answer NULL for them.
+	newer := "NULL::text, NULL::timestamptz, NULL::bool, NULL::bool"
+	if version >= 17 {
+		newer = "coalesce(s.invalidation_reason::text, ''), s.inactive_since, s.failover, s.synced"
+	}
 	var (
 		st                      Status
 		confirmed, restart, cur *string
 	)
-	err := s.conn.QueryRow(ctx, `
+	st.ServerVersion = version
+	// A standby cannot tell its current WAL insert position: it has its replay position.
+	err = s.conn.QueryRow(ctx, `
 SELECT s.slot_name::text, s.slot_type, coalesce(s.plugin::text, ''), coalesce(s.database::text, ''),
-       s.active, coalesce(s.active_pid, 0),
+       s.active, coalesce(s.active_pid, 0), s.temporary,
        s.confirmed_flush_lsn::text, s.restart_lsn::text, w.lsn::text,
        coalesce(pg_wal_lsn_diff(w.lsn, s.confirmed_flush_lsn), 0)::bigint,
        coalesce(pg_wal_lsn_diff(w.lsn, s.restart_lsn), 0)::bigint,
        coalesce(s.wal_status, ''), s.safe_wal_size,
-       current_database()::text, current_setting('max_slot_wal_keep_size')
-FROM pg_replication_slots s, (SELECT pg_current_wal_lsn() AS lsn) w
+       current_database()::text, current_setting('max_slot_wal_keep_size'), w.standby,
+       `+newer+`
+FROM pg_replication_slots s,
+     (SELECT pg_is_in_recovery() AS standby,
+             CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END AS lsn) w
 WHERE s.slot_name = $1`, slot).Scan(
 		&st.Slot, &ex.SlotType, &st.Plugin, &st.Database,
-		&st.Active, &st.ActivePID,
+		&st.Active, &st.ActivePID, &st.Temporary,
 		&confirmed, &restart, &cur,
 		&st.LagBytes, &st.RetainedWALBytes,
 		&st.WALStatus, &st.SafeWALSize,
-		&ex.CurrentDB, &ex.KeepSize)
+		&ex.CurrentDB, &ex.KeepSize, &st.Standby,
+		&st.InvalidationReason, &st.InactiveSince, &st.Failover, &st.Synced)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Status{}, ex, notFound(slot, publication)
 	}
@@ -201,4 +254,13 @@ func notFound(slot, publication string) error {
 	}
 	return fmt.Errorf("slot %q: %w: create it with `cdc-relay slot create --slot %s --publication %s`",
 		slot, ErrSlotMissing, slot, publication)
+}
+
+// ServerVersion returns the server's major version (server_version_num / 10000, e.g. 17).
+func ServerVersion(ctx context.Context, conn *pgx.Conn) (int, error) {
+	var num int
+	if err := conn.QueryRow(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&num); err != nil {
+		return 0, fmt.Errorf("read server_version_num: %w", err)
+	}
+	return num / 10000, nil
 }

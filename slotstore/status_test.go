@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
@@ -53,6 +54,24 @@ func TestStatusFields(t *testing.T) {
 	}
 	if want := int64(before.CurrentWALLSN - before.RestartLSN); before.RetainedWALBytes != want {
 		t.Errorf("retained = %d, want current - restart = %d", before.RetainedWALBytes, want)
+	}
+	// What the version knows: the suite's server is 15 by default; the version matrix runs 14 to 18.
+	var version int
+	if err := e.admin.QueryRow(ctx, `SELECT current_setting('server_version_num')::int / 10000`).Scan(&version); err != nil {
+		t.Fatal(err)
+	}
+	if before.ServerVersion != version || before.Standby || before.Temporary {
+		t.Errorf("server_version=%d standby=%v temporary=%v, want %d, a primary's persistent slot", before.ServerVersion, before.Standby, before.Temporary, version)
+	}
+	if version < 17 {
+		if before.Failover != nil || before.Synced != nil || before.InvalidationReason != nil || before.InactiveSince != nil {
+			t.Errorf("PostgreSQL %d: failover=%v synced=%v invalidation_reason=%v inactive_since=%v, want all nil (unknown before 17)",
+				version, before.Failover, before.Synced, before.InvalidationReason, before.InactiveSince)
+		}
+	} else if before.Failover == nil || *before.Failover || before.Synced == nil || *before.Synced ||
+		before.InvalidationReason == nil || *before.InvalidationReason != "" || before.InactiveSince == nil {
+		t.Errorf("PostgreSQL %d: failover=%v synced=%v invalidation_reason=%v inactive_since=%v, want false, false, \"\", a time",
+			version, before.Failover, before.Synced, before.InvalidationReason, before.InactiveSince)
 	}
 	if before.WALStatus != "reserved" {
 		t.Errorf("wal_status = %q, want reserved for a fresh slot", before.WALStatus)
@@ -169,22 +188,37 @@ func TestStatusJSONFormat(t *testing.T) {
 			Slot: "s", Plugin: "pgoutput", Database: "cdc",
 			ConfirmedFlushLSN: pglogrepl.LSN(0x1_0000_00A8), RestartLSN: pglogrepl.LSN(0x16B3748),
 			CurrentWALLSN: pglogrepl.LSN(0x1_0000_0100), LagBytes: 88, RetainedWALBytes: 4271216312,
-			WALStatus: "reserved",
+			WALStatus: "reserved", ServerVersion: 15,
 		},
 		want: `{"slot":"s","plugin":"pgoutput","database":"cdc","active":false,"active_pid":0,` +
 			`"confirmed_flush_lsn":"1/A8","restart_lsn":"0/16B3748","current_wal_lsn":"1/100",` +
-			`"lag_bytes":88,"retained_wal_bytes":4271216312,"wal_status":"reserved","safe_wal_size":null,"publication":null}`,
+			`"lag_bytes":88,"retained_wal_bytes":4271216312,"wal_status":"reserved","safe_wal_size":null,"publication":null` +
+			`,"server_version":15,"standby":false,"temporary":false,"invalidation_reason":null,"inactive_since":null,"failover":null,"synced":null}`,
 	}, {
 		name: "limited and active with publication",
 		st: slotstore.Status{
 			Slot: "s", Plugin: "pgoutput", Database: "cdc", Active: true, ActivePID: 4242,
-			WALStatus: "extended", SafeWALSize: &safe,
+			WALStatus: "extended", SafeWALSize: &safe, ServerVersion: 15,
 			Publication: &slotstore.PublicationStatus{Name: "p", Tables: []string{"public.outbox"}, Publish: "insert"},
 		},
 		want: `{"slot":"s","plugin":"pgoutput","database":"cdc","active":true,"active_pid":4242,` +
 			`"confirmed_flush_lsn":"0/0","restart_lsn":"0/0","current_wal_lsn":"0/0",` +
 			`"lag_bytes":0,"retained_wal_bytes":0,"wal_status":"extended","safe_wal_size":1073741824,` +
-			`"publication":{"name":"p","all_tables":false,"tables":["public.outbox"],"publish":"insert"}}`,
+			`"publication":{"name":"p","all_tables":false,"tables":["public.outbox"],"publish":"insert"}` +
+			`,"server_version":15,"standby":false,"temporary":false,"invalidation_reason":null,"inactive_since":null,"failover":null,"synced":null}`,
+	}, {
+		// PostgreSQL 17+: a failover slot's copy on a standby, synced, inactive, valid.
+		name: "17 synced copy on a standby",
+		st: slotstore.Status{
+			Slot: "s", Plugin: "pgoutput", Database: "cdc", WALStatus: "reserved", ServerVersion: 17, Standby: true,
+			InvalidationReason: ptr(""), InactiveSince: ptr(time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)),
+			Failover: ptr(true), Synced: ptr(true),
+		},
+		want: `{"slot":"s","plugin":"pgoutput","database":"cdc","active":false,"active_pid":0,` +
+			`"confirmed_flush_lsn":"0/0","restart_lsn":"0/0","current_wal_lsn":"0/0",` +
+			`"lag_bytes":0,"retained_wal_bytes":0,"wal_status":"reserved","safe_wal_size":null,"publication":null,` +
+			`"server_version":17,"standby":true,"temporary":false,"invalidation_reason":"","inactive_since":"2025-01-02T03:04:05Z",` +
+			`"failover":true,"synced":true}`,
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, v := range []any{tc.st, &tc.st} { // value and pointer marshal alike
@@ -195,7 +229,16 @@ func TestStatusJSONFormat(t *testing.T) {
 				if string(b) != tc.want {
 					t.Errorf("json.Marshal(%T) =\n%s\nwant\n%s", v, b, tc.want)
 				}
+				var back slotstore.Status
+				if err := json.Unmarshal(b, &back); err != nil {
+					t.Fatal(err)
+				}
+				if again, _ := json.Marshal(back); string(again) != tc.want {
+					t.Errorf("round trip =\n%s\nwant\n%s", again, tc.want)
+				}
 			}
 		})
 	}
 }
+
+func ptr[T any](v T) *T { return &v }

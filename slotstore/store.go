@@ -96,14 +96,17 @@ type slotRow struct {
 	Database string // "" for a physical slot
 	Active   bool
 	PID      int32
+	Failover bool // PostgreSQL 17+; false below
 }
 
 // lookupSlot reads the slot; found is false when it does not exist.
 func (s *Store) lookupSlot(ctx context.Context, slot string) (row slotRow, found bool, err error) {
+	// failover is a column from PostgreSQL 17 on; to_jsonb reads it where it exists.
 	err = s.conn.QueryRow(ctx, `
-SELECT slot_type, coalesce(plugin::text, ''), coalesce(database::text, ''), active, coalesce(active_pid, 0)
-FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(
-		&row.Type, &row.Plugin, &row.Database, &row.Active, &row.PID)
+SELECT slot_type, coalesce(plugin::text, ''), coalesce(database::text, ''), active, coalesce(active_pid, 0),
+       coalesce((to_jsonb(s) ->> 'failover')::bool, false)
+FROM pg_replication_slots s WHERE slot_name = $1`, slot).Scan(
+		&row.Type, &row.Plugin, &row.Database, &row.Active, &row.PID, &row.Failover)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return slotRow{}, false, nil
 	}

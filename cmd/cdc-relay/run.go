@@ -137,13 +137,16 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err // nil: stopped while waiting
 	}
 	var published []string
-	for _, p := range pubs {
+	for i, p := range pubs {
 		var st slotstore.Status
 		if st, err = slotstore.New(conn).CheckRun(ctx, c.slot, p); err != nil {
 			break
 		}
 		if st.Publication != nil {
 			published = append(published, st.Publication.Tables...)
+		}
+		if i == 0 {
+			failoverPreflight(ctx, conn, st, log)
 		}
 	}
 	conn.Close(context.Background())

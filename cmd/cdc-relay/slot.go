@@ -86,7 +86,9 @@ func slotErr(err error) error {
 		errors.Is(err, slotstore.ErrNoTable), errors.Is(err, slotstore.ErrNoPublication),
 		errors.Is(err, slotstore.ErrPublicationEmpty), errors.Is(err, slotstore.ErrPublicationNoInsert),
 		errors.Is(err, slotstore.ErrSlotMissing), errors.Is(err, slotstore.ErrSlotWrongPlugin),
-		errors.Is(err, slotstore.ErrSlotWrongDatabase), errors.Is(err, slotstore.ErrPermission):
+		errors.Is(err, slotstore.ErrSlotWrongDatabase), errors.Is(err, slotstore.ErrPermission),
+		errors.Is(err, slotstore.ErrFailoverUnsupported), errors.Is(err, slotstore.ErrSlotNotFailover),
+		errors.Is(err, slotstore.ErrStandbyReadOnly):
 		return &usageError{err}
 	}
 	return err
@@ -94,11 +96,18 @@ func slotErr(err error) error {
 
 func cmdSlotCreate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var c common
-	var pub, deadTable string
+	var pub, deadTable, standbyURL, primaryURL string
+	var failover bool
+	var syncWait time.Duration
 	var tables listFlag
-	fs := newFlagSet("slot create", "slot create --pg-url URL --slot NAME --publication NAME [--table public.outbox] [--dead-letter-table public.cdc_relay_dead_letters]", stderr)
+	fs := newFlagSet("slot create", "slot create --pg-url URL --slot NAME --publication NAME [--table public.outbox] [--dead-letter-table public.cdc_relay_dead_letters] "+
+		"[--failover [--standby-url URL]] [--primary-url URL]", stderr)
 	c.register(fs)
 	fs.StringVar(&pub, "publication", "", "publication to create (insert-only) or extend")
+	fs.BoolVar(&failover, "failover", false, "create the slot with failover on (PostgreSQL 17+, on the primary): standbys with slot sync keep a copy that a promoted standby streams from")
+	fs.StringVar(&standbyURL, "standby-url", "", "with --failover: a standby's URL; its slot-sync settings are checked and create waits until the standby has the slot")
+	fs.DurationVar(&syncWait, "sync-timeout", 60*time.Second, "with --standby-url: how long to wait for the standby to have the slot")
+	fs.StringVar(&primaryURL, "primary-url", "", "when --pg-url is a standby (decoding on a standby, PostgreSQL 16+): the primary's URL, where create logs the running-transactions record the standby's slot creation waits for")
 	fs.Var(&tables, "table", "outbox table(s) to publish, schema.table, comma-separated or repeated (default public.outbox)")
 	fs.StringVar(&deadTable, "dead-letter-table", slotstore.DefaultDeadLetterTable, deadLetterTableUsage)
 	if err := parse(fs, args); err != nil {
@@ -114,7 +123,10 @@ func cmdSlotCreate(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if pub == "" {
 		return usageErr("--publication is required (or set CDC_RELAY_PUBLICATION)")
 	}
-	opts := slotstore.CreateOptions{Slot: c.slot, Publication: pub, Tables: tables}
+	if standbyURL != "" && !failover {
+		return usageErr("--standby-url goes with --failover")
+	}
+	opts := slotstore.CreateOptions{Slot: c.slot, Publication: pub, Tables: tables, Failover: failover}
 	if err := opts.Validate(); err != nil {
 		return &usageError{err}
 	}
@@ -123,7 +135,12 @@ func cmdSlotCreate(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return err
 	}
 	defer conn.Close(context.Background())
+	stop, err := whileCreatingOnStandby(ctx, conn, &c, primaryURL, stderr)
+	if err != nil {
+		return err
+	}
 	res, err := slotstore.New(conn).Create(ctx, opts)
+	stop()
 	if err != nil {
 		return slotErr(err)
 	}
@@ -135,10 +152,25 @@ func cmdSlotCreate(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if len(res.TablesAdded) > 0 {
 		fmt.Fprintf(stdout, "added to publication %s: %s\n", pub, strings.Join(res.TablesAdded, ", "))
 	}
+	kind := "pgoutput"
+	if failover {
+		kind = "pgoutput, failover"
+	}
 	if res.SlotCreated {
-		fmt.Fprintf(stdout, "created slot %s (pgoutput) at %s\n", c.slot, res.ConsistentPoint)
+		fmt.Fprintf(stdout, "created slot %s (%s) at %s\n", c.slot, kind, res.ConsistentPoint)
 	} else {
-		fmt.Fprintf(stdout, "slot %s already exists (pgoutput): nothing to do\n", c.slot)
+		fmt.Fprintf(stdout, "slot %s already exists (%s): nothing to do\n", c.slot, kind)
+	}
+	if res.Standby {
+		fmt.Fprintf(stdout, "the slot is on a standby: %s\n", standbyDecodingNote)
+		fmt.Fprintf(stderr, "cdc-relay: note: the dead-letter table is not created on a standby (it is read-only): create it "+
+			"on the primary with slot create there; a record that both Kafka topics refuse then holds the relay's position\n")
+		return nil
+	}
+	if failover {
+		if err := failoverCreated(ctx, conn, &c, pub, standbyURL, syncWait, stdout, stderr); err != nil {
+			return err
+		}
 	}
 	// The slot and publication are what run needs; the dead-letter table is the last resort
 	// for records the dead-letter topic refuses, and the relay also creates it on first use.
@@ -155,12 +187,13 @@ func cmdSlotCreate(ctx context.Context, args []string, stdout, stderr io.Writer)
 
 func cmdSlotStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var c common
-	var pub string
+	var pub, standbyURL string
 	var asJSON bool
 	var ops opsFlags
-	fs := newFlagSet("slot status", "slot status --pg-url URL --slot NAME [--publication NAME] [--json] [--wal-retained-warn-bytes N]", stderr)
+	fs := newFlagSet("slot status", "slot status --pg-url URL --slot NAME [--publication NAME] [--standby-url URL] [--json] [--wal-retained-warn-bytes N]", stderr)
 	c.register(fs)
 	fs.StringVar(&pub, "publication", "", "also show this publication")
+	fs.StringVar(&standbyURL, "standby-url", "", "also show the slot's copy on this standby (failover slots, PostgreSQL 17+): synced, and whether a promotion would keep it")
 	fs.BoolVar(&asJSON, "json", false, "print JSON instead of text")
 	ops.registerWarn(fs)
 	if err := parse(fs, args); err != nil {
@@ -181,13 +214,37 @@ func cmdSlotStatus(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err != nil {
 		return slotErr(err)
 	}
+	var standby *slotstore.Status
+	if standbyURL != "" {
+		if standby, err = standbyCopy(ctx, &c, standbyURL); err != nil {
+			return err
+		}
+	}
 	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(st)
+		if standbyURL == "" {
+			return enc.Encode(st)
+		}
+		// The status's own keys, then the standby's copy (null when the standby lacks it).
+		b, err := json.Marshal(st)
+		if err != nil {
+			return err
+		}
+		cp, err := json.Marshal(standby)
+		if err != nil {
+			return err
+		}
+		b = append(append(append(b[:len(b)-1], `,"standby_copy":`...), cp...), '}')
+		return enc.Encode(json.RawMessage(b))
 	}
 	printStatus(stdout, st)
 	printRetainedCheck(stdout, st, ops.warnBytes)
+	if standbyURL != "" {
+		fmt.Fprintf(stdout, "%-20s %s\n", "standby_copy", standbyCopyText(standby))
+	} else if st.Failover != nil && *st.Failover && !st.Standby {
+		fmt.Fprintf(stdout, "%-20s %s\n", "standby_copy", "not checked: give --standby-url to see whether a standby has the slot")
+	}
 	return nil
 }
 
@@ -207,12 +264,13 @@ func printStatus(w io.Writer, st slotstore.Status) {
 		{"active", active},
 		{"confirmed_flush_lsn", st.ConfirmedFlushLSN.String()},
 		{"restart_lsn", st.RestartLSN.String()},
-		{"current_wal_lsn", st.CurrentWALLSN.String()},
+		{"current_wal_lsn", currentWALText(st)},
 		{"lag", fmt.Sprintf("%d bytes (current WAL - confirmed_flush_lsn)", st.LagBytes)},
 		{"retained_wal", fmt.Sprintf("%d bytes (current WAL - restart_lsn)", st.RetainedWALBytes)},
 		{"wal_status", st.WALStatus},
 		{"safe_wal_size", safe},
 	}
+	rows = append(rows, versionRows(st)...)
 	if p := st.Publication; p != nil {
 		tables := strings.Join(p.Tables, ", ")
 		if p.AllTables {

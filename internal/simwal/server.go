@@ -339,6 +339,10 @@ func (ss *session) serve() {
 			return
 		case *pgproto3.Query:
 			switch {
+			case strings.HasPrefix(q.String, "IDENTIFY_SYSTEM"):
+				if ss.identifySystem() != nil {
+					return
+				}
 			case strings.HasPrefix(q.String, "SELECT plugin"):
 				if ss.slotQuery() != nil {
 					return
@@ -383,6 +387,18 @@ func (ss *session) startup() error {
 		ss.send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
 		return ss.be.Flush()
 	}
+}
+
+// identifySystem answers IDENTIFY_SYSTEM: one system on timeline 1.
+func (ss *session) identifySystem() error {
+	txt := func(name string) pgproto3.FieldDescription {
+		return pgproto3.FieldDescription{Name: []byte(name), DataTypeOID: 25, DataTypeSize: -1, TypeModifier: -1}
+	}
+	ss.send(&pgproto3.RowDescription{Fields: []pgproto3.FieldDescription{txt("systemid"), txt("timeline"), txt("xlogpos"), txt("dbname")}})
+	ss.send(&pgproto3.DataRow{Values: [][]byte{[]byte("7000000000000000001"), []byte("1"), []byte("0/1000000"), []byte("sim")}})
+	ss.send(&pgproto3.CommandComplete{CommandTag: []byte("IDENTIFY_SYSTEM")})
+	ss.send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
+	return ss.be.Flush()
 }
 
 // slotQuery answers replication.Stream's read of pg_replication_slots.

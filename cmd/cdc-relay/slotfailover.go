@@ -1,0 +1,233 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/cdc-relay/cdc-relay/slotstore"
+)
+
+// standbyDecodingNote says what decoding on a standby needs and how its slot advances.
+const standbyDecodingNote = "decoding on a standby (PostgreSQL 16+) needs wal_level = logical on the primary and on the standby, " +
+	"and hot_standby_feedback = on with a physical slot (primary_slot_name), or the primary may remove catalog rows the slot " +
+	"still needs and the slot is invalidated. The relay confirms as on a primary, but the slot's restart_lsn only moves at a " +
+	"running-transactions record replayed from the primary: its bgwriter writes one every 15 s while it writes WAL " +
+	"(SELECT pg_log_standby_snapshot() on the primary writes one at once), and an idle primary retains nothing"
+
+// whileCreatingOnStandby helps a slot creation on a standby, which waits for a running-transactions
+// record from the primary: with primaryURL it logs one there every second until stop is called;
+// without, it says what the wait is for. On a primary it does nothing.
+func whileCreatingOnStandby(ctx context.Context, conn *pgx.Conn, c *common, primaryURL string, stderr io.Writer) (stop func(), err error) {
+	var standby bool
+	if err := conn.QueryRow(ctx, `SELECT pg_is_in_recovery()`).Scan(&standby); err != nil {
+		return nil, fmt.Errorf("read pg_is_in_recovery(): %w", err)
+	}
+	if !standby {
+		if primaryURL != "" {
+			return nil, usageErr("--primary-url is for creating a slot on a standby, and --pg-url leads to a primary")
+		}
+		return func() {}, nil
+	}
+	if primaryURL == "" {
+		fmt.Fprintf(stderr, "cdc-relay: creating a slot on a standby waits for a running-transactions record from the primary "+
+			"(its bgwriter writes one every 15 s while it writes WAL); on an idle primary run SELECT pg_log_standby_snapshot() "+
+			"there, or give --primary-url\n")
+		return func() {}, nil
+	}
+	pc := *c
+	pc.pgURL = primaryURL
+	primary, err := connectPG(ctx, &pc)
+	if err != nil {
+		return nil, fmt.Errorf("--primary-url: %w", err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer primary.Close(context.Background())
+		for {
+			if _, err := primary.Exec(ctx, `SELECT pg_log_standby_snapshot()`); err != nil && ctx.Err() == nil {
+				fmt.Fprintf(stderr, "cdc-relay: warning: pg_log_standby_snapshot() on the primary: %v\n", err)
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+		}
+	}()
+	return func() { cancel(); <-done }, nil
+}
+
+// failoverCreated runs after `slot create --failover` on a primary: it makes the slot syncable
+// at once, prints what the servers need and what is missing, and with standbyURL waits until
+// the standby has the slot.
+func failoverCreated(ctx context.Context, conn *pgx.Conn, c *common, pub, standbyURL string, syncWait time.Duration, stdout, stderr io.Writer) error {
+	store := slotstore.New(conn)
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	advanced, err := store.PrepareFailoverSync(pctx, c.slot, []string{pub})
+	cancel()
+	switch {
+	case err != nil:
+		fmt.Fprintf(stderr, "cdc-relay: warning: could not move the new slot past a running-transactions record (%v); "+
+			"standbys copy it once the relay has confirmed a position\n", err)
+	case !advanced:
+		fmt.Fprintf(stdout, "the slot has changes to publish already: standbys copy it once the relay confirms its first position\n")
+	}
+	rep, err := store.CheckFailover(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s\n", slotstore.FailoverRequirements)
+	for _, w := range rep.Warnings {
+		fmt.Fprintf(stderr, "cdc-relay: warning: %s\n", w)
+	}
+	if standbyURL == "" {
+		fmt.Fprintf(stdout, "give --standby-url to check a standby's settings and wait until it has the slot\n")
+		return nil
+	}
+	sc := *c
+	sc.pgURL = standbyURL
+	standby, err := connectPG(ctx, &sc)
+	if err != nil {
+		return fmt.Errorf("--standby-url: %w", err)
+	}
+	defer standby.Close(context.Background())
+	warns, err := slotstore.New(standby).CheckFailoverStandby(ctx, rep.SynchronizedStandbySlots)
+	if err != nil {
+		return err
+	}
+	for _, w := range warns {
+		fmt.Fprintf(stderr, "cdc-relay: warning: %s\n", w)
+	}
+	// The standby creates its copy at its slot sync worker's next cycle (it naps up to 30 s when
+	// idle; a configuration reload wakes it) and persists it once the primary's slot has passed
+	// the standby's own catalog xmin, which moves on as transactions run: so the wait keeps
+	// logging running-transactions records and advancing the slot (while it has nothing to
+	// publish) and reloading the standby's configuration.
+	nudge := func(ctx context.Context) {
+		nctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		_, _ = store.PrepareFailoverSync(nctx, c.slot, []string{pub})
+		_, _ = standby.Exec(nctx, `SELECT pg_reload_conf()`)
+	}
+	wctx, cancel := context.WithTimeout(ctx, syncWait)
+	defer cancel()
+	took, err := slotstore.WaitSynced(wctx, standby, c.slot, nudge)
+	if err != nil {
+		return fmt.Errorf("%w; the standby logs why (e.g. \"could not synchronize replication slot\": then the relay's "+
+			"confirmations move the slot on, and slot status --standby-url says when the standby has it)", err)
+	}
+	fmt.Fprintf(stdout, "the standby has the slot (synced, persisted) after %s: a promotion keeps it\n", took.Round(time.Millisecond))
+	return nil
+}
+
+// standbyCopy reads the slot on a standby; nil when the standby does not have it.
+func standbyCopy(ctx context.Context, c *common, standbyURL string) (*slotstore.Status, error) {
+	sc := *c
+	sc.pgURL = standbyURL
+	conn, err := connectPG(ctx, &sc)
+	if err != nil {
+		return nil, fmt.Errorf("--standby-url: %w", err)
+	}
+	defer conn.Close(context.Background())
+	st, err := slotstore.New(conn).Status(ctx, c.slot, "")
+	if errors.Is(err, slotstore.ErrSlotMissing) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("--standby-url: %w", err)
+	}
+	if !st.Standby {
+		return nil, usageErr("--standby-url leads to a server that is not in recovery (a primary): give a standby's URL")
+	}
+	return &st, nil
+}
+
+func standbyCopyText(st *slotstore.Status) string {
+	switch {
+	case st == nil:
+		return "MISSING: the standby has no copy; a promotion now loses the slot (is the slot created with --failover, and is the standby set up? see slot create --failover)"
+	case st.Synced == nil || !*st.Synced:
+		return "NOT SYNCED: the standby has a slot of this name that was not copied from the primary"
+	case st.Temporary:
+		return fmt.Sprintf("NOT YET: synced but not persisted (confirmed %s); the standby persists it once the slot passed its own "+
+			"catalog xmin (\"remote slot precedes local slot\" in its log), i.e. after the relay's next confirmation", st.ConfirmedFlushLSN)
+	}
+	return fmt.Sprintf("synced and persisted: a promotion keeps it (confirmed_flush_lsn %s there)", st.ConfirmedFlushLSN)
+}
+
+func currentWALText(st slotstore.Status) string {
+	if st.Standby {
+		return st.CurrentWALLSN.String() + " (a standby: the replay position)"
+	}
+	return st.CurrentWALLSN.String()
+}
+
+// versionRows are the status lines whose values depend on the server version.
+func versionRows(st slotstore.Status) [][2]string {
+	server := fmt.Sprintf("PostgreSQL %d, primary", st.ServerVersion)
+	if st.Standby {
+		server = fmt.Sprintf("PostgreSQL %d, standby (in recovery)", st.ServerVersion)
+	}
+	rows := [][2]string{{"server", server}}
+	if st.Failover == nil {
+		note := fmt.Sprintf("not shown before PostgreSQL 17 (this is %d)", st.ServerVersion)
+		return append(rows, [2]string{"failover", fmt.Sprintf("no: PostgreSQL %d has no failover slots (17+), a promotion loses the slot", st.ServerVersion)},
+			[2]string{"invalidation_reason", note}, [2]string{"inactive_since", note})
+	}
+	failover := "no: a promotion loses the slot (slot create --failover makes a failover slot)"
+	if *st.Failover {
+		failover = "yes"
+	}
+	rows = append(rows, [2]string{"failover", failover})
+	if st.Standby {
+		synced := "no: created on this standby"
+		switch {
+		case st.Synced != nil && *st.Synced && st.Temporary:
+			synced = "yes, not yet persisted: a promotion now would lose it"
+		case st.Synced != nil && *st.Synced:
+			synced = "yes: a promotion keeps it"
+		}
+		rows = append(rows, [2]string{"synced", synced})
+	}
+	reason := "none"
+	if st.InvalidationReason != nil && *st.InvalidationReason != "" {
+		reason = *st.InvalidationReason
+	}
+	inactive := "active"
+	if st.InactiveSince != nil {
+		inactive = st.InactiveSince.UTC().Format(time.RFC3339)
+	}
+	return append(rows, [2]string{"invalidation_reason", reason}, [2]string{"inactive_since", inactive})
+}
+
+// failoverPreflight logs, at relay startup, what the slot's server needs for a failover or for
+// decoding on a standby, and warns where the primary shows something missing. It never stops
+// the relay: the settings can be fixed while it runs.
+func failoverPreflight(ctx context.Context, conn *pgx.Conn, st slotstore.Status, log *slog.Logger) {
+	switch {
+	case st.Standby:
+		log.Info("the slot is on a standby: " + standbyDecodingNote)
+	case st.Failover != nil && *st.Failover:
+		rep, err := slotstore.New(conn).CheckFailover(ctx)
+		if err != nil {
+			log.Warn("cannot check the failover setup", "cause", err)
+			return
+		}
+		log.Info("failover slot: a promoted standby with slot sync continues from its copy of the slot",
+			"synchronized_standby_slots", rep.SynchronizedStandbySlots)
+		for _, w := range rep.Warnings {
+			log.Warn("failover setup: " + w)
+		}
+	case st.Failover != nil:
+		log.Info("the slot has failover off: a promotion of a standby loses it (slot create --failover makes a failover slot; README, \"Failover\")")
+	}
+}
