@@ -2,7 +2,6 @@ package cutover
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -207,6 +206,3 @@ func connect(ctx context.Context, cfg poller.Config) (*pgx.Conn, error) {
 }
 
 func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
-
-// ErrSlotActive means MarkDelivered found the relay still streaming from the slot.
-var ErrSlotActive = errors.New("cutover: the slot is active: stop `cdc-relay run` first")

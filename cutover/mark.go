@@ -34,9 +34,6 @@ type MarkResult struct {
 	Marked      int64         // rows marked published
 }
 
-// ErrSlotLost means the slot is invalidated: which rows the relay delivered is unknown.
-var ErrSlotLost = errors.New("cutover: the slot is lost")
-
 // MarkDelivered sets published_at on every pending row the slot has confirmed, on conn, using
 // peek for the slot. Both are normal connections; the relay must be stopped. See the package
 // documentation.
@@ -63,7 +60,7 @@ func MarkDelivered(ctx context.Context, conn, peek *pgx.Conn, o MarkOptions) (Ma
 		if err == nil {
 			break
 		}
-		if !errors.Is(err, ErrSlotActive) || wait >= 50 {
+		if !errors.Is(err, slotstore.ErrSlotActive) || wait >= 50 {
 			return res, err
 		}
 		select {
@@ -148,10 +145,10 @@ func checkSlot(ctx context.Context, conn *pgx.Conn, slot string, res *MarkResult
 		return fmt.Errorf("cutover: read slot %q: %w", slot, err)
 	}
 	if walStatus == "lost" {
-		return fmt.Errorf("%w: slot %q is invalidated; which rows reached Kafka is unknown, so mark nothing and let the poller publish them all", ErrSlotLost, slot)
+		return fmt.Errorf("cutover: slot %q: %w: which rows reached Kafka is unknown, so mark nothing and let the poller publish them all", slot, slotstore.ErrSlotLost)
 	}
 	if active {
-		return fmt.Errorf("%w (slot %q)", ErrSlotActive, slot)
+		return fmt.Errorf("cutover: slot %q: %w: stop `cdc-relay run` first", slot, slotstore.ErrSlotActive)
 	}
 	if confirmed != nil {
 		if res.Confirmed, err = pglogrepl.ParseLSN(*confirmed); err != nil {

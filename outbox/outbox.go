@@ -1,6 +1,7 @@
 package outbox
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strings"
@@ -61,16 +62,7 @@ type Columns struct {
 
 // WithDefaults returns c with every empty name set to its default.
 func (c Columns) WithDefaults() Columns {
-	for _, f := range []struct {
-		v   *string
-		def string
-	}{
-		{&c.ID, "id"}, {&c.AggregateID, "aggregate_id"}, {&c.Topic, "topic"}, {&c.Payload, "payload"},
-		{&c.EventType, "event_type"}, {&c.Headers, "headers"}, {&c.CreatedAt, "created_at"}, {&c.PublishedAt, "published_at"},
-	} {
-		if *f.v == "" {
-			*f.v = f.def
-		}
-	}
-	return c
+	return Columns{ID: cmp.Or(c.ID, "id"), AggregateID: cmp.Or(c.AggregateID, "aggregate_id"), Topic: cmp.Or(c.Topic, "topic"),
+		Payload: cmp.Or(c.Payload, "payload"), EventType: cmp.Or(c.EventType, "event_type"), Headers: cmp.Or(c.Headers, "headers"),
+		CreatedAt: cmp.Or(c.CreatedAt, "created_at"), PublishedAt: cmp.Or(c.PublishedAt, "published_at")}
 }

@@ -1,6 +1,7 @@
 package poller
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -80,33 +81,15 @@ func (c Config) Validate() error {
 const maxBatch = 10_000
 
 func (c Config) withDefaults() Config {
-	if c.Table == "" {
-		c.Table = outbox.DefaultTable
-	}
+	c.Table = cmp.Or(c.Table, outbox.DefaultTable)
 	c.Columns = c.Columns.WithDefaults()
-	if c.DLQTopic == "" {
-		c.DLQTopic = "cdc-relay.dlq"
-	}
-	if c.Batch == 0 {
-		c.Batch = 100
-	}
-	if c.Interval == 0 {
-		c.Interval = 100 * time.Millisecond
-	}
-	if c.AckTimeout == 0 {
-		c.AckTimeout = 10 * time.Second
-	}
-	if c.ProbeTimeout == 0 {
-		c.ProbeTimeout = 2 * time.Second
-	}
-	if c.ConnectTimeout == 0 {
-		c.ConnectTimeout = 10 * time.Second
-	}
-	if c.MaxBackoff == 0 {
-		c.MaxBackoff = 5 * time.Second
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.DLQTopic = cmp.Or(c.DLQTopic, "cdc-relay.dlq")
+	c.Batch = cmp.Or(c.Batch, 100)
+	c.Interval = cmp.Or(c.Interval, 100*time.Millisecond)
+	c.AckTimeout = cmp.Or(c.AckTimeout, 10*time.Second)
+	c.ProbeTimeout = cmp.Or(c.ProbeTimeout, 2*time.Second)
+	c.ConnectTimeout = cmp.Or(c.ConnectTimeout, 10*time.Second)
+	c.MaxBackoff = cmp.Or(c.MaxBackoff, 5*time.Second)
+	c.Logger = cmp.Or(c.Logger, slog.Default())
 	return c
 }

@@ -1,6 +1,7 @@
 package prune
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -26,8 +27,6 @@ var (
 	// ErrNotConfirmed means the slot did not confirm the mark within Options.Wait: the relay is
 	// stopped, behind, or a standby is not streaming. Nothing was deleted.
 	ErrNotConfirmed = errors.New("prune: the slot has not confirmed the current WAL position")
-	// ErrSlotLost means the slot is invalidated: which rows were published is unknown.
-	ErrSlotLost = errors.New("prune: the slot is lost")
 )
 
 // Options say what to prune. Zero fields take the defaults stated.
@@ -76,19 +75,11 @@ func (o Options) Validate() error {
 }
 
 func (o Options) withDefaults() Options {
-	if o.Table == "" {
-		o.Table = outbox.DefaultTable
-	}
+	o.Table = cmp.Or(o.Table, outbox.DefaultTable)
 	o.Columns = o.Columns.WithDefaults()
-	if o.Batch == 0 {
-		o.Batch = 1000
-	}
-	if o.Wait == 0 {
-		o.Wait = 2 * time.Minute
-	}
-	if o.PollInterval == 0 {
-		o.PollInterval = 200 * time.Millisecond
-	}
+	o.Batch = cmp.Or(o.Batch, 1000)
+	o.Wait = cmp.Or(o.Wait, 2*time.Minute)
+	o.PollInterval = cmp.Or(o.PollInterval, 200*time.Millisecond)
 	return o
 }
 
@@ -229,7 +220,7 @@ func mark(ctx context.Context, conn *pgx.Conn, o Options, res *Result) error {
 			return fmt.Errorf("prune: read slot %q: %w", o.Slot, err)
 		}
 		if walStatus == "lost" {
-			return fmt.Errorf("%w: slot %q is invalidated, so which rows reached Kafka is unknown; re-create it and republish before pruning (see `cdc-relay slot status`)", ErrSlotLost, o.Slot)
+			return fmt.Errorf("prune: slot %q: %w: which rows reached Kafka is unknown; re-create it and republish before pruning (see `cdc-relay slot status`)", o.Slot, slotstore.ErrSlotLost)
 		}
 		if confirmed != nil {
 			if res.Confirmed, err = pglogrepl.ParseLSN(*confirmed); err != nil {

@@ -146,7 +146,7 @@ func cmdOutboxMarkPublished(ctx context.Context, args []string, stdout, stderr i
 	defer peek.Close(context.Background())
 	res, err := cutover.MarkDelivered(ctx, conn, peek, o)
 	if err != nil {
-		if errors.Is(err, slotstore.ErrSlotMissing) || errors.Is(err, cutover.ErrSlotActive) {
+		if errors.Is(err, slotstore.ErrSlotMissing) || errors.Is(err, slotstore.ErrSlotActive) {
 			return &usageError{err}
 		}
 		return fmt.Errorf("outbox mark-published: %w", err)
