@@ -22,13 +22,24 @@ UNIT_PKGS := ./cmd/... ./cutover ./deadletters ./decoder ./internal/... ./metric
 unit:
 	go test $(UNIT_PKGS)
 
+## test-matrix: the core end-to-end tests on every supported PostgreSQL, 14 to 18, one after another
+## (each version's server started by scripts/dev-up.sh, one shared Kafka). PG_VERSIONS=14,18 picks
+## some; MATRIX_TESTS=TestSlotCLILifecycle,... other tests of e2e/ (by name).
+PG_VERSIONS ?= 14 15 16 17 18
+MATRIX_TESTS ?=
+.PHONY: test-matrix
+test-matrix:
+	CDC_RELAY_MATRIX_VERSIONS="$(PG_VERSIONS)" CDC_RELAY_MATRIX_TESTS="$(MATRIX_TESTS)" scripts/test-matrix.sh
+
 ## sim: N seeded simulation schedules of the relay (scripted walsender, kfake); no services needed.
 N ?= 1000
 sim:
 	go test -count=1 -timeout 0 -run 'Sim$$' ./relay -sim.n $(N)
 
-## bench: run vs poll vs pg_recvlogical on the local services; prints the table and writes
-## results/<date>/ (table.md, latency-cdf.svg/png, report.json). BENCH_FLAGS=--quick for a short run.
+## bench: run vs poll vs Debezium (as shipped and tuned; jars via scripts/debezium-jars.sh) vs
+## pg_recvlogical on the local services; prints the table and writes results/<date>/ (table.md,
+## latency-cdf.svg/png, report.json). BENCH_FLAGS=--quick for a short run,
+## BENCH_FLAGS="--publishers run,debezium" for a subset.
 bench:
 	eval "$$(scripts/dev-up.sh)" && go run -C tools ./cmd/cdc-bench --out ../results $(BENCH_FLAGS)
 

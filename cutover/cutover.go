@@ -2,6 +2,7 @@ package cutover
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -23,7 +24,7 @@ type Options struct {
 	Slot, Publication string
 	// DeadLetterTable, when set, is created as `slot create` creates it (best effort).
 	DeadLetterTable string
-	// Poller publishes the pending rows: its ConnString, Table, Columns, Topic, DLQTopic,
+	// Poller publishes the pending rows: its Conn, Table, Columns, Topic, DLQTopic,
 	// Batch and Sink are used as `cdc-relay poll` uses them.
 	Poller poller.Config
 	// Logger; default slog.Default().
@@ -50,19 +51,28 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		log = slog.Default()
 	}
 	pcfg := o.Poller
+	if pcfg.Conn == nil {
+		return res, errors.New("cutover: no PostgreSQL connection configured")
+	}
 	if pcfg.Table == "" {
 		pcfg.Table = outbox.DefaultTable
 	}
-	conn, err := connect(ctx, pcfg)
+	cc := pcfg.Conn.Copy()
+	if _, ok := cc.RuntimeParams["application_name"]; !ok {
+		cc.RuntimeParams["application_name"] = "cdc-relay cutover"
+	}
+	conn, err := pgx.ConnectConfig(ctx, cc)
 	if err != nil {
-		return res, err
+		return res, fmt.Errorf("cutover: connect to PostgreSQL at %s:%d: %w", cc.Host, cc.Port, err)
 	}
 	defer conn.Close(context.Background())
 	warnRunningPoller(ctx, conn, log)
 
-	repl, err := connectReplication(ctx, pcfg)
+	rc := cc.Config.Copy() // the same server, replication=database
+	rc.RuntimeParams["replication"] = "database"
+	repl, err := pgconn.ConnectConfig(ctx, rc)
 	if err != nil {
-		return res, err
+		return res, fmt.Errorf("cutover: replication connection to PostgreSQL at %s:%d: %w", rc.Host, rc.Port, err)
 	}
 	replClosed := false
 	closeRepl := func() {
@@ -110,7 +120,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		return fail(err)
 	}
 	defer p.Close()
-	if err := p.Check(ctx, max(pcfg.ConnectTimeout, 10*time.Second)); err != nil {
+	if err := p.Check(ctx, max(pcfg.Conn.ConnectTimeout, 10*time.Second)); err != nil {
 		return fail(err)
 	}
 	n, err := p.PublishRows(ctx, ids)
@@ -157,52 +167,6 @@ func warnRunningPoller(ctx context.Context, conn *pgx.Conn, log *slog.Logger) {
 	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = 'cdc-relay poll' AND datname = current_database()`).Scan(&n); err == nil && n > 0 {
 		log.Warn("a `cdc-relay poll` is still connected: stop the old poller before the relay starts, or both publish every new row", "sessions", n)
 	}
-}
-
-// connConfig parses cfg's URL and applies its password, timeout and the application name.
-func connConfig(cfg poller.Config) (*pgx.ConnConfig, error) {
-	cc, err := pgx.ParseConfig(cfg.ConnString)
-	if err != nil {
-		return nil, fmt.Errorf("cutover: bad PostgreSQL URL: %w", err)
-	}
-	if cfg.Password != "" {
-		cc.Password = cfg.Password
-	}
-	if t := cfg.ConnectTimeout; t > 0 && (cc.ConnectTimeout == 0 || cc.ConnectTimeout > t) {
-		cc.ConnectTimeout = t
-	}
-	if _, ok := cc.RuntimeParams["application_name"]; !ok {
-		cc.RuntimeParams["application_name"] = "cdc-relay cutover"
-	}
-	return cc, nil
-}
-
-// connectReplication opens a replication connection (replication=database).
-func connectReplication(ctx context.Context, cfg poller.Config) (*pgconn.PgConn, error) {
-	cc, err := connConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	rc := cc.Config.Copy()
-	rc.RuntimeParams["replication"] = "database"
-	conn, err := pgconn.ConnectConfig(ctx, rc)
-	if err != nil {
-		return nil, fmt.Errorf("cutover: replication connection to PostgreSQL at %s:%d: %w", rc.Host, rc.Port, err)
-	}
-	return conn, nil
-}
-
-// connect opens a normal connection with cfg's URL, password and timeout.
-func connect(ctx context.Context, cfg poller.Config) (*pgx.Conn, error) {
-	cc, err := connConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	conn, err := pgx.ConnectConfig(ctx, cc)
-	if err != nil {
-		return nil, fmt.Errorf("cutover: connect to PostgreSQL at %s:%d: %w", cc.Host, cc.Port, err)
-	}
-	return conn, nil
 }
 
 func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/cdc-relay/cdc-relay/decoder"
+	"github.com/cdc-relay/cdc-relay/internal/retry"
 	"github.com/cdc-relay/cdc-relay/outbox"
 	"github.com/cdc-relay/cdc-relay/slotstore"
 )
@@ -63,10 +64,8 @@ func MarkDelivered(ctx context.Context, conn, peek *pgx.Conn, o MarkOptions) (Ma
 		if !errors.Is(err, slotstore.ErrSlotActive) || wait >= 50 {
 			return res, err
 		}
-		select {
-		case <-ctx.Done():
+		if !retry.Sleep(ctx, 200*time.Millisecond) {
 			return res, ctx.Err()
-		case <-time.After(200 * time.Millisecond):
 		}
 	}
 

@@ -1,7 +1,6 @@
 package deadletters
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -112,6 +111,3 @@ func ParseID(fromTopic bool, id string) error {
 	}
 	return nil
 }
-
-// ErrNoSelection means replay or discard was given no selection and no --all.
-var ErrNoSelection = errors.New("select letters with --id, --outbox-id, --topic, --reason, --since/--until, or give --all")

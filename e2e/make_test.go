@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -113,7 +114,7 @@ func TestReadmeMakeTargetsExist(t *testing.T) {
 		}
 	}
 	// The extraction itself: the commands the README is known to show must be among them.
-	for _, want := range []string{"demo", "test", "unit", "bench", "faults", "faults-full", "chaos", "seed-demo",
+	for _, want := range []string{"demo", "test", "unit", "test-matrix", "bench", "faults", "faults-full", "chaos", "seed-demo",
 		"db-init", "topic-create", "run-service", "run-publisher", "run-consumer", "dup-count", "end-offsets"} {
 		if !seen[want] {
 			t.Errorf("README.md no longer shows `make %s` (or the extraction missed it); found %v", want, seen)
@@ -242,4 +243,82 @@ func TestSeedMakeTargets(t *testing.T) {
 func finalLine(s string) string {
 	s = strings.TrimRight(s, "\n")
 	return s[strings.LastIndex(s, "\n")+1:]
+}
+
+// TestMakeTestMatrix runs `make test-matrix` on the PostgreSQL 15 the suite already uses, with one
+// cheap test instead of the core tests (CI runs the whole matrix as the last stage of make test):
+// the target builds the tests, runs them against that version's server, leaves a server it did not
+// start running, and prints its table. Bad choices fail before anything runs, saying what to do.
+// The core tests the matrix names by default must be tests of this package.
+func TestMakeTestMatrix(t *testing.T) {
+	t.Parallel()
+	pool := testenv.Pool(t)
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	matrix := func(vars ...string) (string, string, error) {
+		cmd := exec.CommandContext(ctx, "make", append([]string{"--no-print-directory", "test-matrix"}, vars...)...)
+		cmd.Dir = root
+		cmd.Env = cleanMakeEnv()
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		return stdout.String(), stderr.String(), err
+	}
+
+	// The default list names tests that exist (the script checks it too, but only once it runs).
+	script, err := os.ReadFile(filepath.Join(root, "scripts", "test-matrix.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := regexp.MustCompile(`(?s)default_tests=\((.*?)\)`).FindSubmatch(script)
+	if list == nil {
+		t.Fatal("scripts/test-matrix.sh has no default_tests=( ... ) list")
+	}
+	names := strings.Fields(string(list[1]))
+	var src strings.Builder
+	files, _ := filepath.Glob("*_test.go")
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src.Write(b)
+	}
+	for _, n := range names {
+		if !strings.Contains(src.String(), "\nfunc "+n+"(t *testing.T)") {
+			t.Errorf("scripts/test-matrix.sh runs %s, which is not a test in e2e/", n)
+		}
+	}
+	for _, core := range []string{"TestKill9AfterKafkaAckReplaysWithoutLoss", "TestMillionRowTransactionInBoundedMemory", "TestSlotCLILifecycle"} {
+		if !slices.Contains(names, core) {
+			t.Errorf("the matrix no longer runs %s; it runs %v", core, names)
+		}
+	}
+
+	if _, stderr, err := matrix("PG_VERSIONS=13"); err == nil || !strings.Contains(stderr, "13 is not a PostgreSQL major this project runs: use some of 14 15 16 17 18") {
+		t.Errorf("make test-matrix PG_VERSIONS=13: %v, want a failure naming the versions\n%s", err, stderr)
+	}
+	if _, stderr, err := matrix("PG_VERSIONS=15", "MATRIX_TESTS=TestNoSuchTest"); err == nil ||
+		!strings.Contains(stderr, "CDC_RELAY_MATRIX_TESTS names TestNoSuchTest, which is not a test in e2e/") {
+		t.Errorf("make test-matrix MATRIX_TESTS=TestNoSuchTest: %v, want a failure naming the test\n%s", err, stderr)
+	}
+
+	stdout, stderr, err := matrix("PG_VERSIONS=15", "MATRIX_TESTS=TestReadmeMakeCommandsExtraction")
+	if err != nil {
+		t.Fatalf("make test-matrix PG_VERSIONS=15: %v\nstdout:\n%s\nstderr:\n%s", err, stdout, stderr)
+	}
+	if !regexp.MustCompile(`(?m)^15 +15\.[0-9]+ +ok +[0-9]+s$`).MatchString(stdout) ||
+		!strings.Contains(stderr, "[pg15] --- PASS: TestReadmeMakeCommandsExtraction") {
+		t.Errorf("make test-matrix printed no passing line for 15:\nstdout:\n%s\nstderr:\n%s", stdout, stderr)
+	}
+	if strings.Contains(stderr, "stopping postgres 15") {
+		t.Errorf("make test-matrix stopped the PostgreSQL 15 it did not start:\n%s", stderr)
+	}
+	if _, err := pool.Exec(ctx, "SELECT 1"); err != nil {
+		t.Errorf("PostgreSQL 15 no longer serves after make test-matrix: %v", err)
+	}
 }

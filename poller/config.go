@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/cdc-relay/cdc-relay/metrics"
 	"github.com/cdc-relay/cdc-relay/outbox"
 	"github.com/cdc-relay/cdc-relay/sink"
@@ -14,11 +16,9 @@ import (
 
 // Config configures a Poller. Zero fields take the defaults stated.
 type Config struct {
-	// ConnString is the PostgreSQL URL or keyword/value string. Required.
-	ConnString string
-	// Password, when not empty, replaces the password of ConnString (e.g. read from a
-	// file, so that it is in no URL). It is never logged.
-	Password string
+	// Conn is the parsed PostgreSQL connection (password, connect timeout, TLS applied).
+	// Required. The poller's connections copy it.
+	Conn *pgx.ConnConfig
 	// Table is the outbox table, "schema.table" or "table" (schema public).
 	// Default "public.outbox".
 	Table string
@@ -41,8 +41,6 @@ type Config struct {
 	// ProbeTimeout bounds the metadata request that checks Kafka before the first cycle and
 	// after a cycle that found it unavailable. Default 2s.
 	ProbeTimeout time.Duration
-	// ConnectTimeout bounds connecting to PostgreSQL. Default 10s.
-	ConnectTimeout time.Duration
 	// MaxBackoff bounds the wait between cycles while PostgreSQL or Kafka is unavailable.
 	// Default 5s.
 	MaxBackoff time.Duration
@@ -61,8 +59,8 @@ type Config struct {
 // Validate reports a configuration that cannot work.
 func (c Config) Validate() error {
 	var errs []error
-	if c.ConnString == "" {
-		errs = append(errs, errors.New("poller: no PostgreSQL URL (set --pg-url or CDC_RELAY_PG_URL)"))
+	if c.Conn == nil {
+		errs = append(errs, errors.New("poller: no PostgreSQL connection configured"))
 	}
 	if _, err := outbox.ParseTable(c.withDefaults().Table); err != nil {
 		errs = append(errs, err)
@@ -70,7 +68,7 @@ func (c Config) Validate() error {
 	if c.Batch < 0 || c.Batch > maxBatch {
 		errs = append(errs, fmt.Errorf("poller: batch %d: use 1 to %d", c.Batch, maxBatch))
 	}
-	if c.Interval < 0 || c.AckTimeout < 0 || c.ProbeTimeout < 0 || c.ConnectTimeout < 0 || c.MaxBackoff < 0 {
+	if c.Interval < 0 || c.AckTimeout < 0 || c.ProbeTimeout < 0 || c.MaxBackoff < 0 {
 		errs = append(errs, errors.New("poller: intervals and timeouts must not be negative"))
 	}
 	errs = append(errs, c.Sink.Validate())
@@ -88,7 +86,6 @@ func (c Config) withDefaults() Config {
 	c.Interval = cmp.Or(c.Interval, 100*time.Millisecond)
 	c.AckTimeout = cmp.Or(c.AckTimeout, 10*time.Second)
 	c.ProbeTimeout = cmp.Or(c.ProbeTimeout, 2*time.Second)
-	c.ConnectTimeout = cmp.Or(c.ConnectTimeout, 10*time.Second)
 	c.MaxBackoff = cmp.Or(c.MaxBackoff, 5*time.Second)
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 	return c

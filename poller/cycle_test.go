@@ -101,7 +101,7 @@ func newTestPoller(t *testing.T, f *fake, rows int) (*Poller, *testenv.Fixture) 
 		t.Fatal(err)
 	}
 	p, err := New(Config{
-		ConnString: testenv.PGURL(t), Table: fx.Table, DLQTopic: "dlq", Batch: 10,
+		Conn: testenv.PGConfig(t), Table: fx.Table, DLQTopic: "dlq", Batch: 10,
 		AckTimeout: time.Second, ProbeTimeout: 300 * time.Millisecond,
 		Sink: sink.Config{Brokers: f.c.ListenAddrs(), DialTimeout: 200 * time.Millisecond,
 			Opts: []kgo.Opt{kgo.MetadataMinAge(50 * time.Millisecond), kgo.RetryBackoffFn(func(int) time.Duration { return 20 * time.Millisecond })}},

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/cdc-relay/cdc-relay/internal/retry"
 )
 
 // PublishRows publishes the rows among ids (the id column's text) that are still pending, the
@@ -37,15 +39,10 @@ func (p *Poller) PublishRows(ctx context.Context, ids []string) (int, error) {
 		case !IsRetryable(err):
 			return done, err
 		}
-		wait := p.backoff(failures)
+		wait := p.backoff().Delay(failures)
 		failures++
 		p.log.Warn("publishing listed rows failed: they stay pending", "retry_in", wait.Round(time.Millisecond), "cause", err)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-		case <-t.C:
-		}
+		retry.Sleep(ctx, wait)
 	}
 	return done, ctx.Err()
 }
@@ -64,21 +61,8 @@ func idsQuery(sel, idCol, idType string) (string, error) {
 
 // cycleIDs is a cycle over the pending rows among ids.
 func (p *Poller) cycleIDs(ctx context.Context, ids []string) (int, error) {
-	if p.probe {
-		pctx, cancel := context.WithTimeout(ctx, p.cfg.ProbeTimeout)
-		err := p.sink.Client().Ping(pctx)
-		cancel()
-		if err != nil {
-			return 0, fmt.Errorf("%w: probe: %w", ErrUnavailable, err)
-		}
-		p.probe = false
-	}
-	if p.q == nil {
-		q, err := buildQueries(ctx, p.pool, p.tbl, p.cfg.Columns, p.cfg.Topic)
-		if err != nil {
-			return 0, err
-		}
-		p.q = q
+	if err := p.prepare(ctx); err != nil {
+		return 0, err
 	}
 	cols, err := columnsOf(ctx, p.pool, p.tbl)
 	if err != nil {

@@ -29,7 +29,7 @@ func TestWatchPendingCountsPendingRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	p, err := New(Config{ConnString: testenv.PGURL(t), Table: table, Metrics: metrics.NewPoller(reg),
+	p, err := New(Config{Conn: testenv.PGConfig(t), Table: table, Metrics: metrics.NewPoller(reg),
 		Sink: sink.Config{Brokers: []string{"127.0.0.1:1"}}})
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/cdc-relay/cdc-relay/internal/retry"
 	"github.com/cdc-relay/cdc-relay/metrics"
 	"github.com/cdc-relay/cdc-relay/outbox"
 	"github.com/cdc-relay/cdc-relay/sink"
@@ -49,20 +50,16 @@ func New(cfg Config) (*Poller, error) {
 	}
 	cfg = cfg.withDefaults()
 	tbl, _ := outbox.ParseTable(cfg.Table) // checked by Validate
-	pcfg, err := pgxpool.ParseConfig(cfg.ConnString)
+	// pgxpool only takes a configuration it parsed: parse the same string, then put the
+	// caller's parsed connection (password, timeout) in.
+	pcfg, err := pgxpool.ParseConfig(cfg.Conn.ConnString())
 	if err != nil {
 		// pgconn's parse errors never include the password.
 		return nil, fmt.Errorf("poller: bad PostgreSQL URL: %w", err)
 	}
-	cc := pcfg.ConnConfig
-	if cfg.Password != "" {
-		cc.Password = cfg.Password
-	}
-	if cc.ConnectTimeout == 0 || cc.ConnectTimeout > cfg.ConnectTimeout {
-		cc.ConnectTimeout = cfg.ConnectTimeout
-	}
-	if _, ok := cc.RuntimeParams["application_name"]; !ok {
-		cc.RuntimeParams["application_name"] = "cdc-relay poll"
+	pcfg.ConnConfig = cfg.Conn.Copy()
+	if _, ok := pcfg.ConnConfig.RuntimeParams["application_name"]; !ok {
+		pcfg.ConnConfig.RuntimeParams["application_name"] = "cdc-relay poll"
 	}
 	pcfg.MaxConns, pcfg.MinConns = 2, 0 // the cycles' and WatchPending's
 	pool, err := pgxpool.NewWithConfig(context.Background(), pcfg)
@@ -133,30 +130,21 @@ func (p *Poller) Run(ctx context.Context) error {
 		case !IsRetryable(err):
 			return err
 		default:
-			wait = p.backoff(failures)
+			wait = p.backoff().Delay(failures)
 			failures++
 			p.log.Warn("cycle failed: rows stay pending", "retry_in", wait.Round(time.Millisecond), "cause", err)
 		}
 		if wait > 0 {
-			t := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-			case <-t.C:
-			}
+			retry.Sleep(ctx, wait)
 		}
 	}
 	return nil
 }
 
-// backoff is the wait after the nth consecutive failed cycle: Interval doubling, up to
-// MaxBackoff, at least 100ms.
-func (p *Poller) backoff(n int) time.Duration {
-	d := max(p.cfg.Interval, 100*time.Millisecond) << min(n, 16)
-	if d > p.cfg.MaxBackoff || d <= 0 {
-		d = p.cfg.MaxBackoff
-	}
-	return d
+// backoff is the wait after consecutive failed cycles: Interval doubling, up to MaxBackoff,
+// at least 100ms.
+func (p *Poller) backoff() retry.Backoff {
+	return retry.Backoff{Min: max(p.cfg.Interval, 100*time.Millisecond), Max: p.cfg.MaxBackoff}
 }
 
 // pending is one selected row and the record made of it.
@@ -167,15 +155,15 @@ type pending struct {
 	created time.Time // the row's created_at, for the latency metric
 }
 
-// cycle runs one transaction and returns how many rows it selected. On any error the
-// transaction is rolled back: the rows stay pending.
-func (p *Poller) cycle(ctx context.Context) (int, error) {
+// prepare probes Kafka if it was found unavailable, and reads the table's queries if they are
+// not known (yet, or since the table changed).
+func (p *Poller) prepare(ctx context.Context) error {
 	if p.probe {
 		pctx, cancel := context.WithTimeout(ctx, p.cfg.ProbeTimeout)
 		err := p.sink.Client().Ping(pctx)
 		cancel()
 		if err != nil {
-			return 0, fmt.Errorf("%w: probe: %w", ErrUnavailable, err)
+			return fmt.Errorf("%w: probe: %w", ErrUnavailable, err)
 		}
 		p.probe = false
 		p.log.Info("Kafka answers the probe")
@@ -183,9 +171,18 @@ func (p *Poller) cycle(ctx context.Context) (int, error) {
 	if p.q == nil {
 		q, err := buildQueries(ctx, p.pool, p.tbl, p.cfg.Columns, p.cfg.Topic)
 		if err != nil {
-			return 0, err
+			return err
 		}
 		p.q = q
+	}
+	return nil
+}
+
+// cycle runs one transaction and returns how many rows it selected. On any error the
+// transaction is rolled back: the rows stay pending.
+func (p *Poller) cycle(ctx context.Context) (int, error) {
+	if err := p.prepare(ctx); err != nil {
+		return 0, err
 	}
 
 	tx, err := p.pool.Begin(ctx)

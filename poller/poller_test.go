@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/cdc-relay/cdc-relay/outbox"
 	"github.com/cdc-relay/cdc-relay/sink"
 )
@@ -21,12 +23,16 @@ func TestIndexName(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
-	ok := Config{ConnString: "postgres://x@y/z", Sink: sink.Config{Brokers: []string{"b:1"}}}
+	cc, err := pgx.ParseConfig("postgres://x@y/z")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := Config{Conn: cc, Sink: sink.Config{Brokers: []string{"b:1"}}}
 	if err := ok.Validate(); err != nil {
 		t.Fatalf("valid config: %v", err)
 	}
 	for name, mut := range map[string]func(*Config){
-		"no url":       func(c *Config) { c.ConnString = "" },
+		"no conn":      func(c *Config) { c.Conn = nil },
 		"no brokers":   func(c *Config) { c.Sink.Brokers = nil },
 		"bad table":    func(c *Config) { c.Table = "a.b.c" },
 		"huge batch":   func(c *Config) { c.Batch = maxBatch + 1 },
@@ -49,7 +55,7 @@ func TestBackoffIsBounded(t *testing.T) {
 	p := &Poller{cfg: Config{Interval: 10 * time.Millisecond, MaxBackoff: 5 * time.Second}}
 	prev := time.Duration(0)
 	for n := 0; n < 100; n++ {
-		d := p.backoff(n)
+		d := p.backoff().Delay(n)
 		if d < 100*time.Millisecond || d > 5*time.Second || d < prev {
 			t.Fatalf("backoff(%d) = %s after %s", n, d, prev)
 		}

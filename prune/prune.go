@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/cdc-relay/cdc-relay/internal/retry"
 	"github.com/cdc-relay/cdc-relay/outbox"
 	"github.com/cdc-relay/cdc-relay/slotstore"
 )
@@ -54,11 +55,11 @@ func (o Options) Validate() error {
 	switch o.Mode {
 	case ModeRun:
 		if o.Slot == "" {
-			errs = append(errs, errors.New("prune: --slot is required with --mode run (the slot whose relay publishes the table)"))
+			errs = append(errs, errors.New("prune: Options.Slot is required with Options.Mode run (the slot whose relay publishes the table)"))
 		}
 	case ModePoll:
 	default:
-		errs = append(errs, fmt.Errorf("prune: mode %q: use run or poll", o.Mode))
+		errs = append(errs, fmt.Errorf("prune: Options.Mode %q: use run or poll", o.Mode))
 	}
 	if o.Table != "" {
 		if _, err := outbox.ParseTable(o.Table); err != nil {
@@ -66,10 +67,10 @@ func (o Options) Validate() error {
 		}
 	}
 	if o.OlderThan <= 0 {
-		errs = append(errs, errors.New("prune: --older-than must be positive (e.g. 168h)"))
+		errs = append(errs, errors.New("prune: Options.OlderThan must be positive (e.g. 168h)"))
 	}
 	if o.Batch < 0 || o.Wait < 0 {
-		errs = append(errs, errors.New("prune: --batch and --wait must not be negative"))
+		errs = append(errs, errors.New("prune: Options.Batch and Options.Wait must not be negative"))
 	}
 	return errors.Join(errs...)
 }
@@ -234,12 +235,8 @@ func mark(ctx context.Context, conn *pgx.Conn, o Options, res *Result) error {
 			return fmt.Errorf("%w: slot %q confirmed %s, the mark is %s (waited %s; is `cdc-relay run` streaming from it?); nothing was deleted",
 				ErrNotConfirmed, o.Slot, res.Confirmed, res.MarkLSN, o.Wait)
 		}
-		t := time.NewTimer(o.PollInterval)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !retry.Sleep(ctx, o.PollInterval) {
 			return ctx.Err()
-		case <-t.C:
 		}
 	}
 }

@@ -13,9 +13,9 @@ func TestOptionsValidate(t *testing.T) {
 	}{
 		{Options{Mode: ModeRun, Slot: "s", OlderThan: time.Hour}, ""},
 		{Options{Mode: ModePoll, OlderThan: time.Hour}, ""},
-		{Options{Mode: ModeRun, OlderThan: time.Hour}, "--slot is required"},
-		{Options{Mode: "both", OlderThan: time.Hour}, `mode "both"`},
-		{Options{Mode: ModePoll}, "--older-than must be positive"},
+		{Options{Mode: ModeRun, OlderThan: time.Hour}, "Options.Slot is required"},
+		{Options{Mode: "both", OlderThan: time.Hour}, `Options.Mode "both"`},
+		{Options{Mode: ModePoll}, "Options.OlderThan must be positive"},
 		{Options{Mode: ModePoll, OlderThan: time.Hour, Batch: -1}, "must not be negative"},
 		{Options{Mode: ModePoll, OlderThan: time.Hour, Table: "a.b.c"}, `table "a.b.c": invalid name`},
 	} {

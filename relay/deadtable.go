@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/cdc-relay/cdc-relay/internal/retry"
 	"github.com/cdc-relay/cdc-relay/outbox"
 	"github.com/cdc-relay/cdc-relay/sink"
 	"github.com/cdc-relay/cdc-relay/slotstore"
@@ -24,12 +25,11 @@ import (
 // committed, so the position never passes a record that is parked nowhere.
 // While PostgreSQL is unreachable the goroutine retries with backoff and the position holds.
 type deadTable struct {
-	connString string
-	password   string // replaces connString's password when set (replication.Config.Password)
-	slot       string
-	table      outbox.Table // the dead-letter table, always schema-qualified
-	log        *slog.Logger
-	written    func() // called once per row committed
+	connCfg *pgx.ConnConfig // replication.Config.Conn (pgx.ConnectConfig copies it)
+	slot    string
+	table   outbox.Table // the dead-letter table, always schema-qualified
+	log     *slog.Logger
+	written func() // called once per row committed
 
 	mu    sync.Mutex
 	items []tableLetter
@@ -71,42 +71,31 @@ func (d *deadTable) len() int {
 // (the letters then stay queued, unconfirmed: a restart replays them). done is called for
 // each letter's transaction after its row is committed.
 func (d *deadTable) write(ctx context.Context, done func(*kgo.Record, *txn)) error {
-	for attempt := 0; d.len() > 0; attempt++ {
-		err := d.writeOnce(ctx, done)
-		if err == nil {
-			attempt = -1
-			continue
+	err := retry.Backoff{Min: 250 * time.Millisecond, Max: 30 * time.Second}.Until(ctx, func(int) error {
+		for d.len() > 0 {
+			if err := d.writeOnce(ctx, done); err != nil {
+				if d.conn != nil {
+					d.conn.Close(context.Background())
+					d.conn = nil
+				}
+				return err
+			}
 		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		wait := min(250*time.Millisecond<<min(attempt, 7), 30*time.Second)
+		return nil
+	}, nil, func(err error, wait time.Duration) {
 		d.log.Error("cannot park dead letters in PostgreSQL: retrying; the confirmed position holds until they are parked",
 			"table", d.table.String(), "queued", d.len(), "retry_in", wait, "cause", err)
-		if d.conn != nil {
-			d.conn.Close(context.Background())
-			d.conn = nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(wait):
-		}
+	})
+	if err != nil {
+		return ctx.Err() // every error is retried: only the end of ctx stops it
 	}
 	return nil
 }
 
 func (d *deadTable) writeOnce(ctx context.Context, done func(*kgo.Record, *txn)) error {
 	if d.conn == nil {
-		cfg, err := pgx.ParseConfig(d.connString)
-		if err != nil {
-			return fmt.Errorf("parse PostgreSQL URL: %w", err)
-		}
-		if d.password != "" {
-			cfg.Password = d.password
-		}
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		conn, err := pgx.ConnectConfig(cctx, cfg)
+		conn, err := pgx.ConnectConfig(cctx, d.connCfg)
 		if err == nil {
 			err = slotstore.New(conn).CreateDeadLetterTable(cctx, d.table.String())
 			if err != nil {

@@ -3,6 +3,8 @@ package relay
 import (
 	"context"
 	"time"
+
+	"github.com/cdc-relay/cdc-relay/internal/retry"
 )
 
 // Broker-outage handling (DESIGN.md, "Broker outage"). The producer itself retries a
@@ -29,7 +31,6 @@ func (r *Relay) watchKafka(ctx context.Context) error {
 	last, lastAt := acked(), time.Now()
 	var down time.Time // zero while Kafka acknowledges
 	var probes int
-	var cycle time.Duration
 	var nextProbe time.Time
 	for {
 		select {
@@ -49,7 +50,7 @@ func (r *Relay) watchKafka(ctx context.Context) error {
 				if now.Sub(lastAt) < kafkaStallAfter {
 					continue
 				}
-				down, probes, cycle, nextProbe = lastAt, 0, kafkaProbeMin, now
+				down, probes, nextProbe = lastAt, 0, now
 				r.stats.KafkaOutages.Add(1)
 				r.log.Warn("Kafka is not acknowledging: holding the confirmed position, retrying without a per-record budget, probing once per cycle",
 					"since", lastAt.Format(time.RFC3339), "in_flight", r.sink.Buffered(), "confirmed", r.Confirmed())
@@ -58,6 +59,7 @@ func (r *Relay) watchKafka(ctx context.Context) error {
 				continue
 			}
 			probes++
+			cycle := retry.Backoff{Min: kafkaProbeMin, Max: kafkaProbeMax}.Delay(probes - 1)
 			r.stats.KafkaProbes.Add(1)
 			started := now
 			pctx, cancel := context.WithTimeout(ctx, kafkaProbeWait)
@@ -74,7 +76,6 @@ func (r *Relay) watchKafka(ctx context.Context) error {
 				r.log.Warn("Kafka answers metadata but has not acknowledged the records in flight yet", "probe", probes,
 					"outage", time.Since(down).Round(time.Second), "next_probe_in", cycle, "in_flight", r.sink.Buffered())
 			}
-			cycle = min(2*cycle, kafkaProbeMax)
 		}
 	}
 }

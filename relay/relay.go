@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/cdc-relay/cdc-relay/decoder"
+	"github.com/cdc-relay/cdc-relay/internal/retry"
 	"github.com/cdc-relay/cdc-relay/metrics"
 	"github.com/cdc-relay/cdc-relay/outbox"
 	"github.com/cdc-relay/cdc-relay/replication"
@@ -87,7 +88,7 @@ func New(cfg Config) (*Relay, error) {
 	if err != nil {
 		return nil, err
 	}
-	r.table = &deadTable{connString: cfg.Replication.ConnString, password: cfg.Replication.Password, slot: cfg.Replication.Slot,
+	r.table = &deadTable{connCfg: cfg.Replication.Conn, slot: cfg.Replication.Slot,
 		table: deadTbl, log: cfg.Logger, written: func() { r.stats.ParkedInTable.Add(1) }}
 	cfg.Metrics.SetSource(r)
 	return r, nil
@@ -130,32 +131,21 @@ func (r *Relay) Run(ctx context.Context) error {
 // running relay does, instead of exiting into its supervisor's growing back-off; it says so at
 // every cycle, and /readyz reports it not ready (the stream has not started).
 func (r *Relay) waitForKafka(ctx context.Context) error {
-	for attempt := 0; ; attempt++ {
+	err := retry.Startup.Until(ctx, func(attempt int) error {
 		pctx, cancel := context.WithTimeout(ctx, r.cfg.StartupTimeout)
+		defer cancel()
 		err := r.sink.Ping(pctx)
-		cancel()
-		if err == nil {
-			if attempt > 0 {
-				r.log.Info("Kafka answers: starting to read the slot", "waited_cycles", attempt)
-			}
-			return nil
+		if err == nil && attempt > 0 {
+			r.log.Info("Kafka answers: starting to read the slot", "waited_cycles", attempt)
 		}
-		if ctx.Err() != nil {
-			return nil
-		}
-		if sink.Permanent(err) {
-			return err
-		}
-		wait := min(time.Second<<min(attempt, 3), 5*time.Second)
+		return err
+	}, func(err error) bool { return !sink.Permanent(err) }, func(err error, wait time.Duration) {
 		r.log.Warn("waiting for Kafka: it is unreachable, so nothing is read from the slot yet; retrying", "retry_in", wait, "cause", err)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil
-		case <-t.C:
-		}
+	})
+	if ctx.Err() != nil {
+		return nil
 	}
+	return err
 }
 
 // drain flushes the producer and the dead-letter queue until both are empty. After a record

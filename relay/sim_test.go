@@ -276,10 +276,11 @@ func (h *harness) script(e simwal.Event) simwal.Action {
 }
 
 func (h *harness) config() Config {
+	conn := h.srv.ConnConfig()
+	conn.ConnectTimeout = 5 * time.Second
 	return Config{
 		Replication: replication.Config{
-			ConnString: h.srv.ConnString(), Slot: "sim_slot", Publications: []string{"pub"},
-			StatusInterval: h.sc.statusInterval, ConnectTimeout: 5 * time.Second,
+			Conn: conn, Slot: "sim_slot", Publications: []string{"pub"}, StatusInterval: h.sc.statusInterval,
 			MinBackoff: 2 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, StandbyRetry: 10 * time.Millisecond,
 		},
 		Sink: sink.Config{
@@ -465,13 +466,16 @@ func (h *harness) finalRun(txns []simTxnSpec) {
 	stopSample := h.sample(r)
 	h.commit(ctx, txns, 0)
 	end := h.srv.WALEnd()
-	deadline := time.Now().Add(20 * time.Second)
+	// A condition awaited, not a sleep: generous, since a loaded CI machine with -race has been
+	// seen to need more than 20 s for a final run that takes 1-3 s alone.
+	const finalWait = 60 * time.Second
+	deadline := time.Now().Add(finalWait)
 	for h.srv.Confirmed() < end && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	if c := h.srv.Confirmed(); c < end {
-		h.violate("b", "final run: the slot is at %s after 20s, want the WAL end %s (published %d, dead-lettered %d, in flight %d txns, %d records)",
-			c, end, r.stats.Published.Load(), r.stats.DeadLettered.Load(), r.track.inFlight(), r.sink.Buffered())
+		h.violate("b", "final run: the slot is at %s after %s, want the WAL end %s (published %d, dead-lettered %d, in flight %d txns, %d records)",
+			c, finalWait, end, r.stats.Published.Load(), r.stats.DeadLettered.Load(), r.track.inFlight(), r.sink.Buffered())
 	} else {
 		h.checkIdle()
 	}

@@ -6,16 +6,16 @@ import (
 	"log/slog"
 	"regexp"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Config configures a Stream. Zero fields take the defaults stated.
 type Config struct {
-	// ConnString is the PostgreSQL URL or keyword/value string. Required. The Stream adds
-	// replication=database itself.
-	ConnString string
-	// Password, when not empty, replaces the password of ConnString (e.g. read from a
-	// file, so that it is in no URL). It is never logged.
-	Password string
+	// Conn is the parsed PostgreSQL connection (password, TLS, hosts and fallbacks applied).
+	// Required. The Stream connects with a copy that adds replication=database; its
+	// ConnectTimeout (default 10s) also bounds starting a session.
+	Conn *pgx.ConnConfig
 	// Slot is the logical replication slot (pgoutput). Required.
 	Slot string
 	// Publications are passed to pgoutput as publication_names. Required.
@@ -27,8 +27,6 @@ type Config struct {
 	// it (coalesced): what a kill -9 replays is what was confirmed in the last ConfirmDelay.
 	// StatusInterval stays the heartbeat. Default 100ms; negative: only every StatusInterval.
 	ConfirmDelay time.Duration
-	// ConnectTimeout bounds connecting and starting a session. Default 10s.
-	ConnectTimeout time.Duration
 	// MinBackoff and MaxBackoff bound the exponential backoff between reconnects.
 	// Defaults 250ms and 30s.
 	MinBackoff, MaxBackoff time.Duration
@@ -47,21 +45,21 @@ var (
 // Validate reports a configuration that cannot work.
 func (c Config) Validate() error {
 	var errs []error
-	if c.ConnString == "" {
-		errs = append(errs, errors.New("replication: no PostgreSQL URL (set --pg-url or CDC_RELAY_PG_URL)"))
+	if c.Conn == nil {
+		errs = append(errs, errors.New("replication: no PostgreSQL connection configured"))
 	}
 	if !slotName.MatchString(c.Slot) {
 		errs = append(errs, fmt.Errorf("replication: slot name %q is invalid: use 1 to 63 lower-case letters, digits or underscores", c.Slot))
 	}
 	if len(c.Publications) == 0 {
-		errs = append(errs, errors.New("replication: no publication (set --publication)"))
+		errs = append(errs, errors.New("replication: no publication"))
 	}
 	for _, p := range c.Publications {
 		if !pubName.MatchString(p) {
 			errs = append(errs, fmt.Errorf("replication: publication name %q is invalid: use 1 to 63 lower-case letters, digits or underscores", p))
 		}
 	}
-	if c.StatusInterval < 0 || c.ConnectTimeout < 0 {
+	if c.StatusInterval < 0 {
 		errs = append(errs, errors.New("replication: intervals must not be negative"))
 	}
 	return errors.Join(errs...)
@@ -70,9 +68,6 @@ func (c Config) Validate() error {
 func (c Config) withDefaults() Config {
 	if c.StatusInterval == 0 {
 		c.StatusInterval = 10 * time.Second
-	}
-	if c.ConnectTimeout == 0 {
-		c.ConnectTimeout = 10 * time.Second
 	}
 	if c.ConfirmDelay == 0 {
 		c.ConfirmDelay = 100 * time.Millisecond

@@ -1,7 +1,8 @@
 // Package replication owns the logical replication connection to PostgreSQL.
 //
 // A Stream starts pgoutput streaming from a slot (proto_version 1, the configured
-// publications, logical decoding messages included) and forwards every XLogData and
+// publications, logical decoding messages included: the same request on every PostgreSQL from
+// 14, the oldest it accepts, to 18) and forwards every XLogData and
 // keepalive, in server order, to a channel. It never decides what has been delivered: the
 // flush position it reports to the server is only ever what the caller passed to Ack, and it
 // is always sent explicitly (pglogrepl would otherwise copy the write position into a zero

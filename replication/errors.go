@@ -1,13 +1,13 @@
 package replication
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/cdc-relay/cdc-relay/internal/tlshint"
 )
 
 var (
@@ -22,7 +22,32 @@ var (
 	ErrWrongPlugin = errors.New("replication slot does not use the pgoutput plugin")
 	// ErrPublicationMissing means a publication named in the configuration does not exist.
 	ErrPublicationMissing = errors.New("publication does not exist")
+	// ErrServerTooOld means the server is older than MinServerMajor.
+	ErrServerTooOld = errors.New("PostgreSQL server is too old")
 )
+
+// MinServerMajor is the oldest PostgreSQL major the relay streams from: pgoutput's `messages`
+// option (logical decoding messages, which the relay requests) is 14's.
+const MinServerMajor = 14
+
+// checkServerVersion refuses a server older than MinServerMajor by its server_version
+// parameter, with what to do, instead of the walsender's "unrecognized pgoutput option". A
+// version it cannot read (a proxy's) passes: the server decides then.
+func checkServerVersion(version string) error {
+	major := 0
+	for _, c := range version {
+		if c < '0' || c > '9' {
+			break
+		}
+		major = major*10 + int(c-'0')
+	}
+	if major == 0 || major >= MinServerMajor {
+		return nil
+	}
+	return fmt.Errorf("%w: the server is PostgreSQL %s, and cdc-relay needs %d or later "+
+		"(pgoutput's messages option): upgrade the server, or point --pg-url at one that is %d or later",
+		ErrServerTooOld, version, MinServerMajor, MinServerMajor)
+}
 
 // IsRetryable reports whether a failed session should be retried by reconnecting: the server
 // is unreachable, was restarted or is starting, the connection was cut or the walsender was
@@ -35,7 +60,7 @@ func IsRetryable(err error) bool {
 	case errors.Is(err, ErrSlotActive):
 		return true
 	case errors.Is(err, ErrSlotMissing), errors.Is(err, ErrSlotLost),
-		errors.Is(err, ErrWrongPlugin), errors.Is(err, ErrPublicationMissing):
+		errors.Is(err, ErrWrongPlugin), errors.Is(err, ErrPublicationMissing), errors.Is(err, ErrServerTooOld):
 		return false
 	}
 	if tlsRefused(err) {
@@ -60,17 +85,7 @@ func IsRetryable(err error) bool {
 
 // tlsRefused reports a TLS failure that the same configuration meets again: a certificate that
 // is not trusted or does not name the host, or a server that does not speak TLS.
-func tlsRefused(err error) bool {
-	var (
-		unknown  x509.UnknownAuthorityError
-		hostname x509.HostnameError
-		invalid  x509.CertificateInvalidError
-		verify   *tls.CertificateVerificationError
-		header   tls.RecordHeaderError
-	)
-	return errors.As(err, &unknown) || errors.As(err, &hostname) || errors.As(err, &invalid) ||
-		errors.As(err, &verify) || errors.As(err, &header)
-}
+func tlsRefused(err error) bool { return tlshint.Hint(err, tlshint.Words{}) != "" }
 
 // classify maps a server error to the package's sentinels, keeping the server's words.
 func classify(err error, slot string) error {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"strconv"
 	"strings"
@@ -16,6 +15,8 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/cdc-relay/cdc-relay/internal/retry"
 )
 
 // Kind says what a Message carries.
@@ -99,26 +100,19 @@ type Stream struct {
 	wakeCh      chan struct{}
 }
 
-// New validates cfg and parses the connection string. It does not connect.
+// New validates cfg and copies its connection configuration. It does not connect.
 func New(cfg Config) (*Stream, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	cc, err := pgconn.ParseConfig(cfg.ConnString)
-	if err != nil {
-		// pgconn's parse errors never include the password.
-		return nil, fmt.Errorf("replication: bad PostgreSQL URL: %w", err)
-	}
-	if cfg.Password != "" {
-		cc.Password = cfg.Password
-	}
+	cc := cfg.Conn.Config.Copy()
 	cc.RuntimeParams["replication"] = "database"
 	if _, ok := cc.RuntimeParams["application_name"]; !ok {
 		cc.RuntimeParams["application_name"] = "cdc-relay"
 	}
-	if cc.ConnectTimeout == 0 || cc.ConnectTimeout > cfg.ConnectTimeout {
-		cc.ConnectTimeout = cfg.ConnectTimeout
+	if cc.ConnectTimeout == 0 {
+		cc.ConnectTimeout = 10 * time.Second
 	}
 	s := &Stream{cfg: cfg, connCfg: cc, log: cfg.Logger.With("slot", cfg.Slot), wakeCh: make(chan struct{}, 1)}
 	cc.BuildFrontend = s.read.frontend
@@ -222,7 +216,7 @@ func (s *Stream) Run(ctx context.Context, out chan<- []Message) error {
 			if streamed {
 				attempt = 0
 			}
-			wait = backoff(s.cfg.MinBackoff, s.cfg.MaxBackoff, attempt)
+			wait = retry.Backoff{Min: s.cfg.MinBackoff, Max: s.cfg.MaxBackoff, Jitter: true}.Delay(attempt)
 			attempt++
 			s.state.Store(int32(StateReconnecting))
 			if everStreamed || streamed {
@@ -232,12 +226,8 @@ func (s *Stream) Run(ctx context.Context, out chan<- []Message) error {
 				s.log.Warn("waiting for PostgreSQL: cannot start replicating; retrying", "in", wait.Round(time.Millisecond), "cause", err)
 			}
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !retry.Sleep(ctx, wait) {
 			return nil
-		case <-t.C:
 		}
 	}
 }
@@ -246,7 +236,7 @@ func (s *Stream) Run(ctx context.Context, out chan<- []Message) error {
 // whether streaming had started.
 func (s *Stream) session(ctx context.Context, out chan<- []Message) (bool, error) {
 	s.state.Store(int32(StateConnecting))
-	cctx, cancel := context.WithTimeout(ctx, s.cfg.ConnectTimeout)
+	cctx, cancel := context.WithTimeout(ctx, s.connCfg.ConnectTimeout)
 	defer cancel()
 	conn, err := pgconn.ConnectConfig(cctx, s.connCfg)
 	if err != nil {
@@ -255,6 +245,9 @@ func (s *Stream) session(ctx context.Context, out chan<- []Message) (bool, error
 	s.conn = conn
 	s.read.start(conn)
 	s.setWakeConn(conn.Conn())
+	if err := checkServerVersion(conn.ParameterStatus("server_version")); err != nil {
+		return false, err
+	}
 	// The timeline tells a promoted standby from the server the relay started on: a slot
 	// missing there was not dropped but left behind on the old primary.
 	sys, err := pglogrepl.IdentifySystem(cctx, conn)
@@ -534,13 +527,4 @@ func (e *connectError) Unwrap() error { return e.err }
 func isConnectError(err error) bool {
 	var ce *connectError
 	return errors.As(err, &ce)
-}
-
-func backoff(lo, hi time.Duration, attempt int) time.Duration {
-	d := lo << min(attempt, 16)
-	if d > hi || d <= 0 {
-		d = hi
-	}
-	// Full jitter on the upper half keeps several relays from reconnecting in lockstep.
-	return d/2 + rand.N(d/2+1)
 }

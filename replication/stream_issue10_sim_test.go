@@ -98,7 +98,7 @@ func TestSimStreamLeavesDrainModeWhenTheBacklogEnds(t *testing.T) {
 // Defect 5: a standby that never streamed waits across a PostgreSQL outage (every connection
 // closed at once) instead of exiting, and streams once the server is back and the slot free.
 func TestSimStreamStandbyWaitsAcrossAnOutage(t *testing.T) {
-	srv, s := simStream(t, Config{StatusInterval: 20 * time.Millisecond, ConnectTimeout: time.Second})
+	srv, s := simStream(t, Config{StatusInterval: 20 * time.Millisecond}, time.Second)
 	srv.HoldSlot(4242)
 	srv.Commit(0, []simwal.Change{row(simwal.OutboxRelation(1), "1")})
 	ctx, cancel := context.WithCancel(context.Background())

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,14 +15,18 @@ import (
 )
 
 // simStream starts a fake walsender (internal/simwal) and a Stream on it.
-func simStream(t *testing.T, cfg Config) (*simwal.Server, *Stream) {
+// connectTimeout, when given, bounds connecting and starting a session (default 10s).
+func simStream(t *testing.T, cfg Config, connectTimeout ...time.Duration) (*simwal.Server, *Stream) {
 	t.Helper()
 	srv, err := simwal.New("sim_slot", 0x1000)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
-	cfg.ConnString = srv.ConnString()
+	cfg.Conn = srv.ConnConfig()
+	for _, d := range connectTimeout {
+		cfg.Conn.ConnectTimeout = d
+	}
 	cfg.Slot = "sim_slot"
 	cfg.Publications = []string{"pub"}
 	if cfg.Logger == nil {
@@ -164,7 +169,7 @@ func TestSimStreamWaitsAsStandby(t *testing.T) {
 // Nothing listening: the stream waits for PostgreSQL, retrying, as a relay (re)started during
 // an outage must (issue 10, defects 5 and 8), and a cancel ends it cleanly.
 func TestSimStreamNoServerWaits(t *testing.T) {
-	srv, s := simStream(t, Config{ConnectTimeout: time.Second, MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
+	srv, s := simStream(t, Config{MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond}, time.Second)
 	srv.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
@@ -235,4 +240,36 @@ func TestSimStreamRestartsFromTheSlotWhenItIsBehind(t *testing.T) {
 	cancel()
 	<-errc
 	s.Close(context.Background())
+}
+
+// A server older than 14 ends Run at once with ErrServerTooOld, which names the version and the
+// oldest one supported, instead of retrying or failing on the walsender's "unrecognized pgoutput
+// option"; every supported major's version string passes, whatever follows the number.
+func TestSimStreamRefusesServerOlderThan14(t *testing.T) {
+	srv, s := simStream(t, Config{StatusInterval: 20 * time.Millisecond})
+	srv.ServerVersion = "13.16 (Debian 13.16-0+deb11u1)"
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := s.Run(ctx, make(chan []Message, 16))
+	if !errors.Is(err, ErrServerTooOld) || IsRetryable(err) {
+		t.Fatalf("Run on PostgreSQL 13: %v, want ErrServerTooOld, not retryable", err)
+	}
+	for _, want := range []string{"PostgreSQL 13.16 (Debian 13.16-0+deb11u1)", "needs 14 or later", "--pg-url"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	if n := len(srv.Sessions()); n != 0 {
+		t.Errorf("%d replication sessions started, want none on a too-old server", n)
+	}
+	for _, v := range []string{"14.24", "15.8", "16.15", "17.11", "18.6", "18beta1", "19devel", "", "proxy"} {
+		if err := checkServerVersion(v); err != nil {
+			t.Errorf("server_version %q refused: %v", v, err)
+		}
+	}
+	for _, v := range []string{"13.16", "12.20", "9.6.24", "10.23"} {
+		if err := checkServerVersion(v); !errors.Is(err, ErrServerTooOld) {
+			t.Errorf("server_version %q: %v, want ErrServerTooOld", v, err)
+		}
+	}
 }

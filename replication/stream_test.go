@@ -7,21 +7,32 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
+func mustParse(t *testing.T, s string) *pgx.ConnConfig {
+	t.Helper()
+	cc, err := pgx.ParseConfig(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cc
+}
+
 func TestValidate(t *testing.T) {
-	ok := Config{ConnString: "postgres://x@h/db", Slot: "s_1", Publications: []string{"p"}}
+	cc := mustParse(t, "postgres://x@h/db")
+	ok := Config{Conn: cc, Slot: "s_1", Publications: []string{"p"}}
 	if err := ok.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	for name, c := range map[string]Config{
-		"no url":           {Slot: "s", Publications: []string{"p"}},
-		"upper-case slot":  {ConnString: "x", Slot: "Slot", Publications: []string{"p"}},
-		"slot with quote":  {ConnString: "x", Slot: "s'; DROP", Publications: []string{"p"}},
-		"no publication":   {ConnString: "x", Slot: "s"},
-		"publication list": {ConnString: "x", Slot: "s", Publications: []string{"a,b"}},
-		"negative":         {ConnString: "x", Slot: "s", Publications: []string{"p"}, StatusInterval: -1},
+		"no connection":    {Slot: "s", Publications: []string{"p"}},
+		"upper-case slot":  {Conn: cc, Slot: "Slot", Publications: []string{"p"}},
+		"slot with quote":  {Conn: cc, Slot: "s'; DROP", Publications: []string{"p"}},
+		"no publication":   {Conn: cc, Slot: "s"},
+		"publication list": {Conn: cc, Slot: "s", Publications: []string{"a,b"}},
+		"negative":         {Conn: cc, Slot: "s", Publications: []string{"p"}, StatusInterval: -1},
 	} {
 		if err := c.Validate(); err == nil {
 			t.Errorf("%s: accepted", name)
@@ -29,18 +40,35 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-func TestNewRejectsBadURLWithoutEchoingThePassword(t *testing.T) {
-	_, err := New(Config{ConnString: "postgres://u:s3cret@host:notaport/db", Slot: "s", Publications: []string{"p"}})
-	if err == nil {
-		t.Fatal("bad URL accepted")
+// A multi-host configuration reaches the replication connection whole: every host as a
+// fallback and the target_session_attrs check, so a failover finds the new primary. The
+// caller's configuration is not changed (the other connections copy it too).
+func TestNewKeepsTheFallbacksAndTheSessionCheck(t *testing.T) {
+	cc := mustParse(t, "host=pg-a,pg-b port=5432,5433 user=u dbname=db sslmode=disable target_session_attrs=read-write connect_timeout=3")
+	if len(cc.Fallbacks) != 1 || cc.ValidateConnect == nil {
+		t.Fatalf("pgx parsed %d fallbacks, ValidateConnect %v: the test's premise is off", len(cc.Fallbacks), cc.ValidateConnect != nil)
 	}
-	if strings.Contains(err.Error(), "s3cret") {
-		t.Errorf("error leaks the password: %v", err)
+	s, err := New(Config{Conn: cc, Slot: "s", Publications: []string{"p"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := s.connCfg
+	if rc.Host != "pg-a" || rc.Port != 5432 || len(rc.Fallbacks) != 1 || rc.Fallbacks[0].Host != "pg-b" || rc.Fallbacks[0].Port != 5433 {
+		t.Errorf("replication connection tries %s:%d then %+v, want pg-a:5432 then pg-b:5433", rc.Host, rc.Port, rc.Fallbacks)
+	}
+	if rc.ValidateConnect == nil {
+		t.Error("the replication connection lost target_session_attrs=read-write: it would stream from a standby after a failover")
+	}
+	if rc.RuntimeParams["replication"] != "database" || rc.ConnectTimeout != 3*time.Second {
+		t.Errorf("replication=%q, connect timeout %s; want database, 3s", rc.RuntimeParams["replication"], rc.ConnectTimeout)
+	}
+	if _, ok := cc.RuntimeParams["replication"]; ok || rc.Fallbacks[0] == cc.Fallbacks[0] {
+		t.Error("New changed or shares the caller's configuration; it must work on a copy")
 	}
 }
 
 func TestAckOnlyMovesForward(t *testing.T) {
-	s, err := New(Config{ConnString: "postgres://u@h/db", Slot: "s", Publications: []string{"p"}})
+	s, err := New(Config{Conn: mustParse(t, "postgres://u@h/db"), Slot: "s", Publications: []string{"p"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,16 +130,5 @@ func TestClassifyServerErrors(t *testing.T) {
 	}
 	if msg := classify(cases["lost"].pg, "s").Error(); !strings.Contains(msg, "slot drop") || !strings.Contains(msg, "slot create") {
 		t.Errorf("a lost slot must say how to recover: %s", msg)
-	}
-}
-
-func TestBackoffGrowsAndIsBounded(t *testing.T) {
-	lo, hi := 100*time.Millisecond, 2*time.Second
-	for attempt := 0; attempt < 40; attempt++ {
-		d := backoff(lo, hi, attempt)
-		ceil := min(lo<<min(attempt, 16), hi)
-		if d < ceil/2 || d > ceil {
-			t.Errorf("attempt %d: %s outside [%s, %s]", attempt, d, ceil/2, ceil)
-		}
 	}
 }

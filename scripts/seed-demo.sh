@@ -97,7 +97,8 @@ cmd_chaos_kill_publisher() {
 		(CDC_RELAY_TEST_CRASH_AFTER_BATCHES=1 publisher --batch "$BATCH_SIZE") || code=$?
 		[[ $code == 137 ]] || { cat "$LOG" >&2; echo "seed-demo: the poller exited $code, not killed by its hook" >&2; exit 1; }
 	else
-		# The relay confirms nothing for an hour; kill -9 once Kafka holds BATCH_SIZE records.
+		# The relay confirms nothing for an hour (no prompt confirm after an acknowledgement either);
+		# kill -9 once Kafka holds BATCH_SIZE records.
 		publisher --status-interval 1h --confirm-delay -1s &
 		local pid=$! n=0
 		for _ in $(seq 1 600); do

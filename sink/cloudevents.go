@@ -51,9 +51,8 @@ type CloudEvents struct {
 
 // NewCloudEvents returns the configuration of format ("" or FormatOutbox: nil, the plain
 // contract; FormatCloudEvents) with source as ce_source ("" to derive it) and the database
-// of connString (a PostgreSQL URL or keyword/value string; without a database, its user, as
-// the server does).
-func NewCloudEvents(format, source, connString string) (*CloudEvents, error) {
+// of pg (without a database, its user, as the server does).
+func NewCloudEvents(format, source string, pg *pgconn.Config) (*CloudEvents, error) {
 	switch format {
 	case "", FormatOutbox:
 		if source != "" {
@@ -70,13 +69,9 @@ func NewCloudEvents(format, source, connString string) (*CloudEvents, error) {
 		}
 		return &CloudEvents{Source: source}, nil
 	}
-	cfg, err := pgconn.ParseConfig(connString)
-	if err != nil {
-		return nil, fmt.Errorf("bad --pg-url: %w", err)
-	}
-	db := cfg.Database
+	db := pg.Database
 	if db == "" {
-		db = cfg.User
+		db = pg.User
 	}
 	return &CloudEvents{Database: db}, nil
 }

@@ -7,13 +7,14 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/cdc-relay/cdc-relay/internal/cetest"
 	"github.com/cdc-relay/cdc-relay/outbox"
 )
 
 func TestCloudEventsRoundTripThroughTheSDK(t *testing.T) {
-	ce, err := NewCloudEvents(FormatCloudEvents, "", "postgres://relay@db:5432/app?sslmode=disable")
+	ce, err := NewCloudEvents(FormatCloudEvents, "", &pgconn.Config{User: "relay", Database: "app"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +94,7 @@ func TestCloudEventsDefaultsAndOverrides(t *testing.T) {
 	}
 
 	// --ce-source, and a row that says its own content type: that one, once.
-	ce, err := NewCloudEvents(FormatCloudEvents, "https://orders.example.com/outbox", "postgres://x@h/db")
+	ce, err := NewCloudEvents(FormatCloudEvents, "https://orders.example.com/outbox", &pgconn.Config{User: "x", Database: "db"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +138,11 @@ func TestNewCloudEvents(t *testing.T) {
 		{"cloudevents", "%zz", "postgres://u@h/app", nil, "not a URI reference"},
 	} {
 		t.Setenv("PGDATABASE", "")
-		got, err := NewCloudEvents(c.format, c.source, c.conn)
+		pg, err := pgconn.ParseConfig(c.conn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := NewCloudEvents(c.format, c.source, pg)
 		switch {
 		case c.err != "":
 			if err == nil || !strings.Contains(err.Error(), c.err) {

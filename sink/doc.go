@@ -6,7 +6,9 @@
 // failure classes (README, "What happens when things go wrong"): a broker that is unavailable is retried inside the client
 // (Produce blocks once the buffers are full, which is the relay's backpressure), while a
 // record Kafka rejects for good reaches its promise with an error for which Rejected reports
-// true, so the caller can dead-letter it.
+// true, so the caller can dead-letter it. Security turns TLS and SASL settings into the
+// client's options; a failed connection's error says what to check (the TLS hints are
+// internal/tlshint's table, shared with cmd's PostgreSQL hints).
 //
 // Contexts and goroutines: a Sink is safe for concurrent use; its goroutines are franz-go's,
 // started by New and ended by Close. Promises run on franz-go's callback goroutine and must

@@ -10,7 +10,7 @@ import (
 
 var (
 	// ErrNoBrokers means the configuration names no seed broker.
-	ErrNoBrokers = errors.New("sink: no Kafka brokers configured (set --brokers or CDC_RELAY_BROKERS)")
+	ErrNoBrokers = errors.New("sink: no Kafka brokers configured")
 	// ErrUnreachable means no seed broker answered a metadata request in time.
 	ErrUnreachable = errors.New("sink: Kafka is unreachable")
 )

@@ -11,6 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cdc-relay/cdc-relay/internal/retry"
 )
 
 // Batch sizes from each topic's max.message.bytes. franz-go never splits a batch that the
@@ -87,10 +89,8 @@ func (l *topicLimits) learn(ctx context.Context, adm *kadm.Client, topic string)
 			warned = time.Now()
 			l.log.Warn("waiting for Kafka to describe a topic before producing to it", "topic", topic, "cause", err)
 		}
-		select {
-		case <-ctx.Done():
+		if !retry.Sleep(ctx, retry.Backoff{Min: 250 * time.Millisecond, Max: 4 * time.Second}.Delay(attempt)) {
 			return
-		case <-time.After(min(250*time.Millisecond<<min(attempt, 4), 5*time.Second)):
 		}
 	}
 }

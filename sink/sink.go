@@ -9,6 +9,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cdc-relay/cdc-relay/internal/retry"
 )
 
 // Sink is a Kafka producer configured for the relay's delivery guarantee.
@@ -58,24 +60,15 @@ func (s *Sink) Client() *kgo.Client { return s.cl }
 // certificate that is not trusted or does not name the broker, TLS against plaintext,
 // refused credentials) ends it at once; the error then says what to check.
 func (s *Sink) Ping(ctx context.Context) error {
-	var last error
-	for {
+	err := retry.Backoff{Min: 250 * time.Millisecond, Max: 250 * time.Millisecond}.Until(ctx, func(int) error {
 		pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		err := s.cl.Ping(pctx)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		last = err
-		if _, permanent := connectHint(err); permanent {
-			return &unreachableError{brokers: s.cfg.Brokers, err: last}
-		}
-		select {
-		case <-ctx.Done():
-			return &unreachableError{brokers: s.cfg.Brokers, err: last}
-		case <-time.After(250 * time.Millisecond):
-		}
+		defer cancel()
+		return s.cl.Ping(pctx)
+	}, func(err error) bool { _, permanent := connectHint(err); return !permanent }, nil)
+	if err != nil {
+		return &unreachableError{brokers: s.cfg.Brokers, err: err}
 	}
+	return nil
 }
 
 // Produce buffers r and calls promise once Kafka has acknowledged it (err nil) or it has

@@ -59,7 +59,7 @@ func (o CreateOptions) tables() ([]outbox.Table, error) {
 	}
 	names := o.Tables
 	if len(names) == 0 {
-		names = []string{DefaultTable}
+		names = []string{outbox.DefaultTable}
 	}
 	var out []outbox.Table
 	seen := make(map[outbox.Table]bool)

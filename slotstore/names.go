@@ -9,9 +9,6 @@ import (
 // maxIdentLen is NAMEDATALEN-1, the longest name the server keeps.
 const maxIdentLen = 63
 
-// DefaultTable is the table a publication covers when CreateOptions.Tables is empty.
-const DefaultTable = "public.outbox"
-
 // ValidateName reports whether name is acceptable as kind, which is "slot",
 // "publication" or "table". The error wraps ErrBadName.
 //

@@ -10,7 +10,6 @@ import (
 	"github.com/cdc-relay/cdc-relay/cutover"
 	"github.com/cdc-relay/cdc-relay/outbox"
 	"github.com/cdc-relay/cdc-relay/poller"
-	"github.com/cdc-relay/cdc-relay/sink"
 	"github.com/cdc-relay/cdc-relay/slotstore"
 )
 
@@ -25,30 +24,23 @@ func cmdCutover(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		c         common
 		pub       string
 		deadTable string
-		format    string
-		ceSource  string
-		brokers   listFlag
 		cfg       poller.Config
-		ksec      kafkaSecurity
+		prod      producerFlags
 	)
 	cols := &cfg.Columns
 	fs := newFlagSet("cutover", cutoverSynopsis, stderr)
 	c.register(fs)
 	fs.StringVar(&pub, "publication", "", "publication to create (insert-only) or extend, as slot create does")
 	fs.StringVar(&deadTable, "dead-letter-table", slotstore.DefaultDeadLetterTable, deadLetterTableUsage)
-	fs.Var(&brokers, "brokers", "Kafka seed brokers, host:port, comma-separated")
-	ksec.register(fs)
+	prod.register(fs, &cfg.DLQTopic)
 	fs.StringVar(&cfg.Table, "table", outbox.DefaultTable, "outbox table, schema.table")
 	fs.StringVar(&cfg.Topic, "topic", "", "publish every row to this topic instead of the row's topic column")
-	fs.StringVar(&cfg.DLQTopic, "dlq-topic", "cdc-relay.dlq", "dead-letter topic for rows that cannot be published and records Kafka rejects for good")
 	fs.IntVar(&cfg.Batch, "batch", 100, "rows per transaction")
 	registerColumns(fs, cols)
 	fs.StringVar(&cols.CreatedAt, "column-created-at", "created_at", "creation time column (becomes cdc-commit-time)")
 	fs.StringVar(&cols.PublishedAt, "column-published-at", "published_at", "publication time column (NULL means pending)")
 	fs.DurationVar(&cfg.AckTimeout, "ack-timeout", 10*time.Second, "how long a batch waits for Kafka's acknowledgements before it is rolled back and retried")
 	fs.StringVar(&cfg.Sink.ClientID, "kafka-client-id", "cdc-relay-cutover", "Kafka client id")
-	fs.StringVar(&format, "format", sink.FormatOutbox, "record format, as run's: outbox or cloudevents (use the one the relay will run with)")
-	fs.StringVar(&ceSource, "ce-source", "", "ce_source with --format cloudevents (default /cdc-relay/<database>/<schema.table>)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -57,9 +49,6 @@ func cmdCutover(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	if pub == "" {
 		return usageErr("--publication is required (or set CDC_RELAY_PUBLICATION)")
-	}
-	if len(brokers) == 0 {
-		return usageErr("--brokers is required (or set CDC_RELAY_BROKERS)")
 	}
 	if cfg.Batch < 1 {
 		return usageErr("--batch %d: use a positive number of rows", cfg.Batch)
@@ -70,20 +59,11 @@ func cmdCutover(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := (slotstore.CreateOptions{Slot: c.slot, Publication: pub, Tables: []string{cfg.Table}}).Validate(); err != nil {
 		return &usageError{err}
 	}
-	ce, err := sink.NewCloudEvents(format, ceSource, c.pgURL)
-	if err != nil {
-		return &usageError{err}
-	}
-	cfg.Sink.CloudEvents = ce
 	log := c.logger(stderr)
-	cfg.ConnString, cfg.ConnectTimeout, cfg.Logger, cfg.Password = c.pgURL, c.pgTimeout, log, c.pgPassword
-	cfg.Sink.Brokers = brokers
-	kopts, err := ksec.opts()
-	if err != nil {
+	cfg.Conn, cfg.Logger = c.pg, log
+	if err := prod.sink(&cfg.Sink, &c, fs, log); err != nil {
 		return err
 	}
-	cfg.Sink.Opts = append(append(cfg.Sink.Opts, kopts...), kafkaLogger(log))
-	warnInsecure(log, fs, &c, brokers, &ksec)
 	crash, err := crashHook(pollCrashEnv, log, "after Kafka acknowledged a batch, before its rows are marked")
 	if err != nil {
 		return err

@@ -133,7 +133,7 @@ func (f *dlFlags) selection(sub string, now time.Time) (deadletters.Selection, e
 		s.Handled = f.all
 	case "replay", "discard":
 		if !f.all && !s.Narrowed() {
-			errs = append(errs, deadletters.ErrNoSelection)
+			errs = append(errs, errors.New("select letters with --id, --outbox-id, --topic, --reason, --since/--until, or give --all"))
 		}
 		s.Handled = true // handled ones are shown as skipped
 	case "show":
@@ -252,8 +252,7 @@ func cmdDeadLetters(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	scfg.MaxBufferedBytes = max(32<<20, 2*biggest+1<<20)
 	scfg.UnknownTopicRetries = 2
-	sopts, _ := f.ksec.opts() // checked above
-	scfg.Opts = append(sopts, kafkaLogger(log))
+	scfg.Opts = kopts[1:] // the security options and the log, without the seed brokers (scfg.Brokers)
 	s, err := sink.New(scfg)
 	if err != nil {
 		return &usageError{err}

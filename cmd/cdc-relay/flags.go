@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cdc-relay/cdc-relay/outbox"
+	"github.com/jackc/pgx/v5"
 )
 
 // errHelp is returned when --help was asked for: the usage is printed and the exit is 0.
@@ -87,9 +88,11 @@ type common struct {
 	logFormat string
 	logLevel  string
 	pgTimeout time.Duration
-	// pgPasswordFile is --pg-password-file; loadPGPassword reads it into pgPassword (secret.go).
+	// pgPasswordFile is --pg-password-file; loadPG reads it into pg (secret.go).
 	pgPasswordFile string
-	pgPassword     string
+	// pg is --pg-url parsed once, with the password of --pg-password-file and --pg-timeout
+	// applied: every PostgreSQL connection of the command takes a copy.
+	pg *pgx.ConnConfig
 }
 
 func (c *common) register(fs *flag.FlagSet) {
@@ -120,6 +123,8 @@ func (c *common) validateNoSlot() error { return c.validateWith(nil) }
 func (c *common) validateWith(errs []error) error {
 	if c.pgURL == "" {
 		errs = append([]error{errors.New("--pg-url is required (or set CDC_RELAY_PG_URL)")}, errs...)
+	} else if err := c.loadPG(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.logFormat != "text" && c.logFormat != "json" {
 		errs = append(errs, fmt.Errorf("--log-format %q: use text or json", c.logFormat))
@@ -127,9 +132,6 @@ func (c *common) validateWith(errs []error) error {
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(c.logLevel)); err != nil {
 		errs = append(errs, fmt.Errorf("--log-level %q: use debug, info, warn or error", c.logLevel))
-	}
-	if err := c.loadPGPassword(); err != nil {
-		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return &usageError{err}

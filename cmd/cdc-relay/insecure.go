@@ -73,7 +73,7 @@ func urlHasPassword(s string) bool {
 // whose certificate is not verified, and a password on the command line (visible in process
 // listings). It never logs a secret.
 func warnInsecure(log *slog.Logger, fs *flag.FlagSet, c *common, brokers []string, k *kafkaSecurity) {
-	if cfg, err := pgconn.ParseConfig(c.pgURL); err == nil && !loopback(cfg.Host) {
+	if cfg := &c.pg.Config; !loopback(cfg.Host) {
 		switch pgTLSOf(cfg) {
 		case pgTLSNone, pgTLSFallback:
 			log.Warn("the PostgreSQL connection may be unencrypted: use sslmode=verify-full with sslrootcert in --pg-url", "host", cfg.Host)

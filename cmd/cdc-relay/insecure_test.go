@@ -72,6 +72,9 @@ func TestWarnInsecure(t *testing.T) {
 	if err := fs.Parse(args); err != nil {
 		t.Fatal(err)
 	}
+	if err := c.loadPG(); err != nil {
+		t.Fatal(err)
+	}
 	var buf bytes.Buffer
 	warnInsecure(slog.New(slog.NewTextHandler(&buf, nil)), fs, &c, []string{"kafka.example:9093"}, &k)
 	out := buf.String()
@@ -87,6 +90,9 @@ func TestWarnInsecure(t *testing.T) {
 	// Loopback and verified: nothing to say.
 	buf.Reset()
 	c2, k2 := common{pgURL: "postgres://u@127.0.0.1/x?sslmode=disable"}, kafkaSecurity{}
+	if err := c2.loadPG(); err != nil {
+		t.Fatal(err)
+	}
 	warnInsecure(slog.New(slog.NewTextHandler(&buf, nil)), flag.NewFlagSet("run", flag.ContinueOnError), &c2, []string{"127.0.0.1:9092"}, &k2)
 	if buf.Len() != 0 {
 		t.Errorf("warnings for a loopback setup:\n%s", buf.String())

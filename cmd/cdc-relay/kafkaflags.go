@@ -1,20 +1,15 @@
 package main
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"flag"
-	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/sasl"
-	"github.com/twmb/franz-go/pkg/sasl/plain"
-	"github.com/twmb/franz-go/pkg/sasl/scram"
 	"github.com/twmb/franz-go/plugin/kslog"
+
+	"github.com/cdc-relay/cdc-relay/sink"
 )
 
 // kafkaSecurity is the flag group for TLS and SASL to Kafka, shared by every command that
@@ -32,13 +27,6 @@ type kafkaSecurity struct {
 	passwordFile string
 }
 
-// SASL mechanisms, as Kafka names them.
-const (
-	saslPlain       = "PLAIN"
-	saslScramSHA256 = "SCRAM-SHA-256"
-	saslScramSHA512 = "SCRAM-SHA-512"
-)
-
 func (k *kafkaSecurity) register(fs *flag.FlagSet) {
 	fs.BoolVar(&k.tls, "kafka-tls", false, "connect to Kafka over TLS (implied by --kafka-ca-file and --kafka-cert-file); the broker's certificate and name are verified")
 	fs.StringVar(&k.caFile, "kafka-ca-file", "", "PEM file of the CA(s) that sign the brokers' certificates (default: the system's roots)")
@@ -51,111 +39,75 @@ func (k *kafkaSecurity) register(fs *flag.FlagSet) {
 	fs.StringVar(&k.passwordFile, "kafka-password-file", "", "file holding the SASL password")
 }
 
-// opts checks the group and returns the franz-go options for it. Certificate, key and
-// password files are read here, once. Errors are usage errors (exit 2) and never contain a
-// password.
+// opts checks the group and returns the franz-go options for it (sink.Security), to put into
+// sink.Config.Opts. The password file is read here, once. Errors are usage errors (exit 2)
+// that name the flags, and never contain a password.
 func (k *kafkaSecurity) opts() ([]kgo.Opt, error) {
+	sec := sink.Security{TLS: k.tls, CAFile: k.caFile, CertFile: k.certFile, KeyFile: k.keyFile, InsecureSkipVerify: k.insecure,
+		SASLMechanism: k.mechanism, User: k.user, Password: k.password.Value()}
 	var errs []error
-	var o []kgo.Opt
-	tc, err := k.tlsConfig()
-	if err != nil {
-		errs = append(errs, err)
-	} else if tc != nil {
-		// franz-go sets ServerName to each broker's host when it dials, so names are verified.
-		o = append(o, kgo.DialTLSConfig(tc))
+	switch {
+	case sec.Password != "" && k.passwordFile != "":
+		errs = append(errs, errors.New("--kafka-password and --kafka-password-file both given: use one"))
+	case k.passwordFile != "":
+		var err error
+		if sec.Password, err = readSecretFile("kafka-password-file", k.passwordFile); err != nil {
+			errs = append(errs, err)
+		}
 	}
-	mech, err := k.sasl(tc != nil)
-	if err != nil {
-		errs = append(errs, err)
-	} else if mech != nil {
-		o = append(o, kgo.SASL(mech))
+	o, err := sec.Opts()
+	var se *sink.SecurityError
+	if errors.As(err, &se) {
+		err = errors.New(kafkaFlagNames.Replace(se.Error()))
 	}
-	if err := errors.Join(errs...); err != nil {
+	if err := errors.Join(append(errs, err)...); err != nil {
 		return nil, &usageError{err}
 	}
 	return o, nil
 }
 
-// tlsConfig returns nil when TLS is off.
-func (k *kafkaSecurity) tlsConfig() (*tls.Config, error) {
-	if !k.tls && k.caFile == "" && k.certFile == "" && k.keyFile == "" && !k.insecure {
-		return nil, nil
-	}
-	tc := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: k.insecure}
-	var errs []error
-	if k.caFile != "" {
-		pem, err := os.ReadFile(k.caFile)
-		pool := x509.NewCertPool()
-		switch {
-		case err != nil:
-			errs = append(errs, fmt.Errorf("--kafka-ca-file: %w", err))
-		case !pool.AppendCertsFromPEM(pem):
-			errs = append(errs, fmt.Errorf("--kafka-ca-file %s: no PEM certificate in it", k.caFile))
-		default:
-			tc.RootCAs = pool
-		}
-	}
-	switch {
-	case k.certFile != "" && k.keyFile != "":
-		cert, err := tls.LoadX509KeyPair(k.certFile, k.keyFile)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("--kafka-cert-file %s, --kafka-key-file %s: %w", k.certFile, k.keyFile, err))
-		} else {
-			tc.Certificates = []tls.Certificate{cert}
-		}
-	case k.certFile != "":
-		errs = append(errs, errors.New("--kafka-cert-file needs --kafka-key-file"))
-	case k.keyFile != "":
-		errs = append(errs, errors.New("--kafka-key-file needs --kafka-cert-file"))
-	}
-	return tc, errors.Join(errs...)
+// producerFlags are the flags of the commands that publish (run, poll, cutover): the brokers,
+// their security, the dead-letter topic and the record format.
+type producerFlags struct {
+	brokers  listFlag
+	ksec     kafkaSecurity
+	format   string
+	ceSource string
 }
 
-// sasl returns nil when SASL is off.
-func (k *kafkaSecurity) sasl(withTLS bool) (sasl.Mechanism, error) {
-	mech := strings.ToUpper(strings.TrimSpace(k.mechanism))
-	if mech == "" {
-		if k.user != "" || k.password.Value() != "" || k.passwordFile != "" {
-			return nil, errors.New("--kafka-user and --kafka-password(-file) need --kafka-sasl-mechanism (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)")
-		}
-		return nil, nil
-	}
-	var errs []error
-	switch mech {
-	case saslPlain, saslScramSHA256, saslScramSHA512:
-	default:
-		errs = append(errs, fmt.Errorf("--kafka-sasl-mechanism %q: use PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", k.mechanism))
-	}
-	if mech == saslPlain && !withTLS {
-		errs = append(errs, errors.New("--kafka-sasl-mechanism PLAIN sends the password as it is: it needs --kafka-tls"))
-	}
-	if k.user == "" {
-		errs = append(errs, fmt.Errorf("--kafka-sasl-mechanism %s needs --kafka-user", mech))
-	}
-	pw := k.password.Value()
-	switch {
-	case pw != "" && k.passwordFile != "":
-		errs = append(errs, errors.New("--kafka-password and --kafka-password-file both given: use one"))
-	case k.passwordFile != "":
-		var err error
-		if pw, err = readSecretFile("kafka-password-file", k.passwordFile); err != nil {
-			errs = append(errs, err)
-		}
-	case pw == "":
-		errs = append(errs, fmt.Errorf("--kafka-sasl-mechanism %s needs --kafka-password-file (or --kafka-password)", mech))
-	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	switch mech {
-	case saslPlain:
-		return plain.Auth{User: k.user, Pass: pw}.AsMechanism(), nil
-	case saslScramSHA256:
-		return scram.Auth{User: k.user, Pass: pw}.AsSha256Mechanism(), nil
-	default:
-		return scram.Auth{User: k.user, Pass: pw}.AsSha512Mechanism(), nil
-	}
+func (p *producerFlags) register(fs *flag.FlagSet, dlqTopic *string) {
+	fs.Var(&p.brokers, "brokers", "Kafka seed brokers, host:port, comma-separated")
+	p.ksec.register(fs)
+	fs.StringVar(dlqTopic, "dlq-topic", "cdc-relay.dlq", "dead-letter topic for rows that cannot be published and records Kafka rejects for good")
+	fs.StringVar(&p.format, "format", sink.FormatOutbox, "record format: outbox (the record contract) or cloudevents (the contract plus the CloudEvents Kafka binding's binary-mode ce_* headers and content-type)")
+	fs.StringVar(&p.ceSource, "ce-source", "", "ce_source of every event with --format cloudevents (default /cdc-relay/<database>/<schema.table>)")
 }
+
+// sink checks the group and puts it into cfg: the brokers, the record format, the security
+// options and franz-go's log. It logs what the configuration exposes (warnInsecure).
+func (p *producerFlags) sink(cfg *sink.Config, c *common, fs *flag.FlagSet, log *slog.Logger) error {
+	if len(p.brokers) == 0 {
+		return usageErr("--brokers is required (or set CDC_RELAY_BROKERS)")
+	}
+	ce, err := sink.NewCloudEvents(p.format, p.ceSource, &c.pg.Config)
+	if err != nil {
+		return &usageError{err}
+	}
+	kopts, err := p.ksec.opts()
+	if err != nil {
+		return err
+	}
+	cfg.Brokers, cfg.CloudEvents = p.brokers, ce
+	cfg.Opts = append(append(cfg.Opts, kopts...), kafkaLogger(log))
+	warnInsecure(log, fs, c, p.brokers, &p.ksec)
+	return nil
+}
+
+// kafkaFlagNames puts the flags into sink.Security's errors.
+var kafkaFlagNames = strings.NewReplacer("Security.TLS", "--kafka-tls", "Security.CAFile", "--kafka-ca-file",
+	"Security.CertFile", "--kafka-cert-file", "Security.KeyFile", "--kafka-key-file",
+	"Security.InsecureSkipVerify", "--kafka-tls-insecure-skip-verify", "Security.SASLMechanism", "--kafka-sasl-mechanism",
+	"Security.User", "--kafka-user", "Security.Password", "--kafka-password-file (or --kafka-password)")
 
 // kafkaLogger passes franz-go's warnings and errors (a broker that cannot be reached, a TLS
 // handshake or SASL authentication that failed) to the relay's log, so that every retry

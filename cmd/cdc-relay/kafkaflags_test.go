@@ -17,12 +17,15 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cdc-relay/cdc-relay/sink"
 )
 
 const testSecret = "s3cr3t-value-that-must-not-leak"
@@ -153,7 +156,22 @@ func TestKafkaSecurityErrors(t *testing.T) {
 			if strings.Contains(err.Error(), testSecret) {
 				t.Errorf("error %q contains the secret", err)
 			}
+			if strings.Contains(err.Error(), "Security.") {
+				t.Errorf("error %q names a field of sink.Security, not its flag", err)
+			}
 		})
+	}
+}
+
+// Every field of sink.Security has its flag in kafkaFlagNames, so that no error of sink
+// reaches the user with a Go field name in it.
+func TestKafkaFlagNamesCoverSecurity(t *testing.T) {
+	t.Parallel()
+	for _, f := range reflect.VisibleFields(reflect.TypeFor[sink.Security]()) {
+		name := "Security." + f.Name
+		if got := kafkaFlagNames.Replace(name); strings.Contains(got, "Security.") {
+			t.Errorf("%s has no flag in kafkaFlagNames (got %q)", name, got)
+		}
 	}
 }
 

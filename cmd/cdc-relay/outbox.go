@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/cdc-relay/cdc-relay/outbox"
@@ -31,6 +32,10 @@ func cmdOutbox(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	return cmdOutboxPrune(ctx, args[1:], stdout, stderr)
 }
+
+// pruneFlagNames puts the flags into prune.Options' errors.
+var pruneFlagNames = strings.NewReplacer("prune: ", "", "Options.Slot", "--slot", "Options.Mode", "--mode", "Options.OlderThan", "--older-than",
+	"Options.Batch", "--batch", "Options.Wait", "--wait")
 
 // cmdOutboxPrune is `cdc-relay outbox prune`: delete published rows older than --older-than.
 func cmdOutboxPrune(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -61,7 +66,7 @@ func cmdOutboxPrune(ctx context.Context, args []string, stdout, stderr io.Writer
 		return err
 	}
 	if err := o.Validate(); err != nil {
-		return &usageError{err}
+		return usageErr("%s", pruneFlagNames.Replace(err.Error()))
 	}
 	log := c.logger(stderr)
 	conn, err := connectPG(ctx, &c)

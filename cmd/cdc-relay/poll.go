@@ -24,25 +24,18 @@ const pollSynopsis = "poll --pg-url URL --brokers HOST:PORT[,..] [--table public
 func cmdPoll(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var (
 		c           common
-		brokers     listFlag
 		cfg         poller.Config
 		createIndex bool
 		kafkaWait   time.Duration
-		ksec        kafkaSecurity
-		format      string
-		ceSource    string
+		prod        producerFlags
 	)
 	cols := &cfg.Columns
 	var ops opsFlags
 	fs := newFlagSet("poll", pollSynopsis, stderr)
 	c.registerNoSlot(fs)
-	fs.Var(&brokers, "brokers", "Kafka seed brokers, host:port, comma-separated")
-	ksec.register(fs)
+	prod.register(fs, &cfg.DLQTopic)
 	fs.StringVar(&cfg.Table, "table", outbox.DefaultTable, "outbox table, schema.table")
 	fs.StringVar(&cfg.Topic, "topic", "", "publish every row to this topic instead of the row's topic column")
-	fs.StringVar(&cfg.DLQTopic, "dlq-topic", "cdc-relay.dlq", "dead-letter topic for rows that cannot be published and records Kafka rejects for good")
-	fs.StringVar(&format, "format", sink.FormatOutbox, "record format: outbox (the record contract) or cloudevents (the contract plus the CloudEvents Kafka binding's binary-mode ce_* headers and content-type)")
-	fs.StringVar(&ceSource, "ce-source", "", "ce_source of every event with --format cloudevents (default /cdc-relay/<database>/<schema.table>)")
 	fs.DurationVar(&cfg.Interval, "interval", 100*time.Millisecond, "time between the starts of two cycles; after a full batch the next cycle starts at once")
 	fs.IntVar(&cfg.Batch, "batch", 100, "rows per cycle (one transaction)")
 	fs.BoolVar(&createIndex, "create-index", false, "create the partial index on pending rows (CREATE INDEX CONCURRENTLY IF NOT EXISTS <table>_pending_idx ON <table> (id) WHERE published_at IS NULL) and exit")
@@ -69,24 +62,11 @@ func cmdPoll(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if createIndex {
 		return pollCreateIndex(ctx, &c, cfg, stdout)
 	}
-	if len(brokers) == 0 {
-		return usageErr("--brokers is required (or set CDC_RELAY_BROKERS)")
-	}
 	log := c.logger(stderr)
-	cfg.ConnString, cfg.ConnectTimeout, cfg.Logger = c.pgURL, c.pgTimeout, log
-	cfg.Password = c.pgPassword
-	cfg.Sink.Brokers = brokers
-	ce, err := sink.NewCloudEvents(format, ceSource, c.pgURL)
-	if err != nil {
-		return &usageError{err}
-	}
-	cfg.Sink.CloudEvents = ce
-	kopts, err := ksec.opts()
-	if err != nil {
+	cfg.Conn, cfg.Logger = c.pg, log
+	if err := prod.sink(&cfg.Sink, &c, fs, log); err != nil {
 		return err
 	}
-	cfg.Sink.Opts = append(append(cfg.Sink.Opts, kopts...), kafkaLogger(log))
-	warnInsecure(log, fs, &c, brokers, &ksec)
 	if cfg.Batch < 1 {
 		return usageErr("--batch %d: use a positive number of rows", cfg.Batch)
 	}
@@ -118,7 +98,7 @@ func cmdPoll(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer stopOps()
-	log.Info("polling", "table", cfg.Table, "interval", cfg.Interval, "batch", cfg.Batch, "brokers", []string(brokers))
+	log.Info("polling", "table", cfg.Table, "interval", cfg.Interval, "batch", cfg.Batch, "brokers", []string(prod.brokers))
 	if err := p.Run(ctx); err != nil {
 		return fmt.Errorf("poll: %w", pollErr(err))
 	}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
-	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdc-relay/cdc-relay/decoder"
@@ -28,7 +27,6 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	var (
 		c            common
 		pubs         listFlag
-		brokers      listFlag
 		tables       listFlag
 		dcfg         decoder.Config
 		scfg         sink.Config
@@ -36,22 +34,16 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		interval     time.Duration
 		confirmDelay time.Duration
 		ops          opsFlags
-		ksec         kafkaSecurity
-		format       string
-		ceSource     string
+		prod         producerFlags
 	)
 	fs := newFlagSet("run", "run --pg-url URL --brokers HOST:PORT[,..] --slot NAME --publication NAME [flags]", stderr)
 	c.register(fs)
 	fs.Var(&pubs, "publication", "publication(s) to stream, comma-separated")
-	fs.Var(&brokers, "brokers", "Kafka seed brokers, host:port, comma-separated")
-	ksec.register(fs)
+	prod.register(fs, &rcfg.DLQTopic)
 	fs.Var(&tables, "table", "only publish rows of these tables, schema.table, comma-separated (default: every table in the publication)")
 	fs.StringVar(&dcfg.Topic, "topic", "", "publish every event to this topic instead of the row's topic column")
-	fs.StringVar(&rcfg.DLQTopic, "dlq-topic", "cdc-relay.dlq", "dead-letter topic for rows that cannot be published and records Kafka rejects for good")
 	fs.StringVar(&rcfg.DeadLetterTable, "dead-letter-table", slotstore.DefaultDeadLetterTable, deadLetterTableUsage)
 	fs.StringVar(&dcfg.MessagePrefix, "message-prefix", "outbox", "prefix of pg_logical_emit_message events to publish")
-	fs.StringVar(&format, "format", sink.FormatOutbox, "record format: outbox (the record contract) or cloudevents (the contract plus the CloudEvents Kafka binding's binary-mode ce_* headers and content-type)")
-	fs.StringVar(&ceSource, "ce-source", "", "ce_source of every event with --format cloudevents (default /cdc-relay/<database>/<schema.table>)")
 	registerColumns(fs, &dcfg.Columns)
 	fs.DurationVar(&interval, "status-interval", 10*time.Second, "how often a status update is sent to PostgreSQL when nothing new was confirmed (the heartbeat)")
 	fs.DurationVar(&confirmDelay, "confirm-delay", 100*time.Millisecond, "how soon after Kafka acknowledged a transaction its position is sent to PostgreSQL: what a kill -9 replays (negative: only every --status-interval)")
@@ -79,27 +71,15 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if _, err := outbox.ParseTable(rcfg.DeadLetterTable); err != nil {
 		return &usageError{fmt.Errorf("--dead-letter-table: %w", err)}
 	}
-	if len(brokers) == 0 {
-		return usageErr("--brokers is required (or set CDC_RELAY_BROKERS)")
-	}
 	log := c.logger(stderr)
 	dcfg.Tables = tables
-	scfg.Brokers = brokers
-	ce, err := sink.NewCloudEvents(format, ceSource, c.pgURL)
-	if err != nil {
-		return &usageError{err}
-	}
-	scfg.CloudEvents = ce
-	kopts, err := ksec.opts()
-	if err != nil {
+	if err := prod.sink(&scfg, &c, fs, log); err != nil {
 		return err
 	}
-	scfg.Opts = append(append(scfg.Opts, kopts...), kafkaLogger(log))
-	warnInsecure(log, fs, &c, brokers, &ksec)
 	rcfg.Decoder, rcfg.Sink, rcfg.Logger = dcfg, scfg, log
 	rcfg.Replication = replication.Config{
-		ConnString: c.pgURL, Password: c.pgPassword, Slot: c.slot, Publications: pubs,
-		StatusInterval: interval, ConfirmDelay: confirmDelay, ConnectTimeout: c.pgTimeout, Logger: log,
+		Conn: c.pg, Slot: c.slot, Publications: pubs,
+		StatusInterval: interval, ConfirmDelay: confirmDelay, Logger: log,
 	}
 	crash, err := crashHook(crashEnv, log, "after Kafka acknowledged, before the position is confirmed")
 	if err != nil {
@@ -110,10 +90,6 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	if err := rcfg.Validate(); err != nil {
 		return &usageError{err}
-	}
-
-	if _, err := pgx.ParseConfig(c.pgURL); err != nil {
-		return &usageError{fmt.Errorf("bad --pg-url: %w", err)}
 	}
 	reg := metrics.NewRegistry("run", version)
 	rcfg.Metrics = metrics.NewRelay(reg)
@@ -156,7 +132,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := checkTables(tables, published, pubs); err != nil {
 		return err
 	}
-	log.Info("starting", "slot", c.slot, "publications", []string(pubs), "brokers", []string(brokers))
+	log.Info("starting", "slot", c.slot, "publications", []string(pubs), "brokers", []string(prod.brokers))
 	if err := r.Run(ctx); err != nil {
 		return fmt.Errorf("run: %w", err)
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"strings"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // secretValue is a flag.Value for a password given directly (--kafka-password or its
@@ -46,18 +48,40 @@ func readSecretFile(flagName, path string) (string, error) {
 	return s, nil
 }
 
-// loadPGPassword reads --pg-password-file into c.pgPassword. The password is merged into
-// the parsed connection configuration of every PostgreSQL connection (it replaces any
-// password of the URL) and is never put into a URL string, so nothing that prints the URL
-// can show it.
-func (c *common) loadPGPassword() error {
-	if c.pgPasswordFile == "" {
-		return nil
-	}
-	pw, err := readSecretFile("pg-password-file", c.pgPasswordFile)
+// loadPG parses --pg-url into c.pg, once for every connection: the password of
+// --pg-password-file replaces the URL's (it is never put into a URL string, so nothing that
+// prints the URL can show it), and --pg-timeout caps the URL's connect_timeout. Multi-host
+// URLs keep their fallbacks (and target_session_attrs its check) in every copy.
+func (c *common) loadPG() (err error) {
+	c.pg, err = c.parsePG("pg-url", c.pgURL)
+	return err
+}
+
+// at is c for another server (--primary-url, --standby-url): the same password and timeout.
+func (c *common) at(flag, url string) (*common, error) {
+	pg, err := c.parsePG(flag, url)
 	if err != nil {
-		return err
+		return nil, &usageError{err}
 	}
-	c.pgPassword = pw
-	return nil
+	o := *c
+	o.pgURL, o.pg = url, pg
+	return &o, nil
+}
+
+// parsePG parses url, the value of --flag, as loadPG does.
+func (c *common) parsePG(flag, url string) (*pgx.ConnConfig, error) {
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		// pgconn's parse errors never include the password.
+		return nil, fmt.Errorf("bad --%s: %w", flag, err)
+	}
+	if c.pgPasswordFile != "" {
+		if cfg.Password, err = readSecretFile("pg-password-file", c.pgPasswordFile); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.ConnectTimeout == 0 || cfg.ConnectTimeout > c.pgTimeout {
+		cfg.ConnectTimeout = c.pgTimeout
+	}
+	return cfg, nil
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestReadSecretFile(t *testing.T) {
@@ -110,5 +111,30 @@ func TestMetricsDefaultLoopback(t *testing.T) {
 	o.registerMetrics(fs)
 	if got := fs.Lookup("metrics-addr").DefValue; got != defaultMetricsAddr {
 		t.Errorf("--metrics-addr default %q, want %q", got, defaultMetricsAddr)
+	}
+}
+
+// --primary-url and --standby-url connect to their own server with --pg-url's password file and
+// timeout (c.at), and leave --pg-url's parsed configuration alone.
+func TestAtAnotherServer(t *testing.T) {
+	t.Parallel()
+	c := common{pgURL: "postgres://u@primary:5432/db", pgTimeout: 3 * time.Second,
+		pgPasswordFile: writeFile(t, t.TempDir(), "pw", testSecret+"\n")}
+	if err := c.loadPG(); err != nil {
+		t.Fatal(err)
+	}
+	sc, err := c.at("standby-url", "postgres://u@standby:5433/db?connect_timeout=60")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc.pg.Host != "standby" || sc.pg.Port != 5433 || sc.pg.Password != testSecret || sc.pg.ConnectTimeout != 3*time.Second {
+		t.Errorf("standby config: %s:%d, password from the file %v, timeout %s", sc.pg.Host, sc.pg.Port, sc.pg.Password == testSecret, sc.pg.ConnectTimeout)
+	}
+	if c.pg.Host != "primary" {
+		t.Errorf("--pg-url's config now leads to %s", c.pg.Host)
+	}
+	if _, err := c.at("standby-url", "postgres://u:"+testSecret+"@h:notaport/db"); err == nil ||
+		!strings.Contains(err.Error(), "bad --standby-url") || strings.Contains(err.Error(), testSecret) {
+		t.Errorf("bad URL: %v; want an error naming --standby-url without the password", err)
 	}
 }

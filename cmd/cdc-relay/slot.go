@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/cdc-relay/cdc-relay/internal/retry"
 	"github.com/cdc-relay/cdc-relay/outbox"
 	"github.com/cdc-relay/cdc-relay/replication"
 	"github.com/cdc-relay/cdc-relay/slotstore"
@@ -19,16 +21,7 @@ import (
 
 // connectPG opens a normal connection, turning failures into errors that say where and what.
 func connectPG(ctx context.Context, c *common) (*pgx.Conn, error) {
-	cfg, err := pgx.ParseConfig(c.pgURL)
-	if err != nil {
-		return nil, &usageError{fmt.Errorf("bad --pg-url: %w", err)}
-	}
-	if c.pgPassword != "" {
-		cfg.Password = c.pgPassword
-	}
-	if cfg.ConnectTimeout == 0 || cfg.ConnectTimeout > c.pgTimeout {
-		cfg.ConnectTimeout = c.pgTimeout
-	}
+	cfg := c.pg.Copy()
 	if _, ok := cfg.RuntimeParams["application_name"]; !ok {
 		cfg.RuntimeParams["application_name"] = "cdc-relay"
 	}
@@ -46,32 +39,19 @@ func connectPG(ctx context.Context, c *common) (*pgx.Conn, error) {
 // must not exit into its supervisor's growing back-off. What retrying cannot fix (refused
 // credentials, TLS verification, a missing database) ends it at once. It returns a nil
 // connection and nil error when ctx ends first.
-func waitForPG(ctx context.Context, c *common, log *slog.Logger) (*pgx.Conn, error) {
-	for attempt := 0; ; attempt++ {
-		conn, err := connectPG(ctx, c)
-		if err == nil {
-			if attempt > 0 {
-				log.Info("PostgreSQL answers: starting")
-			}
-			return conn, nil
+func waitForPG(ctx context.Context, c *common, log *slog.Logger) (conn *pgx.Conn, err error) {
+	err = retry.Startup.Until(ctx, func(attempt int) error {
+		if conn, err = connectPG(ctx, c); err == nil && attempt > 0 {
+			log.Info("PostgreSQL answers: starting")
 		}
-		var ue *usageError
-		if ctx.Err() != nil {
-			return nil, nil
-		}
-		if errors.As(err, &ue) || !replication.IsRetryable(err) {
-			return nil, err
-		}
-		wait := min(time.Second<<min(attempt, 3), 5*time.Second)
+		return err
+	}, replication.IsRetryable, func(err error, wait time.Duration) {
 		log.Warn("waiting for PostgreSQL: it is unreachable; retrying", "retry_in", wait, "cause", err)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, nil
-		case <-t.C:
-		}
+	})
+	if err != nil && ctx.Err() != nil {
+		return nil, nil
 	}
+	return conn, err
 }
 
 // deadLetterTableUsage describes --dead-letter-table, which run and slot create share: both
@@ -185,6 +165,20 @@ func cmdSlotCreate(ctx context.Context, args []string, stdout, stderr io.Writer)
 	return nil
 }
 
+// slotConn parses a slot command's flags, checks them and the slot's name, and connects.
+func slotConn(ctx context.Context, fs *flag.FlagSet, args []string, c *common) (*pgx.Conn, error) {
+	if err := parse(fs, args); err != nil {
+		return nil, err
+	}
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	if err := slotstore.ValidateName("slot", c.slot); err != nil {
+		return nil, &usageError{err}
+	}
+	return connectPG(ctx, c)
+}
+
 func cmdSlotStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var c common
 	var pub, standbyURL string
@@ -196,16 +190,7 @@ func cmdSlotStatus(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs.StringVar(&standbyURL, "standby-url", "", "also show the slot's copy on this standby (failover slots, PostgreSQL 17+): synced, and whether a promotion would keep it")
 	fs.BoolVar(&asJSON, "json", false, "print JSON instead of text")
 	ops.registerWarn(fs)
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if err := c.validate(); err != nil {
-		return err
-	}
-	if err := slotstore.ValidateName("slot", c.slot); err != nil {
-		return &usageError{err}
-	}
-	conn, err := connectPG(ctx, &c)
+	conn, err := slotConn(ctx, fs, args, &c)
 	if err != nil {
 		return err
 	}
@@ -293,16 +278,7 @@ func cmdSlotDrop(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs := newFlagSet("slot drop", "slot drop --pg-url URL --slot NAME [--publication NAME]", stderr)
 	c.register(fs)
 	fs.StringVar(&pub, "publication", "", "also drop this publication")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if err := c.validate(); err != nil {
-		return err
-	}
-	if err := slotstore.ValidateName("slot", c.slot); err != nil {
-		return &usageError{err}
-	}
-	conn, err := connectPG(ctx, &c)
+	conn, err := slotConn(ctx, fs, args, &c)
 	if err != nil {
 		return err
 	}

@@ -40,9 +40,11 @@ func whileCreatingOnStandby(ctx context.Context, conn *pgx.Conn, c *common, prim
 			"there, or give --primary-url\n")
 		return func() {}, nil
 	}
-	pc := *c
-	pc.pgURL = primaryURL
-	primary, err := connectPG(ctx, &pc)
+	pc, err := c.at("primary-url", primaryURL)
+	if err != nil {
+		return nil, err
+	}
+	primary, err := connectPG(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("--primary-url: %w", err)
 	}
@@ -93,9 +95,11 @@ func failoverCreated(ctx context.Context, conn *pgx.Conn, c *common, pub, standb
 		fmt.Fprintf(stdout, "give --standby-url to check a standby's settings and wait until it has the slot\n")
 		return nil
 	}
-	sc := *c
-	sc.pgURL = standbyURL
-	standby, err := connectPG(ctx, &sc)
+	sc, err := c.at("standby-url", standbyURL)
+	if err != nil {
+		return err
+	}
+	standby, err := connectPG(ctx, sc)
 	if err != nil {
 		return fmt.Errorf("--standby-url: %w", err)
 	}
@@ -131,9 +135,11 @@ func failoverCreated(ctx context.Context, conn *pgx.Conn, c *common, pub, standb
 
 // standbyCopy reads the slot on a standby; nil when the standby does not have it.
 func standbyCopy(ctx context.Context, c *common, standbyURL string) (*slotstore.Status, error) {
-	sc := *c
-	sc.pgURL = standbyURL
-	conn, err := connectPG(ctx, &sc)
+	sc, err := c.at("standby-url", standbyURL)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := connectPG(ctx, sc)
 	if err != nil {
 		return nil, fmt.Errorf("--standby-url: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgproto3"
 )
 
@@ -88,6 +89,9 @@ type Server struct {
 	// OnFlush, when set, runs on a session's reader goroutine for each status update whose
 	// flush position is not zero, before the slot takes it. Set it before the first connection.
 	OnFlush func(Status)
+	// ServerVersion is the server_version parameter sessions report ("15.8" from New). Set it
+	// before the first connection.
+	ServerVersion string
 
 	mu        sync.Mutex
 	wal       []Txn
@@ -112,15 +116,16 @@ func New(slot string, start pglogrepl.LSN) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{ln: ln, slot: slot, walEnd: start, confirmed: start, nextPID: 1000, xid: 700, live: map[*session]struct{}{}}
+	s := &Server{ln: ln, slot: slot, ServerVersion: "15.8", walEnd: start, confirmed: start, nextPID: 1000, xid: 700, live: map[*session]struct{}{}}
 	s.wg.Add(1)
 	go s.accept()
 	return s, nil
 }
 
-// ConnString is a URL for pgconn (no TLS).
-func (s *Server) ConnString() string {
-	return "postgres://sim@" + s.ln.Addr().String() + "/sim?sslmode=disable"
+// ConnConfig is the parsed connection configuration of the server (no TLS).
+func (s *Server) ConnConfig() *pgx.ConnConfig {
+	cc, _ := pgx.ParseConfig("postgres://sim@" + s.ln.Addr().String() + "/sim?sslmode=disable") // cannot fail
+	return cc
 }
 
 // Close stops the server and every session, and waits for their goroutines.
@@ -380,7 +385,7 @@ func (ss *session) startup() error {
 			return errors.New("simwal: unexpected startup message")
 		}
 		ss.send(&pgproto3.AuthenticationOk{})
-		for k, v := range map[string]string{"server_version": "15.8", "client_encoding": "UTF8", "standard_conforming_strings": "on", "DateStyle": "ISO, MDY"} {
+		for k, v := range map[string]string{"server_version": ss.srv.ServerVersion, "client_encoding": "UTF8", "standard_conforming_strings": "on", "DateStyle": "ISO, MDY"} {
 			ss.send(&pgproto3.ParameterStatus{Name: k, Value: v})
 		}
 		ss.send(&pgproto3.BackendKeyData{ProcessID: ss.pid, SecretKey: []byte{1, 2, 3, 4}})

@@ -32,6 +32,16 @@ func PGURL(t testing.TB) string {
 	return u
 }
 
+// PGConfig parses CDC_RELAY_PG_URL or fails the test.
+func PGConfig(t testing.TB) *pgx.ConnConfig {
+	t.Helper()
+	cc, err := pgx.ParseConfig(PGURL(t))
+	if err != nil {
+		t.Fatalf("CDC_RELAY_PG_URL: %v", err)
+	}
+	return cc
+}
+
 // Brokers returns CDC_RELAY_BROKERS or fails the test.
 func Brokers(t testing.TB) []string {
 	t.Helper()

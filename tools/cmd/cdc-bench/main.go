@@ -1,5 +1,7 @@
-// Command cdc-bench compares cdc-relay's `run` with the polling publisher (`poll`) and with
-// the limit of one walsender (pg_recvlogical) on the local PostgreSQL and Kafka:
+// Command cdc-bench compares cdc-relay's `run` with the polling publisher (`poll`), with
+// Debezium's PostgreSQL connector and outbox EventRouter on Kafka Connect (as shipped and
+// tuned), and with the limit of one walsender (pg_recvlogical) on the local PostgreSQL and
+// Kafka:
 //
 //	eval "$(scripts/dev-up.sh)"
 //	go run ./cmd/cdc-bench [--quick] [--out results]
@@ -19,6 +21,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -47,20 +50,28 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	fs.StringVar(&cfg.PGURL, "pg-url", os.Getenv("CDC_RELAY_PG_URL"), "PostgreSQL URL (default $CDC_RELAY_PG_URL)")
 	fs.StringVar(&brokers, "brokers", os.Getenv("CDC_RELAY_BROKERS"), "Kafka brokers, comma-separated (default $CDC_RELAY_BROKERS)")
-	fs.BoolVar(&quick, "quick", false, "shorten the suite: 5s per rate, a 20,000-row backlog drained once (flags given explicitly still win)")
+	fs.BoolVar(&quick, "quick", false, "shorten the suite: 5s per rate after 2s of warm-up, a 20,000-row backlog and 2,000 large rows drained once, the kill 5s after the first record (flags given explicitly still win)")
 	fs.DurationVar(&cfg.Duration, "duration", 20*time.Second, "how long each steady rate is held")
 	fs.StringVar(&rates, "rates", "500,2000,5000", "steady rates, rows per second, comma-separated")
 	fs.IntVar(&cfg.Backlog, "backlog", 200_000, "rows in the backlog drain test")
 	fs.StringVar(&sizes, "tx-sizes", "1,100", "transaction sizes the backlog is written with, comma-separated")
 	fs.IntVar(&cfg.Repeats, "repeats", 3, "drains of each backlog per publisher, interleaved; the table shows the median")
-	fs.StringVar(&pubs, "publishers", "run,poll:100ms,poll:10ms",
-		"publishers to compare, comma-separated: run or poll:<interval>, each optionally followed by +ARG for extra arguments, #BINARY for another cdc-relay build and @VAR=value[;VAR=value] for its environment (e.g. run+--linger=2ms#/tmp/cdc-relay-old@GOGC=400)")
+	fs.StringVar(&pubs, "publishers", "run,poll:100ms,poll:10ms,debezium,debezium-tuned",
+		"publishers to compare, comma-separated, any subset: run, poll:<interval>, debezium (as shipped) or debezium-tuned ("+strings.Join(bench.DebeziumTuned, " ")+
+			"), each optionally followed by +ARG for extra arguments (debezium: +key=value connector settings, +worker.key=value worker settings), #BINARY for another cdc-relay build and @VAR=value[;VAR=value] for its environment (e.g. run+--linger=2ms#/tmp/cdc-relay-old@GOGC=400, debezium+max.batch.size=512)")
 	fs.StringVar(&runArgs, "run-args", "", "extra arguments for every `cdc-relay run`, space-separated (e.g. \"--linger 1ms\")")
 	fs.StringVar(&pollArg, "poll-args", "", "extra arguments for every `cdc-relay poll`, space-separated (e.g. \"--batch 1000\")")
 	fs.IntVar(&cfg.Writers, "writers", 8, "connections writing the steady load")
 	fs.IntVar(&cfg.Partitions, "partitions", 3, "partitions per benchmark topic")
 	fs.BoolVar(&cfg.SkipSteady, "skip-steady", false, "leave out the steady-load part")
 	fs.BoolVar(&cfg.SkipBacklog, "skip-backlog", false, "leave out the backlog part")
+	fs.BoolVar(&cfg.SkipReplay, "skip-replay", false, "leave out the kill -9 part")
+	fs.DurationVar(&cfg.Warmup, "warmup", 5*time.Second, "load written at each steady rate before the measured part")
+	fs.IntVar(&cfg.LargeRows, "large-rows", 20_000, "rows in the large-payload drain (1-row transactions, reported in MB/s); -1 leaves it out")
+	fs.IntVar(&cfg.LargePayload, "payload", 10_240, "payload bytes per row in the large-payload drain")
+	fs.IntVar(&cfg.ReplayRate, "replay-rate", 2000, "rows per second during the kill -9 test")
+	fs.DurationVar(&cfg.KillAfter, "kill-after", 30*time.Second, "kill -9 each publisher this long after its first record (the load goes on as long again)")
+	fs.StringVar(&cfg.DebeziumHome, "debezium-home", os.Getenv("CDC_RELAY_DEBEZIUM_HOME"), "directory with lib/ (Kafka Connect) and plugins/ (Debezium) (default $CDC_RELAY_DEBEZIUM_HOME, else fetched by scripts/debezium-jars.sh)")
 	fs.StringVar(&out, "out", "results", "results folder: the run goes into <out>/<date>/ and <out>/latest points at it")
 	fs.StringVar(&cfg.PGBin, "pg-bin", "", "directory of pg_recvlogical (default $CDC_RELAY_DEV_PG_BIN, else pg_config --bindir)")
 	fs.StringVar(&cfg.RelayBin, "relay-bin", "", "cdc-relay binary to benchmark (default: built from this module)")
@@ -74,15 +85,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if quick {
+		// --quick shortens what was not given explicitly.
 		q := cfg.Quick()
-		if !set["duration"] {
-			cfg.Duration = q.Duration
-		}
-		if !set["backlog"] {
-			cfg.Backlog = q.Backlog
-		}
-		if !set["repeats"] {
-			cfg.Repeats = q.Repeats
+		for name, apply := range map[string]func(){
+			"duration":   func() { cfg.Duration = q.Duration },
+			"backlog":    func() { cfg.Backlog = q.Backlog },
+			"repeats":    func() { cfg.Repeats = q.Repeats },
+			"warmup":     func() { cfg.Warmup = q.Warmup },
+			"large-rows": func() { cfg.LargeRows = q.LargeRows },
+			"kill-after": func() { cfg.KillAfter = q.KillAfter },
+		} {
+			if !set[name] {
+				apply()
+			}
 		}
 	}
 	var err error
@@ -99,9 +114,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	for i, p := range cfg.Publishers {
-		if p.Poll {
+		switch {
+		case p.Debezium:
+		case p.Poll:
 			cfg.Publishers[i].Args = append(strings.Fields(pollArg), p.Args...)
-		} else {
+		default:
 			cfg.Publishers[i].Args = append(strings.Fields(runArgs), p.Args...)
 		}
 	}
@@ -171,16 +188,25 @@ func publishers(s string) ([]bench.Publisher, error) {
 				return nil, fmt.Errorf("%q: want poll:<interval>, e.g. poll:100ms", p)
 			}
 			pub = bench.Publisher{Name: "poll " + d.String(), Poll: true, Interval: d}
+		case kind == "debezium" && arg == "":
+			pub = bench.DebeziumPublishers[0]
+		case kind == "debezium-tuned" && arg == "":
+			pub = bench.DebeziumPublishers[1]
+			pub.Args = slices.Clone(pub.Args)
 		default:
-			return nil, fmt.Errorf("%q: want run or poll:<interval>", p)
+			return nil, fmt.Errorf("%q: want run, poll:<interval>, debezium or debezium-tuned", p)
+		}
+		if pub.Debezium && bin != "" {
+			return nil, fmt.Errorf("%q: #BINARY is for cdc-relay builds, not debezium", p)
 		}
 		if bin != "" {
 			pub.Bin = bin
 			pub.Name += " [" + filepath.Base(bin) + "]"
 		}
 		if extra != "" {
-			pub.Args = strings.Split(extra, "+")
-			pub.Name += " " + strings.Join(pub.Args, " ")
+			more := strings.Split(extra, "+")
+			pub.Args = append(pub.Args, more...)
+			pub.Name += " " + strings.Join(more, " ")
 		}
 		if env != "" {
 			pub.Env = strings.Split(env, ";")

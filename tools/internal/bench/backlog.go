@@ -14,14 +14,23 @@ const RecvLogical = "pg_recvlogical"
 
 // BacklogResult is one publisher draining one backlog: the median of Repeats drains.
 type BacklogResult struct {
-	TxSize    int             `json:"tx_size"`
-	Rows      int             `json:"rows"`
-	Publisher string          `json:"publisher"`
-	Elapsed   time.Duration   `json:"elapsed_ns"` // median: process start to all rows acknowledged (or received)
-	Runs      []time.Duration `json:"runs_ns"`    // every drain, in the order run
-	Rate      float64         `json:"rows_per_s"` // Rows / Elapsed
-	PeakRSS   int64           `json:"peak_rss_bytes"`
-	CPU       time.Duration   `json:"cpu_ns"` // median
+	TxSize    int    `json:"tx_size"`
+	Rows      int    `json:"rows"`
+	Publisher string `json:"publisher"`
+	// Payload is the size the payloads were written with (0: the small order event, ~150
+	// bytes); ValueBytes the record values' total (the payloads' JSON text), and MBps
+	// ValueBytes ÷ Elapsed in MiB/s.
+	Payload    int     `json:"payload_bytes,omitempty"`
+	ValueBytes int64   `json:"value_bytes"`
+	MBps       float64 `json:"value_mib_per_s"`
+	// FirstRecord is the median time from starting the publisher to the first record on
+	// Kafka (0 for pg_recvlogical).
+	FirstRecord time.Duration   `json:"first_record_ns"`
+	Elapsed     time.Duration   `json:"elapsed_ns"` // median: process start to all rows acknowledged (or received)
+	Runs        []time.Duration `json:"runs_ns"`    // every drain, in the order run
+	Rate        float64         `json:"rows_per_s"` // Rows / Elapsed
+	PeakRSS     int64           `json:"peak_rss_bytes"`
+	CPU         time.Duration   `json:"cpu_ns"` // median
 	// WalsenderCPU is the median utime+stime of the slot's walsender during the drains
 	// (/proc/<pid>/stat); nil for poll, which has none, and when Postgres's processes are
 	// not visible from here (another host or pid namespace).
@@ -34,6 +43,7 @@ type BacklogResult struct {
 // drainRun is one drain's measurements.
 type drainRun struct {
 	elapsed time.Duration
+	first   time.Duration // start to the first record on Kafka
 	rss     int64
 	cpu     time.Duration
 	walCPU  time.Duration // the walsender's CPU time, if walOK
@@ -45,11 +55,18 @@ type drainRun struct {
 // (recv, run, poll, poll, recv, run, ...) so that noise from other load on the machine
 // falls on all of them alike. Each relay and pg_recvlogical drain has its own slot, made
 // before the rows were written; each poll drain finds the rows pending again.
-func (e *env) backlog(ctx context.Context, txSize int) ([]BacklogResult, error) {
+//
+// payload > 0 writes payloads of that size; n is the number of rows.
+func (e *env) backlog(ctx context.Context, txSize, payload, n int) ([]BacklogResult, error) {
 	defer e.cleanupTo(e.mark())
-	n, reps := e.cfg.Backlog, e.cfg.Repeats
+	reps := e.cfg.Repeats
 	phase := fmt.Sprintf("backlog %d rows in %d-row transactions", n, txSize)
-	f, err := e.newFixture(ctx, fmt.Sprintf("b_tx%d", txSize))
+	label := fmt.Sprintf("b_tx%d", txSize)
+	if payload > 0 {
+		phase += fmt.Sprintf(", %d-byte payloads", payload)
+		label += fmt.Sprintf("_%db", payload)
+	}
+	f, err := e.newFixture(ctx, label)
 	if err != nil {
 		return nil, err
 	}
@@ -65,7 +82,13 @@ func (e *env) backlog(ctx context.Context, txSize int) ([]BacklogResult, error) 
 		for _, pub := range e.cfg.Publishers {
 			if !pub.Poll {
 				slot := fmt.Sprintf("%s_%s_%d", f.base, slug(pub.Name), k)
-				if err := e.createRelaySlot(ctx, f, slot); err != nil {
+				// Debezium streams an existing slot from its confirmed position when it
+				// has no offset of its own.
+				create := e.createRelaySlot
+				if pub.Debezium {
+					create = func(ctx context.Context, _ *fixture, slot string) error { return e.createPlainSlot(ctx, slot) }
+				}
+				if err := create(ctx, f, slot); err != nil {
 					return nil, err
 				}
 				slots[pub.Name] = append(slots[pub.Name], slot)
@@ -81,7 +104,7 @@ func (e *env) backlog(ctx context.Context, txSize int) ([]BacklogResult, error) 
 	e.progress("%s: writing", phase)
 	start := time.Now()
 	var last atomic.Int64
-	err = backlogLoad(ctx, e.pool, f, n, txSize, func(done int) {
+	err = backlogLoad(ctx, e.pool, f, n, txSize, payload, func(done int) {
 		if now := time.Now().UnixNano(); now-last.Load() >= int64(time.Second) || done >= n {
 			last.Store(now)
 			e.progress("%s: %d/%d rows written", phase, done, n)
@@ -110,7 +133,11 @@ func (e *env) backlog(ctx context.Context, txSize int) ([]BacklogResult, error) 
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	e.progress("%s: written in %.1fs, WAL end %s", phase, time.Since(start).Seconds(), end)
+	var values int64
+	if err := e.pool.QueryRow(ctx, `SELECT coalesce(sum(octet_length(payload::text)), 0) FROM `+f.outbox).Scan(&values); err != nil {
+		return nil, err
+	}
+	e.progress("%s: written in %.1fs, WAL end %s, %.1f MB of payload", phase, time.Since(start).Seconds(), end, mb(values))
 
 	names := []string{RecvLogical}
 	for _, pub := range e.cfg.Publishers {
@@ -125,7 +152,7 @@ func (e *env) backlog(ctx context.Context, txSize int) ([]BacklogResult, error) 
 			var r drainRun
 			var err error
 			if name == RecvLogical {
-				r, err = e.recvLogical(ctx, label, f, slots[name][k], end)
+				r, err = e.recvLogical(ctx, label, f, slots[name][k], end, n)
 			} else {
 				pub := publisherNamed(e.cfg.Publishers, name)
 				slot, topic, target := "", fmt.Sprintf("%s.%s.%d", f.topic, slug(name), k), f
@@ -143,7 +170,7 @@ func (e *env) backlog(ctx context.Context, txSize int) ([]BacklogResult, error) 
 				if err := e.createTopic(ctx, topic); err != nil {
 					return nil, err
 				}
-				r, err = e.drain(ctx, label, pub, target, slot, topic)
+				r, err = e.drain(ctx, label, pub, target, slot, topic, n)
 				if pub.Poll {
 					e.pool.Exec(ctx, `DROP TABLE IF EXISTS `+target.outbox)
 				}
@@ -160,7 +187,10 @@ func (e *env) backlog(ctx context.Context, txSize int) ([]BacklogResult, error) 
 
 	var out []BacklogResult
 	for _, name := range names {
-		out = append(out, summarize(name, txSize, n, runs[name]))
+		r := summarize(name, txSize, n, runs[name])
+		r.Payload, r.ValueBytes = payload, values
+		r.MBps = mb(values) / r.Elapsed.Seconds()
+		out = append(out, r)
 	}
 	return out, nil
 }
@@ -178,11 +208,11 @@ func publisherNamed(pubs []Publisher, name string) Publisher {
 // that measured it, peak RSS) of a publisher's runs.
 func summarize(name string, txSize, n int, runs []drainRun) BacklogResult {
 	r := BacklogResult{TxSize: txSize, Rows: n, Publisher: name}
-	var el, cpu, wal []time.Duration
+	var el, cpu, wal, first []time.Duration
 	walRuns := make([]time.Duration, len(runs))
 	for i, x := range runs {
 		r.Runs = append(r.Runs, x.elapsed)
-		el, cpu = append(el, x.elapsed), append(cpu, x.cpu)
+		el, cpu, first = append(el, x.elapsed), append(cpu, x.cpu), append(first, x.first)
 		if x.walOK {
 			wal = append(wal, x.walCPU)
 			walRuns[i] = x.walCPU
@@ -191,7 +221,8 @@ func summarize(name string, txSize, n int, runs []drainRun) BacklogResult {
 	}
 	slices.Sort(el)
 	slices.Sort(cpu)
-	r.Elapsed, r.CPU = el[len(el)/2], cpu[len(cpu)/2]
+	slices.Sort(first)
+	r.Elapsed, r.CPU, r.FirstRecord = el[len(el)/2], cpu[len(cpu)/2], first[len(first)/2]
 	if len(wal) > 0 {
 		slices.Sort(wal)
 		r.WalsenderCPU = &wal[len(wal)/2]
@@ -222,7 +253,7 @@ ANALYZE `+c.outbox)
 
 // recvLogical times pg_recvlogical streaming the backlog to /dev/null up to end, and the CPU
 // time of its walsender until it exits.
-func (e *env) recvLogical(ctx context.Context, label string, f *fixture, slot, end string) (drainRun, error) {
+func (e *env) recvLogical(ctx context.Context, label string, f *fixture, slot, end string, n int) (drainRun, error) {
 	p, err := startProc(RecvLogical, filepath.Join(e.logDir, "backlog-"+slot+".log"), nil, filepath.Join(e.cfg.PGBin, RecvLogical),
 		"-d", e.cfg.PGURL, "--slot", slot, "--start", "--no-loop", "--endpos", end,
 		"-o", "proto_version=1", "-o", "publication_names="+f.base, "-f", "/dev/null")
@@ -238,20 +269,19 @@ func (e *env) recvLogical(ctx context.Context, label string, f *fixture, slot, e
 	}
 	r := drainRun{elapsed: p.ended.Sub(p.started), rss: p.peakRSS(), cpu: p.cpu()}
 	r.walCPU, r.walOK = ws.stop()
-	e.progress("%s: %.2fs (%.0f rows/s)%s", label, r.elapsed.Seconds(), float64(e.cfg.Backlog)/r.elapsed.Seconds(), walsenderNote(r))
+	e.progress("%s: %.2fs (%.0f rows/s)%s", label, r.elapsed.Seconds(), float64(n)/r.elapsed.Seconds(), walsenderNote(r))
 	return r, nil
 }
 
-// drain starts pub (run on slot) publishing to topic and times it until Kafka holds every
-// row of the backlog there; for run, it also samples the slot's walsender's CPU time until
-// then.
-func (e *env) drain(ctx context.Context, label string, pub Publisher, f *fixture, slot, topic string) (drainRun, error) {
-	n := int64(e.cfg.Backlog)
-	p, err := e.startPublisher(pub, f, slot, topic, "backlog-"+f.base+"-"+slug(pub.Name)+"-"+topic)
+// drain starts pub (run or debezium on slot) publishing to topic and times it until Kafka
+// holds all n rows of the backlog there; with a slot, it also samples the slot's walsender's
+// CPU time until then.
+func (e *env) drain(ctx context.Context, label string, pub Publisher, f *fixture, slot, topic string, n int) (drainRun, error) {
+	p, err := e.launch(ctx, pub, f, slot, topic, "backlog-"+f.base+"-"+slug(pub.Name)+"-"+topic)
 	if err != nil {
 		return drainRun{}, err
 	}
-	defer p.stop(30 * time.Second)
+	defer p.finish()
 	var ws *walsenderWatch
 	if slot != "" {
 		ws = e.watchWalsender(ctx, slot)
@@ -259,7 +289,7 @@ func (e *env) drain(ctx context.Context, label string, pub Publisher, f *fixture
 	}
 	var acked atomic.Int64
 	stopTicker := e.tickProgress(label, func() string { return fmt.Sprintf("%d/%d acknowledged by Kafka", acked.Load(), n) })
-	var done time.Time
+	var done, first time.Time
 	err = waitUntil(ctx, e.cfg.DrainTimeout, p, fmt.Sprintf("%s to drain %d rows", pub.Name, n), func() (bool, error) {
 		v, err := e.endOffsets(ctx, topic)
 		if err != nil {
@@ -267,7 +297,10 @@ func (e *env) drain(ctx context.Context, label string, pub Publisher, f *fixture
 		}
 		acked.Store(v)
 		done = time.Now()
-		return v >= n, nil
+		if v > 0 && first.IsZero() {
+			first = done
+		}
+		return v >= int64(n), nil
 	})
 	stopTicker()
 	if err != nil {
@@ -278,11 +311,12 @@ func (e *env) drain(ctx context.Context, label string, pub Publisher, f *fixture
 		r.walCPU, r.walOK = ws.stop() // before the publisher stops, and its walsender with it
 	}
 	rss := p.peakRSS()
-	if err := p.stop(30 * time.Second); err != nil {
+	if err := p.finish(); err != nil {
 		return drainRun{}, err
 	}
-	r.elapsed, r.rss, r.cpu = done.Sub(p.started), max(rss, p.peakRSS()), p.cpu()
-	e.progress("%s: %.2fs (%.0f rows/s), peak RSS %.1f MB%s", label, r.elapsed.Seconds(), float64(n)/r.elapsed.Seconds(), mb(r.rss), walsenderNote(r))
+	r.elapsed, r.first, r.rss, r.cpu = done.Sub(p.startedAt()), first.Sub(p.startedAt()), max(rss, p.peakRSS()), p.cpu()
+	e.progress("%s: %.2fs (%.0f rows/s, first record after %.2fs), peak RSS %.1f MB%s", label, r.elapsed.Seconds(),
+		float64(n)/r.elapsed.Seconds(), r.first.Seconds(), mb(r.rss), walsenderNote(r))
 	return r, nil
 }
 

@@ -22,15 +22,25 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := os.MkdirAll(filepath.Join(cfg.OutDir, "logs"), 0o755); err != nil {
 		return nil, err
 	}
+	cfg, leftOut := prepareDebezium(ctx, cfg)
 	rep := &Report{Started: time.Now(), Machine: machine(), Command: cfg.Command, LoadAvg: [2]float64{loadAvg(), 0}, Config: ReportConfig{
 		Duration: cfg.Duration, Rates: cfg.Rates, Backlog: cfg.Backlog, TxSizes: cfg.TxSizes, Repeats: cfg.Repeats,
-		Writers: cfg.Writers, Partitions: cfg.Partitions,
-	}}
+		Writers: cfg.Writers, Partitions: cfg.Partitions, Warmup: cfg.Warmup, LargeRows: max(cfg.LargeRows, 0), LargePayload: cfg.LargePayload,
+		ReplayRate: cfg.ReplayRate, KillAfter: cfg.KillAfter,
+	}, LeftOut: leftOut}
+	for _, p := range cfg.Publishers {
+		if p.Debezium {
+			rep.Config.Debezium = append(rep.Config.Debezium, DebeziumConfig{Publisher: p.Name, Settings: p.Args})
+		}
+	}
 	if cfg.SkipSteady {
 		rep.Config.Rates = nil
 	}
 	if cfg.SkipBacklog {
-		rep.Config.TxSizes = nil
+		rep.Config.TxSizes, rep.Config.LargeRows = nil, 0
+	}
+	if cfg.SkipReplay {
+		rep.Config.ReplayRate = 0
 	}
 	if cfg.RelayBin == "" {
 		dir, err := os.MkdirTemp("", "cdc-bench")
@@ -64,6 +74,20 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 }
 
 func (e *env) suite(ctx context.Context, rep *Report) error {
+	// First, so that Debezium's start is a cold one; its restarted worker then serves the
+	// other phases.
+	if !e.cfg.SkipReplay {
+		for _, pub := range e.cfg.Publishers {
+			if pub.Poll {
+				continue
+			}
+			r, err := e.replay(ctx, pub)
+			if err != nil {
+				return fmt.Errorf("kill -9 %s: %w", pub.Name, err)
+			}
+			rep.Replay = append(rep.Replay, r)
+		}
+	}
 	if !e.cfg.SkipSteady {
 		for _, rate := range e.cfg.Rates {
 			for _, pub := range e.cfg.Publishers {
@@ -77,9 +101,16 @@ func (e *env) suite(ctx context.Context, rep *Report) error {
 	}
 	if !e.cfg.SkipBacklog {
 		for _, size := range e.cfg.TxSizes {
-			rs, err := e.backlog(ctx, size)
+			rs, err := e.backlog(ctx, size, 0, e.cfg.Backlog)
 			if err != nil {
 				return fmt.Errorf("backlog in %d-row transactions: %w", size, err)
+			}
+			rep.Backlog = append(rep.Backlog, rs...)
+		}
+		if e.cfg.LargeRows > 0 {
+			rs, err := e.backlog(ctx, 1, e.cfg.LargePayload, e.cfg.LargeRows)
+			if err != nil {
+				return fmt.Errorf("backlog of %d-byte payloads: %w", e.cfg.LargePayload, err)
 			}
 			rep.Backlog = append(rep.Backlog, rs...)
 		}

@@ -24,14 +24,25 @@ type Publisher struct {
 	Env []string
 	// Bin, when set, is the cdc-relay binary of this publisher (to compare builds).
 	Bin string
+	// Debezium selects Debezium's PostgreSQL connector with the outbox EventRouter on Kafka
+	// Connect standalone instead of cdc-relay. Its Args are key=value settings: the
+	// connector's, or the worker's when the key starts with "worker." (DebeziumTuned).
+	Debezium bool
 }
 
-// DefaultPublishers are the relay and the poller at 100ms and at 10ms.
-var DefaultPublishers = []Publisher{
+// DebeziumPublishers are Debezium as shipped and tuned for latency (DebeziumTuned).
+var DebeziumPublishers = []Publisher{
+	{Name: "debezium", Debezium: true},
+	{Name: "debezium tuned", Debezium: true, Args: DebeziumTuned},
+}
+
+// DefaultPublishers are the relay, the poller at 100ms and at 10ms, and Debezium as shipped
+// and tuned.
+var DefaultPublishers = append([]Publisher{
 	{Name: "run"},
 	{Name: "poll 100ms", Poll: true, Interval: 100 * time.Millisecond},
 	{Name: "poll 10ms", Poll: true, Interval: 10 * time.Millisecond},
-}
+}, DebeziumPublishers...)
 
 // Config configures a benchmark run. Zero fields take the defaults stated.
 type Config struct {
@@ -56,8 +67,26 @@ type Config struct {
 	Writers int
 	// Partitions of each benchmark topic. Default 3.
 	Partitions int
-	// SkipSteady and SkipBacklog leave a part of the suite out.
-	SkipSteady, SkipBacklog bool
+	// Warmup is how long each steady rate is written before the measured part (its records
+	// are not measured): the JVM's JIT makes Debezium's first seconds of load slower. Default 5s.
+	Warmup time.Duration
+	// LargeRows is the number of rows of the large-payload drain (1-row transactions of
+	// LargePayload bytes of payload each), reported in MB/s. Default 20,000; negative leaves
+	// it out.
+	LargeRows int
+	// LargePayload is the payload size of the large-payload drain, bytes. Default 10,240.
+	LargePayload int
+	// ReplayRate is the steady rate of the kill -9 test. Default 2,000 rows/s.
+	ReplayRate int
+	// KillAfter is how long after its first record the publisher is killed -9 in the replay
+	// test; the load goes on for as long again after the kill. Default 30s.
+	KillAfter time.Duration
+	// SkipSteady, SkipBacklog and SkipReplay leave a part of the suite out.
+	SkipSteady, SkipBacklog, SkipReplay bool
+	// DebeziumHome holds lib/ (the Connect worker) and plugins/ (Debezium), as
+	// scripts/debezium-jars.sh makes them. Default: what that script prints (it fetches the
+	// jars with Maven if needed).
+	DebeziumHome string
 	// OutDir receives table.md, report.json, latency-cdf.svg and the publishers' logs.
 	// Required.
 	OutDir string
@@ -75,12 +104,15 @@ type Config struct {
 	Command string
 }
 
-// Quick shortens the suite for a smoke run: 5 s per rate and a 20,000-row backlog drained
-// once per publisher.
+// Quick shortens the suite for a smoke run: 5 s per rate after 2 s of warm-up, a 20,000-row
+// backlog and 2,000 10 KB rows drained once per publisher, a kill 5 s after the first record.
 func (c Config) Quick() Config {
 	c.Duration = 5 * time.Second
+	c.Warmup = 2 * time.Second
 	c.Backlog = 20_000
+	c.LargeRows = 2_000
 	c.Repeats = 1
+	c.KillAfter = 5 * time.Second
 	return c
 }
 
@@ -93,30 +125,26 @@ func (c Config) withDefaults() Config {
 			c.Brokers = strings.Split(b, ",")
 		}
 	}
-	if c.Duration == 0 {
-		c.Duration = 20 * time.Second
-	}
+	orDefault(&c.Duration, 20*time.Second)
 	if len(c.Rates) == 0 {
 		c.Rates = []int{500, 2000, 5000}
 	}
-	if c.Backlog == 0 {
-		c.Backlog = 200_000
-	}
+	orDefault(&c.Backlog, 200_000)
+	orDefault(&c.Warmup, 5*time.Second)
+	orDefault(&c.LargeRows, 20_000)
+	orDefault(&c.LargePayload, 10_240)
+	orDefault(&c.ReplayRate, 2000)
+	orDefault(&c.KillAfter, 30*time.Second)
+	orDefault(&c.DebeziumHome, os.Getenv("CDC_RELAY_DEBEZIUM_HOME"))
 	if len(c.TxSizes) == 0 {
 		c.TxSizes = []int{1, 100}
 	}
 	if len(c.Publishers) == 0 {
 		c.Publishers = DefaultPublishers
 	}
-	if c.Repeats == 0 {
-		c.Repeats = 3
-	}
-	if c.Writers == 0 {
-		c.Writers = 8
-	}
-	if c.Partitions == 0 {
-		c.Partitions = 3
-	}
+	orDefault(&c.Repeats, 3)
+	orDefault(&c.Writers, 8)
+	orDefault(&c.Partitions, 3)
 	if c.PGBin == "" {
 		c.PGBin = os.Getenv("CDC_RELAY_DEV_PG_BIN")
 	}
@@ -128,10 +156,16 @@ func (c Config) withDefaults() Config {
 	if c.Progress == nil {
 		c.Progress = os.Stderr
 	}
-	if c.DrainTimeout == 0 {
-		c.DrainTimeout = 2 * time.Minute
-	}
+	orDefault(&c.DrainTimeout, 2*time.Minute)
 	return c
+}
+
+// orDefault sets *v to def when it is the zero value.
+func orDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
 }
 
 // Validate reports a configuration that cannot run (after defaults).
@@ -148,8 +182,8 @@ func (c Config) Validate() error {
 	if c.OutDir == "" {
 		errs = append(errs, errors.New("bench: no output directory"))
 	}
-	if c.Duration < 0 || c.Backlog < 0 || c.Writers < 0 || c.Repeats < 0 {
-		errs = append(errs, errors.New("bench: duration, backlog, repeats and writers must not be negative"))
+	if c.Duration < 0 || c.Backlog < 0 || c.Writers < 0 || c.Repeats < 0 || c.Warmup < 0 || c.ReplayRate < 0 || c.KillAfter < 0 || c.LargePayload < 0 {
+		errs = append(errs, errors.New("bench: duration, warm-up, backlog, repeats, writers, replay rate, kill-after and payload size must not be negative"))
 	}
 	names := map[string]bool{RecvLogical: true}
 	for _, p := range c.Publishers {
@@ -157,6 +191,13 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("bench: publisher name %q is empty or not unique", p.Name))
 		}
 		names[p.Name] = true
+		if p.Debezium {
+			for _, a := range p.Args {
+				if k, _, ok := strings.Cut(a, "="); !ok || k == "" {
+					errs = append(errs, fmt.Errorf("bench: publisher %q: setting %q: want key=value (a connector setting, or worker.key=value for the Connect worker)", p.Name, a))
+				}
+			}
+		}
 	}
 	for _, r := range c.Rates {
 		if r <= 0 {

@@ -24,6 +24,12 @@ type latencyConsumer struct {
 	after    atomic.Int64 // ids <= after are warm-up
 	records  atomic.Int64 // every record read
 	measured atomic.Int64 // distinct ids above after
+	dups     atomic.Int64 // records of an id read before
+
+	// markMs (unix ms) set, sinceMark is when (unix ns) the first record stamped at or after
+	// it was read: the first record of a publisher started at the mark.
+	markMs    atomic.Int64
+	sinceMark atomic.Int64
 
 	mu   sync.Mutex
 	seen map[int64]struct{}
@@ -54,13 +60,20 @@ func (c *latencyConsumer) loop(ctx context.Context) {
 		c.mu.Lock()
 		fs.EachRecord(func(r *kgo.Record) {
 			c.records.Add(1)
+			if m := c.markMs.Load(); m > 0 && r.Timestamp.UnixMilli() >= m {
+				c.sinceMark.CompareAndSwap(0, now.UnixNano())
+			}
 			id, err := strconv.ParseInt(string(sink.Header(r, sink.HeaderOutboxID)), 10, 64)
 			if err != nil {
 				c.badRecord(fmt.Errorf("record without a numeric outbox-id: %w", err))
 				return
 			}
+			if _, dup := c.seen[id]; dup {
+				c.dups.Add(1)
+				return
+			}
+			c.seen[id] = struct{}{}
 			if after < 0 || id <= after {
-				c.seen[id] = struct{}{}
 				return
 			}
 			ct, err := time.Parse(time.RFC3339Nano, string(sink.Header(r, sink.HeaderCommitTime)))
@@ -68,10 +81,6 @@ func (c *latencyConsumer) loop(ctx context.Context) {
 				c.badRecord(fmt.Errorf("outbox id %d: cdc-commit-time: %w", id, err))
 				return
 			}
-			if _, dup := c.seen[id]; dup {
-				return
-			}
-			c.seen[id] = struct{}{}
 			c.lat = append(c.lat, now.Sub(ct))
 			c.prod = append(c.prod, r.Timestamp.Sub(ct))
 			c.measured.Add(1)
@@ -92,6 +101,39 @@ func (c *latencyConsumer) has(id int64) bool {
 	defer c.mu.Unlock()
 	_, ok := c.seen[id]
 	return ok
+}
+
+// firstSince starts watching for the first record whose timestamp (set by its producer) is
+// at or after t.
+func (c *latencyConsumer) firstSince(t time.Time) {
+	c.sinceMark.Store(0)
+	c.markMs.Store(t.UnixMilli())
+}
+
+// missing returns how many of ids have not been read.
+func (c *latencyConsumer) missing(ids []int64) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, id := range ids {
+		if _, ok := c.seen[id]; !ok {
+			n++
+		}
+	}
+	return n
+}
+
+// lowest returns the smallest id read, or -1.
+func (c *latencyConsumer) lowest() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	low := int64(-1)
+	for id := range c.seen {
+		if low < 0 || id < low {
+			low = id
+		}
+	}
+	return low
 }
 
 // measureAfter starts measuring the records with ids above id.

@@ -32,6 +32,7 @@ type env struct {
 	mu       sync.Mutex
 	seq      int
 	cleanups []func(context.Context)
+	workers  map[string]*connectWorker // each debezium publisher's Kafka Connect worker
 }
 
 func newEnv(ctx context.Context, cfg Config, bin string) (*env, error) {
@@ -62,14 +63,27 @@ func newEnv(ctx context.Context, cfg Config, bin string) (*env, error) {
 	var r [3]byte
 	_, _ = rand.Read(r[:])
 	return &env{cfg: cfg, pool: pool, kcl: kcl, adm: kadm.NewClient(kcl), bin: bin,
-		logDir: filepath.Join(cfg.OutDir, "logs"), prefix: "bench_" + hex.EncodeToString(r[:])}, nil
+		logDir: filepath.Join(cfg.OutDir, "logs"), prefix: "bench_" + hex.EncodeToString(r[:]), workers: map[string]*connectWorker{}}, nil
 }
 
-// close removes every resource the run made, newest first, and closes the connections.
+// close stops the Kafka Connect workers, removes every resource the run made, newest first,
+// and closes the connections.
 func (e *env) close() {
+	e.stopWorkers()
 	e.cleanupTo(0)
 	e.kcl.Close()
 	e.pool.Close()
+}
+
+// stopWorkers stops every debezium publisher's Kafka Connect worker.
+func (e *env) stopWorkers() {
+	e.mu.Lock()
+	ws := e.workers
+	e.workers = map[string]*connectWorker{}
+	e.mu.Unlock()
+	for _, w := range ws {
+		w.stop()
+	}
 }
 
 // mark returns a point to clean up to: cleanupTo(mark()) at the end of a phase removes what
@@ -192,6 +206,15 @@ func (e *env) createRelaySlot(ctx context.Context, f *fixture, slot string) erro
 	return nil
 }
 
+// dropAtCleanup drops, at cleanup, the slot and publication a Debezium connector makes for
+// the fixture (after the phase has deleted the connector).
+func (e *env) dropAtCleanup(f *fixture, slot string) {
+	e.onClose(func(ctx context.Context) {
+		e.dropSlot(ctx, slot)
+		e.pool.Exec(ctx, `DROP PUBLICATION IF EXISTS `+pgx.Identifier{f.base}.Sanitize())
+	})
+}
+
 // createPublication creates the fixture's publication as `cdc-relay slot create` would (FOR
 // TABLE its outbox, inserts only), so that `slot create` for the same fixture finds it and
 // leaves it as it is. It is dropped at cleanup.
@@ -286,8 +309,11 @@ func (e *env) startPublisher(pub Publisher, f *fixture, slot, topic, logName str
 	return startProc(pub.Name, filepath.Join(e.logDir, logName+".log"), pub.Env, bin, args...)
 }
 
-// waitUntil polls cond every 10ms until it holds, p (if any) exits, or timeout passes.
-func waitUntil(ctx context.Context, timeout time.Duration, p *proc, what string, cond func() (bool, error)) error {
+// failer is a process or publisher that reports when it stopped by itself.
+type failer interface{ failed() error }
+
+// waitUntil polls cond every 10ms until it holds, p (if any) fails, or timeout passes.
+func waitUntil(ctx context.Context, timeout time.Duration, p failer, what string, cond func() (bool, error)) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		ok, err := cond()

@@ -90,9 +90,14 @@ loop:
 // loops (a DO block that commits after each transaction), over two sessions. Commits are
 // asynchronous: what is measured is reading the backlog, not writing it, and the WAL is the
 // same. progress is called after each chunk with the rows written so far.
-func backlogLoad(ctx context.Context, pool *pgxpool.Pool, f *fixture, n, txSize int, progress func(int)) error {
+//
+// payload > 0 adds a field of that many random hex characters to each row's payload.
+func backlogLoad(ctx context.Context, pool *pgxpool.Pool, f *fixture, n, txSize, payload int, progress func(int)) error {
 	const sessions = 2
 	chunk := max(txSize, 10_000/txSize*txSize)
+	if payload > 0 {
+		chunk = max(txSize, 500/txSize*txSize) // each DO block is one statement's worth of WAL
+	}
 	var (
 		next    atomic.Int64
 		written atomic.Int64
@@ -123,9 +128,9 @@ func backlogLoad(ctx context.Context, pool *pgxpool.Pool, f *fixture, n, txSize 
 				rows := min(chunk, n-from)
 				txs, last := rows/txSize, rows%txSize
 				body := strings.Builder{}
-				fmt.Fprintf(&body, "DO $$ BEGIN\n  FOR t IN 1..%d LOOP\n    %s;\n    COMMIT;\n  END LOOP;\n", txs, backlogTx(f, txSize))
+				fmt.Fprintf(&body, "DO $$ BEGIN\n  FOR t IN 1..%d LOOP\n    %s;\n    COMMIT;\n  END LOOP;\n", txs, backlogTx(f, txSize, payload))
 				if last > 0 {
-					fmt.Fprintf(&body, "  %s;\n  COMMIT;\n", backlogTx(f, last))
+					fmt.Fprintf(&body, "  %s;\n  COMMIT;\n", backlogTx(f, last, payload))
 				}
 				body.WriteString("END $$")
 				if _, err := pc.Exec(ctx, body.String()).ReadAll(); err != nil {
@@ -141,11 +146,17 @@ func backlogLoad(ctx context.Context, pool *pgxpool.Pool, f *fixture, n, txSize 
 	return <-errs
 }
 
-// backlogTx is one transaction of the backlog: size orders and their outbox rows.
-func backlogTx(f *fixture, size int) string {
+// backlogTx is one transaction of the backlog: size orders and their outbox rows, each
+// payload with a field of payload random hex characters (none for 0). Random, so that neither
+// TOAST nor Kafka compression makes the bytes cheaper than a real document's.
+func backlogTx(f *fixture, size, payload int) string {
+	blob := ""
+	if payload > 0 {
+		blob = fmt.Sprintf(`, 'blob', (SELECT string_agg(md5(random()::text || o.id || g2), '') FROM generate_series(1, %d) g2)`, (payload+31)/32)
+	}
 	return fmt.Sprintf(`WITH o AS (INSERT INTO %[1]s (customer, amount) SELECT 'customer-' || g, 12.5 FROM generate_series(1, %[3]d) g RETURNING id, customer, amount)
     INSERT INTO %[2]s (aggregate_id, topic, payload)
     SELECT 'order-' || o.id, '%[4]s', jsonb_build_object('event', 'order.created', 'order_id', o.id, 'customer', o.customer,
-           'amount', o.amount, 'currency', 'EUR', 'items', jsonb_build_array(jsonb_build_object('sku', 'espresso', 'qty', 2)))
-      FROM o`, f.orders, f.outbox, size, f.topic)
+           'amount', o.amount, 'currency', 'EUR', 'items', jsonb_build_array(jsonb_build_object('sku', 'espresso', 'qty', 2))%[5]s)
+      FROM o`, f.orders, f.outbox, size, f.topic, blob)
 }

@@ -23,7 +23,10 @@ type Report struct {
 	Config  ReportConfig    `json:"config"`
 	Steady  []SteadyResult  `json:"steady"`
 	Backlog []BacklogResult `json:"backlog"`
+	Replay  []ReplayResult  `json:"replay"`
 	Targets []Target        `json:"targets"`
+	// LeftOut names the publishers the run could not include, and why (no JVM, no Maven).
+	LeftOut []string `json:"left_out,omitempty"`
 }
 
 // ReportConfig is the part of Config the numbers depend on.
@@ -35,6 +38,21 @@ type ReportConfig struct {
 	Repeats    int           `json:"repeats"`
 	Writers    int           `json:"writers"`
 	Partitions int           `json:"partitions"`
+	Warmup     time.Duration `json:"warmup_ns"`
+	// LargeRows rows of LargePayload bytes were drained in 1-row transactions (0: not run).
+	LargeRows    int `json:"large_rows"`
+	LargePayload int `json:"large_payload_bytes"`
+	// ReplayRate is the load of the kill -9 test (0: not run); KillAfter the kill's delay
+	// after the first record.
+	ReplayRate int              `json:"replay_rows_per_s"`
+	KillAfter  time.Duration    `json:"kill_after_ns"`
+	Debezium   []DebeziumConfig `json:"debezium,omitempty"`
+}
+
+// DebeziumConfig is what a debezium publisher changed from the shipped settings.
+type DebeziumConfig struct {
+	Publisher string   `json:"publisher"`
+	Settings  []string `json:"settings"`
 }
 
 // Target is one of the issue's targets with the measured value.
@@ -71,7 +89,7 @@ func (r *Report) evaluate() {
 	for _, size := range r.Config.TxSizes {
 		var run, recv, bestPoll BacklogResult
 		for _, b := range r.Backlog {
-			if b.TxSize != size {
+			if b.TxSize != size || b.Payload != 0 {
 				continue
 			}
 			switch {
@@ -107,6 +125,101 @@ func (r *Report) evaluate() {
 	if seen {
 		add("run: peak RSS ≤ 64 MB during the steady runs", fmt.Sprintf("%.1f MB", mb(peak)), peak <= 64<<20)
 	}
+	r.evaluateDebezium(add)
+}
+
+// Debezium is the publisher the Debezium targets compare with: as shipped.
+const Debezium = "debezium"
+
+// evaluateDebezium adds issue 12's targets: cdc-relay against Debezium as shipped.
+func (r *Report) evaluateDebezium(add func(name, measured string, met bool)) {
+	run, ok1 := r.steadyOf("run", 2000)
+	dbz, ok2 := r.steadyOf(Debezium, 2000)
+	if ok1 && ok2 && run.P99 > 0 {
+		x := float64(dbz.P99) / float64(run.P99)
+		add("run at 2,000 rows/s: p99 ≤ 1/10 of debezium's", fmt.Sprintf("1/%.1f (%s vs %s)", x, ms(run.P99), ms(dbz.P99)), x >= 10)
+	}
+	for _, b := range r.Backlog {
+		if b.Publisher != Debezium {
+			continue
+		}
+		for _, x := range r.Backlog {
+			if x.Publisher != "run" || x.TxSize != b.TxSize || x.Payload != b.Payload {
+				continue
+			}
+			k := x.afterFirst() / b.afterFirst()
+			add(fmt.Sprintf("backlog, %s: run ≥ 3 × debezium's rate", b.scenario()),
+				fmt.Sprintf("%.1f× (%.0f vs %.0f rows/s after the first record; from the start %.0f vs %.0f)", k, x.afterFirst(), b.afterFirst(), x.Rate, b.Rate), k >= 3)
+		}
+	}
+	runPeak, ok1 := r.peakRSS("run")
+	dbzPeak, ok2 := r.peakRSS(Debezium)
+	if ok1 && ok2 && runPeak > 0 {
+		x := float64(dbzPeak) / float64(runPeak)
+		add("run: peak RSS ≤ 1/10 of debezium's JVM", fmt.Sprintf("1/%.1f (%.1f vs %.1f MB)", x, mb(runPeak), mb(dbzPeak)), x >= 10)
+	}
+	var runRe, dbzRe *ReplayResult
+	for i := range r.Replay {
+		switch r.Replay[i].Publisher {
+		case "run":
+			runRe = &r.Replay[i]
+		case Debezium:
+			dbzRe = &r.Replay[i]
+		}
+	}
+	if runRe != nil && dbzRe != nil {
+		met := runRe.Duplicates*10 <= dbzRe.Duplicates
+		add("kill -9: run's duplicates ≤ 1/10 of debezium's", fmt.Sprintf("%d vs %d", runRe.Duplicates, dbzRe.Duplicates), met)
+	}
+}
+
+// peakRSS is the largest peak RSS of publisher in any phase.
+func (r *Report) peakRSS(publisher string) (int64, bool) {
+	var peak int64
+	seen := false
+	for _, s := range r.Steady {
+		if s.Publisher == publisher {
+			peak, seen = max(peak, s.PeakRSS), true
+		}
+	}
+	for _, b := range r.Backlog {
+		if b.Publisher == publisher {
+			peak, seen = max(peak, b.PeakRSS), true
+		}
+	}
+	for _, x := range r.Replay {
+		if x.Publisher == publisher {
+			peak, seen = max(peak, x.PeakRSS), true
+		}
+	}
+	return peak, seen
+}
+
+// afterFirst is the drain's rate from its first record on: without the start-up, which the
+// table shows apart.
+func (b BacklogResult) afterFirst() float64 {
+	d := b.Elapsed - b.FirstRecord
+	if d <= 0 {
+		return b.Rate
+	}
+	return float64(b.Rows) / d.Seconds()
+}
+
+// scenario names the backlog: "1-row transactions", or with the payload size.
+func (b BacklogResult) scenario() string {
+	s := fmt.Sprintf("%d-row transactions", b.TxSize)
+	if b.Payload > 0 {
+		s += fmt.Sprintf(", %s payloads", size(b.Payload))
+	}
+	return s
+}
+
+// size renders bytes as B or KB (1024).
+func size(n int) string {
+	if n < 1024 {
+		return fmt.Sprintf("%d B", n)
+	}
+	return fmt.Sprintf("%.0f KB", float64(n)/1024)
 }
 
 // Markdown renders the report as the table.md document.
@@ -122,11 +235,13 @@ func (r *Report) Markdown() string {
 	if len(r.Steady) > 0 {
 		fmt.Fprintf(&b, "## Steady load: commit to consumer latency\n\n")
 		fmt.Fprintf(&b, "Single-row transactions (one order and its outbox row) at a fixed rate for %s each, from %d connections; "+
-			"latency is the consumer's receipt minus the record's cdc-commit-time (commit time for run, created_at for poll). "+
+			"latency is the consumer's receipt minus the record's cdc-commit-time (commit time for run; created_at for poll and for debezium, whose EventRouter has no commit time: for a one-row transaction it is the transaction's start). "+
+			"The first %s of each rate are a warm-up, not measured (the JVM compiles Debezium's hot code during its first seconds of load). "+
 			"'To produce' is commit to the record's timestamp, when the publisher handed it to its Kafka client (millisecond precision): "+
-			"the part spent before Kafka. Peak RSS is the publisher's VmHWM; CPU is its utime+stime over its whole life per 10,000 records it published. "+
+			"the part spent before Kafka. Peak RSS is the publisher's VmHWM (debezium: its Kafka Connect JVM's, since it started); CPU is its utime+stime over its whole life per 10,000 records it published "+
+			"(debezium: the JVM's while the phase's connector ran). "+
 			"Server WAL is all the WAL the server wrote during the load, by anyone: a walsender decodes all of it, so other writers on the server delay run, not poll.\n\n",
-			r.Config.Duration, r.Config.Writers)
+			r.Config.Duration, r.Config.Writers, r.Config.Warmup)
 		b.WriteString("| publisher | target rows/s | achieved rows/s | records | p50 ms | p90 ms | p99 ms | max ms | to produce p50 / p99 ms | peak RSS MB | CPU s / 10k events | server WAL MB/s |\n")
 		b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, s := range r.Steady {
@@ -144,22 +259,27 @@ func (r *Report) Markdown() string {
 	}
 	if len(r.Backlog) > 0 {
 		fmt.Fprintf(&b, "## Backlog drain\n\n")
-		fmt.Fprintf(&b, "%d rows written with no publisher running; time from starting the publisher until Kafka has acknowledged "+
-			"all of them (sum of the topic's high watermarks, a fresh topic per publisher). pg_recvlogical (pgoutput, to /dev/null, "+
+		fmt.Fprintf(&b, "%d rows (and %d rows of %s payloads in 1-row transactions) written with no publisher running; time from starting the publisher until Kafka has acknowledged "+
+			"all of them (sum of the topic's high watermarks, a fresh topic per publisher). Every slot (run, debezium, pg_recvlogical) existed before the rows were written; debezium, which has no offset of its own yet, streams its slot from the slot's position. "+
+			"First record is the start to the first record on Kafka (debezium: adding the connector to its running worker), and rows/s after it leaves that start-up out. "+
+			"MB/s is the record values' bytes (the payloads' JSON text) per second, MB = 2^20 bytes. pg_recvlogical (pgoutput, to /dev/null, "+
 			"--endpos at the end of the backlog) is the limit of one walsender. poll runs with --batch 100 on its own fresh copy of the backlog table. Each drain ran %d times, "+
 			"interleaved with the others; seconds is the median (all runs in brackets) and the ratios are of medians. "+
 			"Walsender CPU is the utime+stime of the Postgres backend that decodes the slot for the drain (median, per 10,000 events) "+
 			"and walsender busy is each drain's walsender CPU ÷ that drain's seconds (median, all drains in brackets): a walsender near 100%% busy is the limit of one slot; poll has no walsender "+
-			"(– also when Postgres's processes are not visible from the benchmark's host).\n\n", r.Config.Backlog, r.Config.Repeats)
-		b.WriteString("| tx size | publisher | seconds | rows/s | ÷ pg_recvlogical | run ÷ this | peak RSS MB | CPU s / 10k events | walsender CPU s / 10k events | walsender busy |\n")
-		b.WriteString("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
+			"(– also when Postgres's processes are not visible from the benchmark's host).\n\n", r.Config.Backlog, r.Config.LargeRows, size(r.Config.LargePayload), r.Config.Repeats)
+		b.WriteString("| tx size | payload | publisher | seconds | rows/s | first record s | rows/s after it | MB/s | ÷ pg_recvlogical | run ÷ this | peak RSS MB | CPU s / 10k events | walsender CPU s / 10k events | walsender busy |\n")
+		b.WriteString("|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, x := range r.Backlog {
 			var recv, run float64
 			for _, y := range r.Backlog {
-				if y.TxSize == x.TxSize && y.Publisher == RecvLogical {
+				if y.TxSize != x.TxSize || y.Payload != x.Payload {
+					continue
+				}
+				if y.Publisher == RecvLogical {
 					recv = y.Rate
 				}
-				if y.TxSize == x.TxSize && y.Publisher == "run" {
+				if y.Publisher == "run" {
 					run = y.Rate
 				}
 			}
@@ -168,8 +288,48 @@ func (r *Report) Markdown() string {
 				walCPU = fmt.Sprintf("%.3f", cpuPer10k(*x.WalsenderCPU, int64(x.Rows)))
 				walBusy = walsenderBusy(x)
 			}
-			fmt.Fprintf(&b, "| %d | %s | %s | %.0f | %s | %s | %.1f | %.3f | %s | %s |\n", x.TxSize, x.Publisher, seconds(x), x.Rate,
-				ratio(x.Rate, recv), ratio(run, x.Rate), mb(x.PeakRSS), cpuPer10k(x.CPU, int64(x.Rows)), walCPU, walBusy)
+			first, after := "–", "–"
+			if x.Publisher != RecvLogical {
+				first, after = fmt.Sprintf("%.2f", x.FirstRecord.Seconds()), fmt.Sprintf("%.0f", x.afterFirst())
+			}
+			payload := "–"
+			if x.Rows > 0 && x.ValueBytes > 0 {
+				payload = size(int(x.ValueBytes / int64(x.Rows)))
+			}
+			fmt.Fprintf(&b, "| %d | %s | %s | %s | %.0f | %s | %s | %.1f | %s | %s | %.1f | %.3f | %s | %s |\n", x.TxSize, payload, x.Publisher, seconds(x), x.Rate,
+				first, after, x.MBps, ratio(x.Rate, recv), ratio(run, x.Rate), mb(x.PeakRSS), cpuPer10k(x.CPU, int64(x.Rows)), walCPU, walBusy)
+		}
+		b.WriteString("\n")
+	}
+	if len(r.Replay) > 0 {
+		fmt.Fprintf(&b, "## kill -9 in the middle of a steady run\n\n")
+		fmt.Fprintf(&b, "Each publisher started from nothing (debezium: its Kafka Connect JVM, then the connector, which makes its slot) while one-row transactions were written at %d rows/s; "+
+			"killed -9 %s after its first record and started again at once (debezium: the JVM and the same connector, resuming from Connect's offset file, or from its slot's position when Connect had stored none) while the load went on for as long again. "+
+			"Every row committed from its first record on arrived (the bench fails otherwise); duplicates are records of an outbox id read before: the kill's replay. "+
+			"Startup is the start to the first record read; restart the new start to the first record the new process produced.\n\n", r.Config.ReplayRate, r.Config.KillAfter)
+		b.WriteString("| publisher | rows/s | rows | killed after s | records read before the kill | duplicates | startup s | restart to first record s | peak RSS MB |\n")
+		b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		for _, x := range r.Replay {
+			fmt.Fprintf(&b, "| %s | %d | %d | %.1f | %d | %d | %.2f | %.2f | %.1f |\n", x.Publisher, x.Rate, x.Rows, x.KilledAfter.Seconds(), x.ReadBeforeKill, x.Duplicates,
+				x.Startup.Seconds(), x.Restart.Seconds(), mb(x.PeakRSS))
+		}
+		b.WriteString("\n")
+	}
+	if len(r.Config.Debezium) > 0 {
+		b.WriteString("Debezium 3.6.1.Final (PostgreSQL connector, pgoutput, snapshot.mode=no_data, outbox EventRouter, String converters) on Kafka Connect 4.3.1 standalone, the JVM options of connect-standalone.sh (-Xms256M -Xmx2G, G1). Settings changed from the shipped ones:\n\n")
+		for _, d := range r.Config.Debezium {
+			set := "none (as shipped)"
+			if len(d.Settings) > 0 {
+				set = "`" + strings.Join(d.Settings, "`, `") + "`"
+			}
+			fmt.Fprintf(&b, "- %s: %s\n", d.Publisher, set)
+		}
+		b.WriteString("\n")
+	}
+	if len(r.LeftOut) > 0 {
+		b.WriteString("Left out of this run:\n\n")
+		for _, l := range r.LeftOut {
+			fmt.Fprintf(&b, "- %s\n", l)
 		}
 		b.WriteString("\n")
 	}

@@ -57,7 +57,8 @@ func slug(s string) string {
 
 var nonName = regexp.MustCompile(`[^a-z0-9]+`)
 
-// steady runs pub against single-row transactions at rate for the configured duration.
+// steady runs pub against single-row transactions at rate for the configured duration,
+// after cfg.Warmup of the same load that is not measured.
 func (e *env) steady(ctx context.Context, pub Publisher, rate int) (SteadyResult, error) {
 	res := SteadyResult{Publisher: pub.Name, Rate: rate}
 	phase := fmt.Sprintf("steady %s at %d rows/s", pub.Name, rate)
@@ -66,34 +67,45 @@ func (e *env) steady(ctx context.Context, pub Publisher, rate int) (SteadyResult
 	if err != nil {
 		return res, err
 	}
-	if !pub.Poll {
+	if !pub.Poll && !pub.Debezium {
 		if err := e.createRelaySlot(ctx, f, f.base); err != nil {
 			return res, err
 		}
+	}
+	if pub.Debezium {
+		e.dropAtCleanup(f, f.base)
 	}
 	cons, err := e.consume(f.topic)
 	if err != nil {
 		return res, err
 	}
 	defer cons.close()
-	p, err := e.startPublisher(pub, f, f.base, "", "steady-"+slug(pub.Name)+"-"+fmt.Sprint(rate))
-	if err != nil {
-		return res, err
-	}
-	defer p.stop(30 * time.Second)
-
-	// Warm-up: the publisher is connected and one record went through end to end.
 	e.progress("%s: starting %s", phase, pub.Name)
-	w0, err := insertOne(ctx, e.pool, f, "warm-up")
+	p, err := e.launch(ctx, pub, f, f.base, "", "steady-"+slug(pub.Name)+"-"+fmt.Sprint(rate))
 	if err != nil {
 		return res, err
 	}
-	if err := waitUntil(ctx, 60*time.Second, p, "the warm-up record", func() (bool, error) { return cons.has(w0), nil }); err != nil {
+	defer p.finish()
+
+	// The publisher is connected and one record went through end to end.
+	if _, err := e.firstRecord(ctx, f, p, cons); err != nil {
 		return res, err
 	}
-	cons.measureAfter(w0)
-
 	var written atomic.Int64
+	if e.cfg.Warmup > 0 {
+		e.progress("%s: warming up for %s", phase, e.cfg.Warmup)
+		if _, err := steadyLoad(ctx, e.pool, f, rate, e.cfg.Warmup, e.cfg.Writers, &written); err != nil {
+			return res, err
+		}
+	}
+	// Every row written so far is committed: later ones have higher ids.
+	var last int64
+	if err := e.pool.QueryRow(ctx, `SELECT coalesce(max(id), 0) FROM `+f.outbox).Scan(&last); err != nil {
+		return res, err
+	}
+	cons.measureAfter(last)
+	written.Store(0)
+
 	stopTicker := e.tickProgress(phase, func() string {
 		return fmt.Sprintf("%d rows written, %d consumed", written.Load(), cons.measured.Load())
 	})
@@ -118,7 +130,7 @@ func (e *env) steady(ctx context.Context, pub Publisher, rate int) (SteadyResult
 	if !pub.Poll {
 		_ = e.pool.QueryRow(ctx, `SELECT coalesce(sum(spill_bytes), 0) FROM pg_stat_replication_slots WHERE slot_name = $1`, f.base).Scan(&res.SpillBytes)
 	}
-	if err := p.stop(30 * time.Second); err != nil {
+	if err := p.finish(); err != nil {
 		return res, err
 	}
 	res.CPU, res.Events = p.cpu(), cons.records.Load()
@@ -137,6 +149,33 @@ func (e *env) steady(ctx context.Context, pub Publisher, rate int) (SteadyResult
 	e.progress("%s: %.0f rows/s achieved, p50 %s p99 %s max %s (commit to produce: p50 %s p99 %s), peak RSS %.1f MB",
 		phase, res.Achieved, ms(res.P50), ms(res.P99), ms(res.Max), ms(res.ToProduceP50), ms(res.ToProduceP99), mb(res.PeakRSS))
 	return res, nil
+}
+
+// firstRecord writes one row every 200ms until the consumer has read one of them and returns
+// when it was read. Rows committed before the publisher's slot existed never come (Debezium
+// makes its slot when its connector starts): they are not its work.
+func (e *env) firstRecord(ctx context.Context, f *fixture, p publisherRun, cons *latencyConsumer) (time.Time, error) {
+	var ids []int64
+	next := time.Now()
+	var at time.Time
+	err := waitUntil(ctx, 5*time.Minute, p, "the first record", func() (bool, error) {
+		for _, id := range ids {
+			if cons.has(id) {
+				at = time.Now()
+				return true, nil
+			}
+		}
+		if time.Now().After(next) {
+			id, err := insertOne(ctx, e.pool, f, "warm-up")
+			if err != nil {
+				return false, err
+			}
+			ids = append(ids, id)
+			next = time.Now().Add(200 * time.Millisecond)
+		}
+		return false, nil
+	})
+	return at, err
 }
 
 // quantile returns the q-quantile (nearest rank) of sorted durations.
