@@ -3,7 +3,7 @@
 
 COUNT ?= 100
 
-.PHONY: demo test sim bench faults faults-full chaos build up down faults-down vet
+.PHONY: demo test unit sim bench faults faults-full chaos build up down faults-down vet
 
 ## demo: run the main job end to end on local services: COUNT orders through the relay to Kafka.
 demo:
@@ -12,6 +12,15 @@ demo:
 ## test: the full suite (unit + integration against real Postgres and Kafka) with -race.
 test:
 	scripts/test.sh
+
+## unit: the tests that need no services (no PostgreSQL, no Kafka, nothing started): the
+## packages below, whose tests use neither internal/testenv nor the services' environment.
+## A package whose tests need the services belongs in make test only (e2e/make_test.go runs
+## this target with the services' addresses pointing nowhere).
+UNIT_PKGS := ./cmd/... ./cutover ./deadletters ./decoder ./internal/... ./metrics ./outbox ./prune ./relay \
+	./replication ./sink
+unit:
+	go test $(UNIT_PKGS)
 
 ## test-matrix: the core end-to-end tests on every supported PostgreSQL, 14 to 18, one after another
 ## (each version's server started by scripts/dev-up.sh, one shared Kafka). PG_VERSIONS=14,18 picks

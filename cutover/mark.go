@@ -12,6 +12,7 @@ import (
 
 	"github.com/cdc-relay/cdc-relay/decoder"
 	"github.com/cdc-relay/cdc-relay/internal/retry"
+	"github.com/cdc-relay/cdc-relay/outbox"
 	"github.com/cdc-relay/cdc-relay/slotstore"
 )
 
@@ -20,11 +21,9 @@ type MarkOptions struct {
 	Slot         string   // the relay's slot; required
 	Publications []string // the relay's publications; required
 	Table        string   // the outbox table, "schema.table"; default "public.outbox"
-	// Columns name the id and the columns the relay reads (the peek decodes rows as it does);
-	// zero fields take the defaults.
-	Columns decoder.Columns
-	// PublishedAt is the column the poller reads; default "published_at".
-	PublishedAt string
+	// Columns name the columns the relay reads (the peek decodes rows as it does) and the
+	// poller's PublishedAt; zero fields take the defaults.
+	Columns outbox.Columns
 }
 
 // MarkResult says what MarkDelivered did.
@@ -36,9 +35,6 @@ type MarkResult struct {
 	Marked      int64         // rows marked published
 }
 
-// ErrSlotLost means the slot is invalidated: which rows the relay delivered is unknown.
-var ErrSlotLost = errors.New("cutover: the slot is lost")
-
 // MarkDelivered sets published_at on every pending row the slot has confirmed, on conn, using
 // peek for the slot. Both are normal connections; the relay must be stopped. See the package
 // documentation.
@@ -48,12 +44,13 @@ func MarkDelivered(ctx context.Context, conn, peek *pgx.Conn, o MarkOptions) (Ma
 		return res, errors.New("cutover: the slot and its publications are required")
 	}
 	if o.Table == "" {
-		o.Table = "public.outbox"
+		o.Table = outbox.DefaultTable
 	}
-	table := o.Table
-	if !strings.Contains(table, ".") {
-		table = "public." + table
+	tbl, err := outbox.ParseTable(o.Table)
+	if err != nil {
+		return res, fmt.Errorf("cutover: %w", err)
 	}
+	table := tbl.String()
 	dec, err := decoder.New(decoder.Config{Columns: o.Columns, Tables: []string{table}, Topic: "-"})
 	if err != nil {
 		return res, err
@@ -64,7 +61,7 @@ func MarkDelivered(ctx context.Context, conn, peek *pgx.Conn, o MarkOptions) (Ma
 		if err == nil {
 			break
 		}
-		if !errors.Is(err, ErrSlotActive) || wait >= 50 {
+		if !errors.Is(err, slotstore.ErrSlotActive) || wait >= 50 {
 			return res, err
 		}
 		if !retry.Sleep(ctx, 200*time.Millisecond) {
@@ -107,7 +104,7 @@ func MarkDelivered(ctx context.Context, conn, peek *pgx.Conn, o MarkOptions) (Ma
 			return res, fmt.Errorf("cutover: peek at slot %s: LSN %q: %w", o.Slot, lsnText, err)
 		}
 		out, err := dec.Decode(lsn, data)
-		if err != nil && !decoder.IsBadRow(err) {
+		if err != nil && !outbox.IsBadRow(err) {
 			rows.Close()
 			return res, fmt.Errorf("cutover: decode the slot's changes: %w", err)
 		}
@@ -120,9 +117,9 @@ func MarkDelivered(ctx context.Context, conn, peek *pgx.Conn, o MarkOptions) (Ma
 	}
 	res.Undelivered = len(undelivered)
 
-	id := column(o.Columns.ID, "id")
-	pub := column(o.PublishedAt, "published_at")
-	tag, err := tx.Exec(ctx, `UPDATE `+quoteTable(o.Table)+` SET `+pub+` = now() WHERE `+pub+` IS NULL AND NOT (`+id+`::text = ANY($1::text[]))`, undelivered)
+	cols := o.Columns.WithDefaults()
+	id, pub := pgx.Identifier{cols.ID}.Sanitize(), pgx.Identifier{cols.PublishedAt}.Sanitize()
+	tag, err := tx.Exec(ctx, `UPDATE `+tbl.Sanitize()+` SET `+pub+` = now() WHERE `+pub+` IS NULL AND NOT (`+id+`::text = ANY($1::text[]))`, undelivered)
 	if err != nil {
 		return res, fmt.Errorf("cutover: mark the delivered rows of %s: %w", o.Table, err)
 	}
@@ -141,16 +138,16 @@ func checkSlot(ctx context.Context, conn *pgx.Conn, slot string, res *MarkResult
 	err := conn.QueryRow(ctx, `SELECT active, confirmed_flush_lsn::text, coalesce(wal_status, '') FROM pg_replication_slots WHERE slot_name = $1`, slot).
 		Scan(&active, &confirmed, &walStatus)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("slot %q: %w", slot, slotstore.ErrSlotNotFound)
+		return fmt.Errorf("slot %q: %w", slot, slotstore.ErrSlotMissing)
 	}
 	if err != nil {
 		return fmt.Errorf("cutover: read slot %q: %w", slot, err)
 	}
 	if walStatus == "lost" {
-		return fmt.Errorf("%w: slot %q is invalidated; which rows reached Kafka is unknown, so mark nothing and let the poller publish them all", ErrSlotLost, slot)
+		return fmt.Errorf("cutover: slot %q: %w: which rows reached Kafka is unknown, so mark nothing and let the poller publish them all", slot, slotstore.ErrSlotLost)
 	}
 	if active {
-		return fmt.Errorf("%w (slot %q)", ErrSlotActive, slot)
+		return fmt.Errorf("cutover: slot %q: %w: stop `cdc-relay run` first", slot, slotstore.ErrSlotActive)
 	}
 	if confirmed != nil {
 		if res.Confirmed, err = pglogrepl.ParseLSN(*confirmed); err != nil {

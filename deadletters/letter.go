@@ -1,8 +1,3 @@
-// Package deadletters reads the letters the relay parked (on the dead-letter topic or in the
-// PostgreSQL dead-letter table), selects and groups them, and replays or discards them for
-// `cdc-relay dead-letters`. A Kafka topic cannot be edited, so what was done to a letter of the
-// topic is kept in a PostgreSQL marks table keyed by (topic, partition, offset); the
-// dead-letter table carries replayed_at and discarded_at columns of its own.
 package deadletters
 
 import (

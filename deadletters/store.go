@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdc-relay/cdc-relay/internal/contract"
+	"github.com/cdc-relay/cdc-relay/outbox"
 	"github.com/cdc-relay/cdc-relay/slotstore"
 )
 
@@ -35,7 +36,7 @@ type TopicStore struct {
 	Topic string
 	Opts  []kgo.Opt // brokers, TLS, SASL for the consumer
 	Conn  *pgx.Conn
-	Marks slotstore.TableName
+	Marks outbox.Table
 	// Timeout bounds reading the topic up to its end. Default 60s.
 	Timeout time.Duration
 }
@@ -186,7 +187,7 @@ func (s *TopicStore) Mark(ctx context.Context, l *Letter, st State) (bool, error
 // columns keep what was done (MigrateDeadLetterTable adds them).
 type TableStore struct {
 	Conn  *pgx.Conn
-	Table slotstore.TableName
+	Table outbox.Table
 	Slot  string // only this slot's rows when set
 }
 

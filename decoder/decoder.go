@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
+
+	"github.com/cdc-relay/cdc-relay/outbox"
 )
 
 // Kind says what one pgoutput message means for the relay.
@@ -32,21 +34,15 @@ func (k Kind) String() string {
 	return "Kind(" + strconv.Itoa(int(k)) + ")"
 }
 
-// Header is one header of an event, from the row's headers object.
-type Header struct {
-	Key   string
-	Value []byte
-}
-
 // Event is one outbox event.
 type Event struct {
-	ID          string   // outbox id: the id column's decimal text; for a logical message the content's "id" or, absent, the message LSN as "X/Y"
-	AggregateID string   // the Kafka key
-	Topic       string   // the row's topic, or Config.Topic
-	Payload     []byte   // the record value: the payload column's text (aliases Decode's data), or a message's raw "payload" JSON
-	EventType   string   // "" when absent/NULL
-	Headers     []Header // string values of the headers jsonb object (non-string values: their JSON text), sorted by key
-	Relation    string   // "schema.table", or "message:<prefix>" for logical messages
+	ID          string          // outbox id: the id column's decimal text; for a logical message the content's "id" or, absent, the message LSN as "X/Y"
+	AggregateID string          // the Kafka key
+	Topic       string          // the row's topic, or Config.Topic
+	Payload     []byte          // the record value: the payload column's text (aliases Decode's data), or a message's raw "payload" JSON
+	EventType   string          // "" when absent/NULL
+	Headers     []outbox.Header // string values of the headers jsonb object (non-string values: their JSON text), sorted by key
+	Relation    string          // "schema.table", or "message:<prefix>" for logical messages
 }
 
 // Output is what one pgoutput message means for the relay.
@@ -57,7 +53,7 @@ type Output struct {
 	EndLSN     pglogrepl.LSN // Commit only: Commit.TransactionEndLSN, the position to confirm once the transaction is delivered
 	CommitTime time.Time     // from Begin (UTC); set on Begin, Event and Commit
 	// Event is set for KindEvent. It is also set, as far as it could be read, with KindNone and a
-	// *RowError for a non-transactional logical message with the outbox prefix, so that it can be
+	// *outbox.RowError for a non-transactional logical message with the outbox prefix, so that it can be
 	// dead-lettered.
 	Event Event
 }
@@ -91,7 +87,7 @@ func New(cfg Config) (*Decoder, error) {
 		return nil, err
 	}
 	d := &Decoder{
-		names:  cfg.Columns.names(),
+		names:  names(cfg.Columns),
 		topic:  cfg.Topic,
 		prefix: cfg.MessagePrefix,
 		rels:   make(map[uint32]*relation),
@@ -103,7 +99,8 @@ func New(cfg Config) (*Decoder, error) {
 	if len(cfg.Tables) > 0 {
 		d.tables = make(map[string]struct{}, len(cfg.Tables))
 		for _, t := range cfg.Tables {
-			d.tables[qualify(t)] = struct{}{}
+			tb, _ := outbox.ParseTable(t) // checked by Validate
+			d.tables[tb.String()] = struct{}{}
 		}
 	}
 	return d, nil
@@ -112,7 +109,7 @@ func New(cfg Config) (*Decoder, error) {
 // Decode interprets one pgoutput message received at walStart (the XLogData WALStart). The
 // decoder may retain slices of data (the caller hands over ownership). A bad row returns
 // Output{Kind: KindEvent, ...} with as much of the Event as could be read (ID, Relation, Payload
-// when present) and a *RowError, so the caller can dead-letter it and go on; the decoder's state
+// when present) and a *outbox.RowError, so the caller can dead-letter it and go on; the decoder's state
 // stays consistent. A protocol error (unparsable message, Insert for an unknown relation id,
 // Commit outside a transaction) returns a *ProtocolError; the message then changes no state.
 func (d *Decoder) Decode(walStart pglogrepl.LSN, data []byte) (Output, error) {

@@ -2,6 +2,7 @@ package decoder
 
 import (
 	"errors"
+	"github.com/cdc-relay/cdc-relay/outbox"
 	"reflect"
 	"strings"
 	"testing"
@@ -81,7 +82,7 @@ func TestTransaction(t *testing.T) {
 		{0x16B3748, outboxRow(txt("42"), txt("order-1"), txt("orders"), txt(`{"total": 10}`), txt("OrderPlaced"),
 			txt(`{"traceparent": "00-abc-01", "correlation_id": "c-1"}`)),
 			Event{ID: "42", AggregateID: "order-1", Topic: "orders", Payload: []byte(`{"total": 10}`), EventType: "OrderPlaced",
-				Headers: []Header{{"correlation_id", []byte("c-1")}, {"traceparent", []byte("00-abc-01")}}, Relation: "public.outbox"}},
+				Headers: []outbox.Header{{Key: "correlation_id", Value: []byte("c-1")}, {Key: "traceparent", Value: []byte("00-abc-01")}}, Relation: "public.outbox"}},
 		{0x16B3790, outboxRow(txt("43"), txt("order-2"), txt("payments"), txt(`[1, 2]`), null, null),
 			Event{ID: "43", AggregateID: "order-2", Topic: "payments", Payload: []byte(`[1, 2]`), Relation: "public.outbox"}},
 	}
@@ -121,21 +122,21 @@ func TestHeaders(t *testing.T) {
 	tests := []struct {
 		name    string
 		headers tv
-		want    []Header
+		want    []outbox.Header
 	}{
 		{"NULL", null, nil},
 		{"empty object", txt(`{}`), nil},
 		{"JSON null", txt(`null`), nil},
 		{"sorted, non-string values as JSON text", txt(`{"z": "last", "b": 1.5, "a": {"x": [true, null]}, "n": null, "t": false, "esc": "q\"\u00e9\n"}`),
-			[]Header{
-				{"a", []byte(`{"x": [true, null]}`)},
-				{"b", []byte(`1.5`)},
-				{"esc", []byte("q\"é\n")},
-				{"n", []byte(`null`)},
-				{"t", []byte(`false`)},
-				{"z", []byte(`last`)},
+			[]outbox.Header{
+				{Key: "a", Value: []byte(`{"x": [true, null]}`)},
+				{Key: "b", Value: []byte(`1.5`)},
+				{Key: "esc", Value: []byte("q\"é\n")},
+				{Key: "n", Value: []byte(`null`)},
+				{Key: "t", Value: []byte(`false`)},
+				{Key: "z", Value: []byte(`last`)},
 			}},
-		{"empty key and value", txt(`{"": ""}`), []Header{{"", []byte{}}}},
+		{"empty key and value", txt(`{"": ""}`), []outbox.Header{{Key: "", Value: []byte{}}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -172,7 +173,7 @@ func TestEventTypeAbsentOrNull(t *testing.T) {
 
 func TestCustomColumns(t *testing.T) {
 	d := newDecoder(t, Config{
-		Columns: Columns{ID: "event_id", AggregateID: "entity", Topic: "stream", Payload: "body", EventType: "kind", Headers: "meta"},
+		Columns: outbox.Columns{ID: "event_id", AggregateID: "entity", Topic: "stream", Payload: "body", EventType: "kind", Headers: "meta"},
 		Tables:  []string{"events.out"},
 	})
 	decode(t, d, 1, relationMsg(9, "events", "out",
@@ -182,7 +183,7 @@ func TestCustomColumns(t *testing.T) {
 	out := decode(t, d, 2, insertMsg(9, txt("hello"), txt("Greeted"), txt("5"), txt(`{"h": "v"}`),
 		txt("user-9"), txt("greetings"), txt("not the key"), txt("not the payload")))
 	want := Event{ID: "5", AggregateID: "user-9", Topic: "greetings", Payload: []byte("hello"), EventType: "Greeted",
-		Headers: []Header{{"h", []byte("v")}}, Relation: "events.out"}
+		Headers: []outbox.Header{{Key: "h", Value: []byte("v")}}, Relation: "events.out"}
 	if !reflect.DeepEqual(out.Event, want) {
 		t.Errorf("Event = %+v\nwant %+v", out.Event, want)
 	}
@@ -190,7 +191,7 @@ func TestCustomColumns(t *testing.T) {
 
 func TestSameColumnForTwoRoles(t *testing.T) {
 	// Not useful, but not ambiguous either: both roles read the column.
-	d := newDecoder(t, Config{Columns: Columns{AggregateID: "id"}, Topic: "t"})
+	d := newDecoder(t, Config{Columns: outbox.Columns{AggregateID: "id"}, Topic: "t"})
 	decode(t, d, 1, relationMsg(9, "public", "o", col{"id", oidInt8}, col{"payload", oidJSONB}))
 	decode(t, d, 1, beginMsg(10, commitAt, 1))
 	out := decode(t, d, 2, insertMsg(9, txt("5"), txt("{}")))
@@ -231,8 +232,8 @@ func TestNoFilterDecodesEveryRelation(t *testing.T) {
 	decode(t, d, 1, relationMsg(4, "public", "orders", col{"id", oidInt8}, col{"total", oidInt8}))
 	decode(t, d, 1, beginMsg(10, commitAt, 1))
 	out, err := d.Decode(2, insertMsg(4, txt("1"), txt("100")))
-	if out.Kind != KindEvent || !errors.Is(err, ErrMissingColumn) {
-		t.Errorf("Kind %v, err %v; want Event and ErrMissingColumn", out.Kind, err)
+	if out.Kind != KindEvent || !errors.Is(err, outbox.ErrMissingColumn) {
+		t.Errorf("Kind %v, err %v; want Event and outbox.ErrMissingColumn", out.Kind, err)
 	}
 }
 
@@ -277,32 +278,32 @@ func TestBadRows(t *testing.T) {
 		id       string
 		payload  string
 	}{
-		{"NULL key", map[string]tv{"key": null}, ErrNullKey, "aggregate_id", "42", `{"a": 1}`},
-		{"unchanged TOAST key", map[string]tv{"key": toast}, ErrNullKey, "aggregate_id", "42", `{"a": 1}`},
-		{"empty key", map[string]tv{"key": txt("")}, ErrEmptyKey, "aggregate_id", "42", `{"a": 1}`},
-		{"binary key", map[string]tv{"key": bin("\x00\x01")}, ErrBinaryValue, "aggregate_id", "42", `{"a": 1}`},
-		{"NULL topic", map[string]tv{"topic": null}, ErrNullTopic, "topic", "42", `{"a": 1}`},
-		{"empty topic", map[string]tv{"topic": txt("")}, ErrEmptyTopic, "topic", "42", `{"a": 1}`},
-		{"NULL payload", map[string]tv{"payload": null}, ErrNullPayload, "payload", "42", ""},
-		{"unchanged TOAST payload", map[string]tv{"payload": toast}, ErrNullPayload, "payload", "42", ""},
-		{"binary payload", map[string]tv{"payload": bin("\x01{}")}, ErrBinaryValue, "payload", "42", ""},
-		{"NULL id", map[string]tv{"id": null}, ErrNullID, "id", "", `{"a": 1}`},
-		{"empty id", map[string]tv{"id": txt("")}, ErrNullID, "id", "", `{"a": 1}`},
-		{"headers not JSON", map[string]tv{"headers": txt(`{"a": `)}, ErrBadHeaders, "headers", "42", `{"a": 1}`},
-		{"headers an array", map[string]tv{"headers": txt(`["a"]`)}, ErrBadHeaders, "headers", "42", `{"a": 1}`},
-		{"headers a string", map[string]tv{"headers": txt(`"a"`)}, ErrBadHeaders, "headers", "42", `{"a": 1}`},
-		{"binary headers", map[string]tv{"headers": bin(`{}`)}, ErrBinaryValue, "headers", "42", `{"a": 1}`},
-		{"header outbox-id", map[string]tv{"headers": txt(`{"outbox-id": "1"}`)}, ErrReservedHeader, "headers", "42", `{"a": 1}`},
-		{"header outbox-table", map[string]tv{"headers": txt(`{"outbox-table": "x.y"}`)}, ErrReservedHeader, "headers", "42", `{"a": 1}`},
-		{"header aggregate-id", map[string]tv{"headers": txt(`{"aggregate-id": "k"}`)}, ErrReservedHeader, "headers", "42", `{"a": 1}`},
-		{"header event-type", map[string]tv{"headers": txt(`{"event-type": "e"}`)}, ErrReservedHeader, "headers", "42", `{"a": 1}`},
-		{"header cdc-lsn", map[string]tv{"headers": txt(`{"cdc-lsn": "0/1"}`)}, ErrReservedHeader, "headers", "42", `{"a": 1}`},
-		{"header cdc-commit-time", map[string]tv{"headers": txt(`{"cdc-commit-time": 1}`)}, ErrReservedHeader, "headers", "42", `{"a": 1}`},
-		{"header dlq-error", map[string]tv{"headers": txt(`{"dlq-error": "x"}`)}, ErrReservedHeader, "headers", "42", `{"a": 1}`},
-		{"header dlq-anything", map[string]tv{"headers": txt(`{"dlq-anything": "x"}`)}, ErrReservedHeader, "headers", "42", `{"a": 1}`},
-		{"header Outbox-ID, any case", map[string]tv{"headers": txt(`{"Outbox-ID": "1"}`)}, ErrReservedHeader, "headers", "42", `{"a": 1}`},
-		{"binary event_type", map[string]tv{"event_type": bin("x")}, ErrBinaryValue, "event_type", "42", `{"a": 1}`},
-		{"first problem wins", map[string]tv{"key": null, "payload": null}, ErrNullKey, "aggregate_id", "42", ""},
+		{"NULL key", map[string]tv{"key": null}, outbox.ErrNullKey, "aggregate_id", "42", `{"a": 1}`},
+		{"unchanged TOAST key", map[string]tv{"key": toast}, outbox.ErrNullKey, "aggregate_id", "42", `{"a": 1}`},
+		{"empty key", map[string]tv{"key": txt("")}, outbox.ErrEmptyKey, "aggregate_id", "42", `{"a": 1}`},
+		{"binary key", map[string]tv{"key": bin("\x00\x01")}, outbox.ErrBinaryValue, "aggregate_id", "42", `{"a": 1}`},
+		{"NULL topic", map[string]tv{"topic": null}, outbox.ErrNullTopic, "topic", "42", `{"a": 1}`},
+		{"empty topic", map[string]tv{"topic": txt("")}, outbox.ErrEmptyTopic, "topic", "42", `{"a": 1}`},
+		{"NULL payload", map[string]tv{"payload": null}, outbox.ErrNullPayload, "payload", "42", ""},
+		{"unchanged TOAST payload", map[string]tv{"payload": toast}, outbox.ErrNullPayload, "payload", "42", ""},
+		{"binary payload", map[string]tv{"payload": bin("\x01{}")}, outbox.ErrBinaryValue, "payload", "42", ""},
+		{"NULL id", map[string]tv{"id": null}, outbox.ErrNullID, "id", "", `{"a": 1}`},
+		{"empty id", map[string]tv{"id": txt("")}, outbox.ErrNullID, "id", "", `{"a": 1}`},
+		{"headers not JSON", map[string]tv{"headers": txt(`{"a": `)}, outbox.ErrBadHeaders, "headers", "42", `{"a": 1}`},
+		{"headers an array", map[string]tv{"headers": txt(`["a"]`)}, outbox.ErrBadHeaders, "headers", "42", `{"a": 1}`},
+		{"headers a string", map[string]tv{"headers": txt(`"a"`)}, outbox.ErrBadHeaders, "headers", "42", `{"a": 1}`},
+		{"binary headers", map[string]tv{"headers": bin(`{}`)}, outbox.ErrBinaryValue, "headers", "42", `{"a": 1}`},
+		{"header outbox-id", map[string]tv{"headers": txt(`{"outbox-id": "1"}`)}, outbox.ErrReservedHeader, "headers", "42", `{"a": 1}`},
+		{"header outbox-table", map[string]tv{"headers": txt(`{"outbox-table": "x.y"}`)}, outbox.ErrReservedHeader, "headers", "42", `{"a": 1}`},
+		{"header aggregate-id", map[string]tv{"headers": txt(`{"aggregate-id": "k"}`)}, outbox.ErrReservedHeader, "headers", "42", `{"a": 1}`},
+		{"header event-type", map[string]tv{"headers": txt(`{"event-type": "e"}`)}, outbox.ErrReservedHeader, "headers", "42", `{"a": 1}`},
+		{"header cdc-lsn", map[string]tv{"headers": txt(`{"cdc-lsn": "0/1"}`)}, outbox.ErrReservedHeader, "headers", "42", `{"a": 1}`},
+		{"header cdc-commit-time", map[string]tv{"headers": txt(`{"cdc-commit-time": 1}`)}, outbox.ErrReservedHeader, "headers", "42", `{"a": 1}`},
+		{"header dlq-error", map[string]tv{"headers": txt(`{"dlq-error": "x"}`)}, outbox.ErrReservedHeader, "headers", "42", `{"a": 1}`},
+		{"header dlq-anything", map[string]tv{"headers": txt(`{"dlq-anything": "x"}`)}, outbox.ErrReservedHeader, "headers", "42", `{"a": 1}`},
+		{"header Outbox-ID, any case", map[string]tv{"headers": txt(`{"Outbox-ID": "1"}`)}, outbox.ErrReservedHeader, "headers", "42", `{"a": 1}`},
+		{"binary event_type", map[string]tv{"event_type": bin("x")}, outbox.ErrBinaryValue, "event_type", "42", `{"a": 1}`},
+		{"first problem wins", map[string]tv{"key": null, "payload": null}, outbox.ErrNullKey, "aggregate_id", "42", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -318,14 +319,14 @@ func TestBadRows(t *testing.T) {
 			if !errors.Is(err, tt.sentinel) {
 				t.Fatalf("err = %v, want %v", err, tt.sentinel)
 			}
-			if !IsBadRow(err) || errors.Is(err, ErrProtocol) {
-				t.Fatalf("IsBadRow = %v, Is(ErrProtocol) = %v; want a bad row", IsBadRow(err), errors.Is(err, ErrProtocol))
+			if !outbox.IsBadRow(err) || errors.Is(err, ErrProtocol) {
+				t.Fatalf("outbox.IsBadRow = %v, Is(ErrProtocol) = %v; want a bad row", outbox.IsBadRow(err), errors.Is(err, ErrProtocol))
 			}
-			var re *RowError
+			var re *outbox.RowError
 			errors.As(err, &re)
-			want := RowError{LSN: lsn, Relation: "public.outbox", Column: tt.column, ID: tt.id}
+			want := outbox.RowError{LSN: lsn, Relation: "public.outbox", Column: tt.column, ID: tt.id}
 			if re.LSN != want.LSN || re.Relation != want.Relation || re.Column != want.Column || re.ID != want.ID {
-				t.Errorf("RowError = %+v, want %+v", re, want)
+				t.Errorf("outbox.RowError = %+v, want %+v", re, want)
 			}
 			if out.Kind != KindEvent || out.Xid != 777 || out.CommitLSN != 0x16B3800 || !out.CommitTime.Equal(commitAt) {
 				t.Errorf("Output = %+v, want a KindEvent of the open transaction", out)
@@ -348,12 +349,12 @@ func TestRowErrorMessage(t *testing.T) {
 	d := newDecoder(t, Config{})
 	openTx(t, d)
 	_, err := d.Decode(0x16B3748, outboxRow(txt("42"), null, txt("t"), txt("{}"), null, null))
-	const want = `decoder: bad row at 0/16B3748 in public.outbox (id 42), column "aggregate_id": aggregate_id is NULL`
+	const want = `outbox: bad row at 0/16B3748 in public.outbox (id 42), column "aggregate_id": aggregate_id is NULL`
 	if err == nil || err.Error() != want {
 		t.Errorf("Error() = %v\nwant     %s", err, want)
 	}
 	_, err = d.Decode(0x16B3748, outboxRow(txt("42"), txt("k"), txt("t"), txt("{}"), null, txt(`{"a": `)))
-	if err == nil || !strings.HasPrefix(err.Error(), `decoder: bad row at 0/16B3748 in public.outbox (id 42), column "headers": headers is not a JSON object: `) {
+	if err == nil || !strings.HasPrefix(err.Error(), `outbox: bad row at 0/16B3748 in public.outbox (id 42), column "headers": headers is not a JSON object: `) {
 		t.Errorf("Error() = %v", err)
 	}
 }
@@ -366,16 +367,16 @@ func TestReservedHeaderNames(t *testing.T) {
 	openTx(t, d)
 	out, err := d.Decode(0x16B3748, outboxRow(txt("42"), txt("k"), txt("t"), txt("{}"), null,
 		txt(`{"outbox-id": "1", "correlation-id": "c-1", "CDC-LSN": "0/1"}`)))
-	const want = `decoder: bad row at 0/16B3748 in public.outbox (id 42), column "headers": headers: "CDC-LSN", "outbox-id" are reserved by the record contract`
-	if err == nil || err.Error() != want || !errors.Is(err, ErrReservedHeader) || !IsBadRow(err) {
+	const want = `outbox: bad row at 0/16B3748 in public.outbox (id 42), column "headers": headers: "CDC-LSN", "outbox-id" are reserved by the record contract`
+	if err == nil || err.Error() != want || !errors.Is(err, outbox.ErrReservedHeader) || !outbox.IsBadRow(err) {
 		t.Fatalf("err = %v\nwant      %s", err, want)
 	}
-	if !reflect.DeepEqual(out.Event.Headers, []Header{{"correlation-id", []byte("c-1")}}) {
+	if !reflect.DeepEqual(out.Event.Headers, []outbox.Header{{Key: "correlation-id", Value: []byte("c-1")}}) {
 		t.Errorf("Headers = %q, want only correlation-id", out.Event.Headers)
 	}
 	// Only reserved names: no headers left.
 	out, err = d.Decode(0x16B3749, outboxRow(txt("43"), txt("k"), txt("t"), txt("{}"), null, txt(`{"outbox-id": "1"}`)))
-	if !errors.Is(err, ErrReservedHeader) || out.Event.Headers != nil {
+	if !errors.Is(err, outbox.ErrReservedHeader) || out.Event.Headers != nil {
 		t.Errorf("err = %v, Headers = %q", err, out.Event.Headers)
 	}
 	// Names that only look alike are the row's own.
@@ -403,13 +404,13 @@ func TestAlterTable(t *testing.T) {
 	}
 	out := decode(t, d, 4, insertMsg(outboxID, txt("acme"), txt(`{"v": 2}`), txt("t2"), txt("2"), txt(`{"h": "1"}`), txt("k2"), txt("E2")))
 	want := Event{ID: "2", AggregateID: "k2", Topic: "t2", Payload: []byte(`{"v": 2}`), EventType: "E2",
-		Headers: []Header{{"h", []byte("1")}}, Relation: "public.outbox"}
+		Headers: []outbox.Header{{Key: "h", Value: []byte("1")}}, Relation: "public.outbox"}
 	if !reflect.DeepEqual(out.Event, want) {
 		t.Errorf("after ALTER: %+v\nwant %+v", out.Event, want)
 	}
 	// A tuple of the old shape after the new Relation is a protocol error, not a guess.
 	_, err := d.Decode(5, outboxRow(txt("3"), txt("k"), txt("t"), txt("{}"), null, null))
-	if !errors.Is(err, ErrProtocol) || IsBadRow(err) {
+	if !errors.Is(err, ErrProtocol) || outbox.IsBadRow(err) {
 		t.Errorf("old-shape tuple: err = %v, want ErrProtocol", err)
 	}
 }
@@ -421,12 +422,12 @@ func TestDroppedColumn(t *testing.T) {
 	decode(t, d, 3, relationMsg(outboxID, "public", "outbox",
 		col{"id", oidInt8}, col{"aggregate_id", oidText}, col{"payload", oidJSONB}))
 	out, err := d.Decode(0x200, insertMsg(outboxID, txt("7"), txt("k"), txt("{}")))
-	var re *RowError
-	if !errors.As(err, &re) || !errors.Is(err, ErrMissingColumn) {
-		t.Fatalf("err = %v, want a RowError for ErrMissingColumn", err)
+	var re *outbox.RowError
+	if !errors.As(err, &re) || !errors.Is(err, outbox.ErrMissingColumn) {
+		t.Fatalf("err = %v, want a outbox.RowError for outbox.ErrMissingColumn", err)
 	}
 	if re.Column != "topic" || re.ID != "7" || re.Relation != "public.outbox" || re.LSN != 0x200 {
-		t.Errorf("RowError = %+v", re)
+		t.Errorf("outbox.RowError = %+v", re)
 	}
 	if out.Kind != KindEvent || out.Event.AggregateID != "k" || string(out.Event.Payload) != "{}" {
 		t.Errorf("Output = %+v", out)
@@ -519,7 +520,7 @@ func TestProtocolErrors(t *testing.T) {
 			inTx := d.InTransaction()
 			out, err := d.Decode(0x16B3748, tt.msg)
 			var pe *ProtocolError
-			if !errors.As(err, &pe) || !errors.Is(err, ErrProtocol) || IsBadRow(err) {
+			if !errors.As(err, &pe) || !errors.Is(err, ErrProtocol) || outbox.IsBadRow(err) {
 				t.Fatalf("err = %v, want a ProtocolError", err)
 			}
 			if pe.LSN != 0x16B3748 || (len(tt.msg) > 0 && byte(pe.Type) != tt.msg[0]) {

@@ -18,8 +18,8 @@
 //   - A bad row (NULL or empty key, NULL payload, a mapped column dropped by ALTER TABLE, bad
 //     headers, headers that use a name of the record contract such as outbox-id or cdc-lsn, a
 //     logical message that is not an outbox event) is never dropped silently: Decode
-//     returns the Event as far as it could be read together with a *RowError, the decoder stays
-//     consistent, and the caller dead-letters the row and goes on. IsBadRow tells the two apart.
+//     returns the Event as far as it could be read together with a *outbox.RowError, the decoder stays
+//     consistent, and the caller dead-letters the row and goes on. outbox.IsBadRow tells the two apart.
 //   - Anything else that is wrong is a *ProtocolError (errors.Is(err, ErrProtocol)): a truncated
 //     or unknown message, an Insert for a relation id that no Relation message announced, a
 //     Commit without Begin. The stream cannot be trusted past it; reconnect and call Reset.
@@ -30,7 +30,8 @@
 //
 // # Purity and ownership
 //
-// The package does no I/O and takes no context: it is a state machine over bytes. A Decoder is
+// The package does no I/O, starts no goroutines and takes no context: it is a state machine
+// over bytes. A Decoder is
 // owned by one goroutine (the one reading the replication stream) and is not safe for concurrent
 // use. Decode takes ownership of data: Event.Payload may alias it, so the
 // caller must not reuse the buffer after the call.

@@ -3,6 +3,7 @@ package decoder_test
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/cdc-relay/cdc-relay/outbox"
 
 	"github.com/cdc-relay/cdc-relay/decoder"
 	"github.com/jackc/pglogrepl"
@@ -19,7 +20,7 @@ func ExampleDecoder() {
 	for _, m := range exampleStream() {
 		out, err := d.Decode(m.walStart, m.data)
 		switch {
-		case decoder.IsBadRow(err):
+		case outbox.IsBadRow(err):
 			fmt.Println("dead-letter:", err)
 		case err != nil:
 			fmt.Println("reconnect:", err)
@@ -35,7 +36,7 @@ func ExampleDecoder() {
 	// Output:
 	// begin 778 0/16B3800
 	// publish 42 key=order-1 topic=orders value={"total": 10}
-	// dead-letter: decoder: bad row at 0/16B3790 in public.outbox (id 43), column "aggregate_id": aggregate_id is empty
+	// dead-letter: outbox: bad row at 0/16B3790 in public.outbox (id 43), column "aggregate_id": aggregate_id is empty
 	// confirm 0/16B3830 once delivered
 }
 

@@ -3,6 +3,7 @@ package decoder
 import (
 	"bytes"
 	"errors"
+	"github.com/cdc-relay/cdc-relay/outbox"
 	"testing"
 )
 
@@ -40,20 +41,20 @@ func FuzzDecode(f *testing.F) {
 				decode(t, d, 1, beginMsg(0x16B3800, commitAt, 777))
 			}
 			out, err := d.Decode(0x16B3748, bytes.Clone(data))
-			var re *RowError
+			var re *outbox.RowError
 			switch {
 			case errors.As(err, &re):
 				if out.Kind != KindEvent && out.Kind != KindNone {
 					t.Fatalf("bad row with Kind %v", out.Kind)
 				}
 				if re.LSN != 0x16B3748 || re.Relation == "" || re.Err == nil || errors.Is(err, ErrProtocol) {
-					t.Fatalf("RowError = %+v", re)
+					t.Fatalf("outbox.RowError = %+v", re)
 				}
 				_ = re.Error()
 			case err != nil:
 				var pe *ProtocolError
 				if !errors.As(err, &pe) || !errors.Is(err, ErrProtocol) {
-					t.Fatalf("error %v is neither a RowError nor a ProtocolError", err)
+					t.Fatalf("error %v is neither a outbox.RowError nor a ProtocolError", err)
 				}
 				if out.Kind != KindNone || out.Event.Relation != "" {
 					t.Fatalf("protocol error with Output %+v", out)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/jackc/pglogrepl"
+
+	"github.com/cdc-relay/cdc-relay/outbox"
 )
 
 // value is one column of a TupleData: its kind ('t', 'b', 'n' or 'u') and, for 't' and 'b', its
@@ -82,38 +84,38 @@ func (d *Decoder) insertMessage(walStart pglogrepl.LSN, r *reader) (Output, erro
 
 	// Each role in turn; the first problem is the one reported, the rest of the row is still read.
 	var bad problem
-	id, idOK := d.text(vals, rel, roleID, ErrNullID, &bad)
+	id, idOK := d.text(vals, rel, roleID, outbox.ErrNullID, &bad)
 	if idOK && len(id) == 0 {
-		bad.set(d.names[roleID], ErrNullID)
+		bad.set(d.names[roleID], outbox.ErrNullID)
 	}
-	key, keyOK := d.text(vals, rel, roleKey, ErrNullKey, &bad)
+	key, keyOK := d.text(vals, rel, roleKey, outbox.ErrNullKey, &bad)
 	if keyOK && len(key) == 0 {
-		bad.set(d.names[roleKey], ErrEmptyKey)
+		bad.set(d.names[roleKey], outbox.ErrEmptyKey)
 	}
 	ev.ID, ev.AggregateID = d.idAndKey(id, key)
 	if d.topic != "" {
 		ev.Topic = d.topic
-	} else if topic, ok := d.text(vals, rel, roleTopic, ErrNullTopic, &bad); ok {
+	} else if topic, ok := d.text(vals, rel, roleTopic, outbox.ErrNullTopic, &bad); ok {
 		if len(topic) == 0 {
-			bad.set(d.names[roleTopic], ErrEmptyTopic)
+			bad.set(d.names[roleTopic], outbox.ErrEmptyTopic)
 		}
 		ev.Topic = d.lastTopic.string(topic)
 	}
-	if payload, ok := d.text(vals, rel, rolePayload, ErrNullPayload, &bad); ok {
+	if payload, ok := d.text(vals, rel, rolePayload, outbox.ErrNullPayload, &bad); ok {
 		ev.Payload = payload
 	}
 	if et, ok := d.text(vals, rel, roleEventType, nil, &bad); ok {
 		ev.EventType = d.lastEvType.string(et)
 	}
 	if h, ok := d.text(vals, rel, roleHeaders, nil, &bad); ok {
-		hs, err := parseHeaders(h)
+		hs, err := outbox.ParseHeaders(h)
 		if err != nil {
 			bad.set(d.names[roleHeaders], err)
 		}
 		ev.Headers = hs
 	}
 	if bad.err != nil {
-		return out, &RowError{LSN: walStart, Relation: rel.name, Column: bad.col, ID: ev.ID, Err: bad.err}
+		return out, &outbox.RowError{LSN: walStart, Relation: rel.name, Column: bad.col, ID: ev.ID, Err: bad.err}
 	}
 	return out, nil
 }
@@ -124,7 +126,7 @@ func (d *Decoder) text(vals []value, rel *relation, role int, nullErr error, bad
 	i := rel.col[role]
 	if i < 0 {
 		if nullErr != nil {
-			bad.set(d.names[role], ErrMissingColumn)
+			bad.set(d.names[role], outbox.ErrMissingColumn)
 		}
 		return nil, false
 	}
@@ -132,7 +134,7 @@ func (d *Decoder) text(vals []value, rel *relation, role int, nullErr error, bad
 	case pglogrepl.TupleDataTypeText:
 		return v.data, true
 	case pglogrepl.TupleDataTypeBinary:
-		bad.set(d.names[role], ErrBinaryValue)
+		bad.set(d.names[role], outbox.ErrBinaryValue)
 	default: // NULL, or unchanged TOAST which an Insert never has
 		if nullErr != nil {
 			bad.set(d.names[role], nullErr)

@@ -7,6 +7,8 @@ import (
 	"fmt"
 
 	"github.com/jackc/pglogrepl"
+
+	"github.com/cdc-relay/cdc-relay/outbox"
 )
 
 // messageContent is the documented content of an outbox logical message:
@@ -24,7 +26,7 @@ type messageContent struct {
 	Payload   json.RawMessage `json:"payload"`
 }
 
-var errNonTransactional = fmt.Errorf("%w: it was emitted non-transactionally; use pg_logical_emit_message(true, ...) so that it is published only if its transaction commits", ErrBadMessage)
+var errNonTransactional = fmt.Errorf("%w: it was emitted non-transactionally; use pg_logical_emit_message(true, ...) so that it is published only if its transaction commits", outbox.ErrBadMessage)
 
 // logicalMessage handles 'M': Int8 flags (1: transactional), Int64 LSN, String prefix, Int32
 // content length, content.
@@ -53,7 +55,7 @@ func (d *Decoder) logicalMessage(walStart pglogrepl.LSN, r *reader) (Output, err
 		col, err = "", errNonTransactional
 	}
 	if err != nil {
-		return out, &RowError{LSN: walStart, Relation: d.msgRelation, Column: col, ID: out.Event.ID, Err: err}
+		return out, &outbox.RowError{LSN: walStart, Relation: d.msgRelation, Column: col, ID: out.Event.ID, Err: err}
 	}
 	return out, nil
 }
@@ -66,7 +68,7 @@ func (d *Decoder) messageEvent(ev *Event, lsn pglogrepl.LSN, content []byte) (st
 	var c messageContent
 	if err := json.Unmarshal(content, &c); err != nil {
 		ev.Payload = content // the whole content, for the dead letter
-		return "", fmt.Errorf("%w: %w", ErrBadMessage, err)
+		return "", fmt.Errorf("%w: %w", outbox.ErrBadMessage, err)
 	}
 
 	var bad problem
@@ -76,36 +78,36 @@ func (d *Decoder) messageEvent(ev *Event, lsn pglogrepl.LSN, content []byte) (st
 			ev.ID = s
 		}
 	case jsonOther:
-		bad.set("id", fmt.Errorf("%w: id is not a string or a number", ErrBadMessage))
+		bad.set("id", fmt.Errorf("%w: id is not a string or a number", outbox.ErrBadMessage))
 	}
 	switch s, kind := jsonString(c.Key); kind {
 	case jsonAbsent, jsonNull:
-		bad.set("key", ErrNullKey)
+		bad.set("key", outbox.ErrNullKey)
 	case jsonStr:
 		if s == "" {
-			bad.set("key", ErrEmptyKey)
+			bad.set("key", outbox.ErrEmptyKey)
 		}
 		ev.AggregateID = s
 	default:
-		bad.set("key", fmt.Errorf("%w: key is not a string", ErrBadMessage))
+		bad.set("key", fmt.Errorf("%w: key is not a string", outbox.ErrBadMessage))
 	}
 	if d.topic != "" {
 		ev.Topic = d.topic
 	} else {
 		switch s, kind := jsonString(c.Topic); kind {
 		case jsonAbsent, jsonNull:
-			bad.set("topic", ErrNullTopic)
+			bad.set("topic", outbox.ErrNullTopic)
 		case jsonStr:
 			if s == "" {
-				bad.set("topic", ErrEmptyTopic)
+				bad.set("topic", outbox.ErrEmptyTopic)
 			}
 			ev.Topic = s
 		default:
-			bad.set("topic", fmt.Errorf("%w: topic is not a string", ErrBadMessage))
+			bad.set("topic", fmt.Errorf("%w: topic is not a string", outbox.ErrBadMessage))
 		}
 	}
 	if c.Payload == nil {
-		bad.set("payload", ErrNullPayload)
+		bad.set("payload", outbox.ErrNullPayload)
 	} else {
 		ev.Payload = c.Payload // raw JSON text, null included
 	}
@@ -113,10 +115,10 @@ func (d *Decoder) messageEvent(ev *Event, lsn pglogrepl.LSN, content []byte) (st
 	case jsonStr:
 		ev.EventType = s
 	case jsonNumber, jsonOther:
-		bad.set("event_type", fmt.Errorf("%w: event_type is not a string", ErrBadMessage))
+		bad.set("event_type", fmt.Errorf("%w: event_type is not a string", outbox.ErrBadMessage))
 	}
 	if c.Headers != nil {
-		hs, err := parseHeaders(c.Headers)
+		hs, err := outbox.ParseHeaders(c.Headers)
 		if err != nil {
 			bad.set("headers", err)
 		}

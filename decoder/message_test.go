@@ -2,6 +2,7 @@ package decoder
 
 import (
 	"errors"
+	"github.com/cdc-relay/cdc-relay/outbox"
 	"reflect"
 	"strings"
 	"testing"
@@ -19,7 +20,7 @@ func TestLogicalMessage(t *testing.T) {
 	out := decode(t, d, 0x16B3748, logicalMsg(true, 0x16B3748, "outbox", content))
 	want := Output{Kind: KindEvent, Xid: 777, CommitLSN: 0x16B3800, CommitTime: commitAt, Event: Event{
 		ID: "evt-1", AggregateID: "order-1", Topic: "orders", Payload: []byte(`{"b": 1, "a": [1.50, "x"]}`),
-		EventType: "OrderPlaced", Headers: []Header{{"retry", []byte("2")}, {"traceparent", []byte("00-abc-01")}},
+		EventType: "OrderPlaced", Headers: []outbox.Header{{Key: "retry", Value: []byte("2")}, {Key: "traceparent", Value: []byte("00-abc-01")}},
 		Relation: "message:outbox",
 	}}
 	if !reflect.DeepEqual(out, want) {
@@ -81,35 +82,35 @@ func TestBadLogicalMessages(t *testing.T) {
 		id       string
 		payload  string
 	}{
-		{"not JSON", `{"key": `, ErrBadMessage, "", "0/16B3748", `{"key": `},
-		{"not an object", `[1, 2]`, ErrBadMessage, "", "0/16B3748", `[1, 2]`},
-		{"empty content", ``, ErrBadMessage, "", "0/16B3748", ``},
-		{"no key", `{"id": "e1", "topic": "t", "payload": 1}`, ErrNullKey, "key", "e1", "1"},
-		{"null key", `{"id": "e1", "key": null, "topic": "t", "payload": 1}`, ErrNullKey, "key", "e1", "1"},
-		{"empty key", `{"id": "e1", "key": "", "topic": "t", "payload": 1}`, ErrEmptyKey, "key", "e1", "1"},
-		{"numeric key", `{"id": "e1", "key": 5, "topic": "t", "payload": 1}`, ErrBadMessage, "key", "e1", "1"},
-		{"no topic", `{"id": "e1", "key": "k", "payload": 1}`, ErrNullTopic, "topic", "e1", "1"},
-		{"empty topic", `{"id": "e1", "key": "k", "topic": "", "payload": 1}`, ErrEmptyTopic, "topic", "e1", "1"},
-		{"object topic", `{"id": "e1", "key": "k", "topic": {}, "payload": 1}`, ErrBadMessage, "topic", "e1", "1"},
-		{"no payload", `{"id": "e1", "key": "k", "topic": "t"}`, ErrNullPayload, "payload", "e1", ""},
-		{"bad id", `{"id": [1], "key": "k", "topic": "t", "payload": 1}`, ErrBadMessage, "id", "0/16B3748", "1"},
-		{"bad event_type", `{"id": "e1", "key": "k", "topic": "t", "payload": 1, "event_type": 3}`, ErrBadMessage, "event_type", "e1", "1"},
-		{"headers not an object", `{"id": "e1", "key": "k", "topic": "t", "payload": 1, "headers": ["a"]}`, ErrBadHeaders, "headers", "e1", "1"},
-		{"reserved header", `{"id": "e1", "key": "k", "topic": "t", "payload": 1, "headers": {"outbox-id": "e2"}}`, ErrReservedHeader, "headers", "e1", "1"},
-		{"reserved dlq header", `{"id": "e1", "key": "k", "topic": "t", "payload": 1, "headers": {"dlq-error": "no"}}`, ErrReservedHeader, "headers", "e1", "1"},
+		{"not JSON", `{"key": `, outbox.ErrBadMessage, "", "0/16B3748", `{"key": `},
+		{"not an object", `[1, 2]`, outbox.ErrBadMessage, "", "0/16B3748", `[1, 2]`},
+		{"empty content", ``, outbox.ErrBadMessage, "", "0/16B3748", ``},
+		{"no key", `{"id": "e1", "topic": "t", "payload": 1}`, outbox.ErrNullKey, "key", "e1", "1"},
+		{"null key", `{"id": "e1", "key": null, "topic": "t", "payload": 1}`, outbox.ErrNullKey, "key", "e1", "1"},
+		{"empty key", `{"id": "e1", "key": "", "topic": "t", "payload": 1}`, outbox.ErrEmptyKey, "key", "e1", "1"},
+		{"numeric key", `{"id": "e1", "key": 5, "topic": "t", "payload": 1}`, outbox.ErrBadMessage, "key", "e1", "1"},
+		{"no topic", `{"id": "e1", "key": "k", "payload": 1}`, outbox.ErrNullTopic, "topic", "e1", "1"},
+		{"empty topic", `{"id": "e1", "key": "k", "topic": "", "payload": 1}`, outbox.ErrEmptyTopic, "topic", "e1", "1"},
+		{"object topic", `{"id": "e1", "key": "k", "topic": {}, "payload": 1}`, outbox.ErrBadMessage, "topic", "e1", "1"},
+		{"no payload", `{"id": "e1", "key": "k", "topic": "t"}`, outbox.ErrNullPayload, "payload", "e1", ""},
+		{"bad id", `{"id": [1], "key": "k", "topic": "t", "payload": 1}`, outbox.ErrBadMessage, "id", "0/16B3748", "1"},
+		{"bad event_type", `{"id": "e1", "key": "k", "topic": "t", "payload": 1, "event_type": 3}`, outbox.ErrBadMessage, "event_type", "e1", "1"},
+		{"headers not an object", `{"id": "e1", "key": "k", "topic": "t", "payload": 1, "headers": ["a"]}`, outbox.ErrBadHeaders, "headers", "e1", "1"},
+		{"reserved header", `{"id": "e1", "key": "k", "topic": "t", "payload": 1, "headers": {"outbox-id": "e2"}}`, outbox.ErrReservedHeader, "headers", "e1", "1"},
+		{"reserved dlq header", `{"id": "e1", "key": "k", "topic": "t", "payload": 1, "headers": {"dlq-error": "no"}}`, outbox.ErrReservedHeader, "headers", "e1", "1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d := newDecoder(t, Config{})
 			decode(t, d, 1, beginMsg(0x16B3800, commitAt, 777))
 			out, err := d.Decode(lsn, logicalMsg(true, lsn, "outbox", tt.content))
-			if !errors.Is(err, tt.sentinel) || !IsBadRow(err) {
+			if !errors.Is(err, tt.sentinel) || !outbox.IsBadRow(err) {
 				t.Fatalf("err = %v, want a bad row for %v", err, tt.sentinel)
 			}
-			var re *RowError
+			var re *outbox.RowError
 			errors.As(err, &re)
 			if re.LSN != lsn || re.Relation != "message:outbox" || re.Column != tt.column || re.ID != tt.id {
-				t.Errorf("RowError = %+v", re)
+				t.Errorf("outbox.RowError = %+v", re)
 			}
 			if out.Kind != KindEvent || out.Xid != 777 || out.CommitLSN != 0x16B3800 ||
 				out.Event.ID != tt.id || out.Event.Relation != "message:outbox" || string(out.Event.Payload) != tt.payload {
@@ -125,8 +126,8 @@ func TestBadLogicalMessages(t *testing.T) {
 func TestNonTransactionalMessage(t *testing.T) {
 	d := newDecoder(t, Config{})
 	out, err := d.Decode(0x16B3748, logicalMsg(false, 0x16B3748, "outbox", `{"id": "e1", "key": "k", "topic": "t", "payload": 1}`))
-	if !errors.Is(err, ErrBadMessage) || !IsBadRow(err) {
-		t.Fatalf("err = %v, want a bad row for ErrBadMessage", err)
+	if !errors.Is(err, outbox.ErrBadMessage) || !outbox.IsBadRow(err) {
+		t.Fatalf("err = %v, want a bad row for outbox.ErrBadMessage", err)
 	}
 	if !strings.Contains(err.Error(), "pg_logical_emit_message(true, ...)") {
 		t.Errorf("Error() = %q, want it to say how to emit the message", err)
@@ -141,7 +142,7 @@ func TestNonTransactionalMessage(t *testing.T) {
 	// Inside a transaction it is refused just the same, and the transaction goes on.
 	decode(t, d, 1, beginMsg(0x16B3800, commitAt, 777))
 	out, err = d.Decode(0x16B3748, logicalMsg(false, 0x16B3748, "outbox", `not json`))
-	if !errors.Is(err, ErrBadMessage) || out.Kind != KindNone || string(out.Event.Payload) != "not json" {
+	if !errors.Is(err, outbox.ErrBadMessage) || out.Kind != KindNone || string(out.Event.Payload) != "not json" {
 		t.Errorf("Output = %+v, err = %v", out, err)
 	}
 	if !d.InTransaction() {

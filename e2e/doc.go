@@ -6,4 +6,7 @@
 // a kill -9 between Kafka's acknowledgement and the status update loses nothing and
 // duplicates only the replayed transactions; a quiet outbox does not pin WAL; memory stays
 // flat for a transaction of a million rows.
+//
+// Contexts and goroutines: the tests start the binary as child processes and consumers as
+// goroutines (internal/testenv); each test's cleanup stops and waits for what it started.
 package e2e

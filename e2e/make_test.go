@@ -114,7 +114,7 @@ func TestReadmeMakeTargetsExist(t *testing.T) {
 		}
 	}
 	// The extraction itself: the commands the README is known to show must be among them.
-	for _, want := range []string{"demo", "test", "test-matrix", "bench", "faults", "faults-full", "chaos", "seed-demo",
+	for _, want := range []string{"demo", "test", "unit", "test-matrix", "bench", "faults", "faults-full", "chaos", "seed-demo",
 		"db-init", "topic-create", "run-service", "run-publisher", "run-consumer", "dup-count", "end-offsets"} {
 		if !seen[want] {
 			t.Errorf("README.md no longer shows `make %s` (or the extraction missed it); found %v", want, seen)
@@ -132,6 +132,32 @@ func TestReadmeMakeCommandsExtraction(t *testing.T) {
 	for i, c := range got {
 		if s := strings.Join(append(c.targets, c.vars...), " "); s != want[i] {
 			t.Errorf("command %d: got %q, want %q", i, s, want[i])
+		}
+	}
+}
+
+// TestMakeUnitNeedsNoServices runs `make unit` with the services' addresses pointing at a port
+// nothing listens on: every test it runs passes without PostgreSQL and Kafka, so a package
+// whose tests need them fails here until it leaves UNIT_PKGS.
+func TestMakeUnitNeedsNoServices(t *testing.T) {
+	t.Parallel()
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "make", "--no-print-directory", "unit")
+	cmd.Dir = root
+	cmd.Env = cleanMakeEnv("CDC_RELAY_PG_URL=postgres://nobody@127.0.0.1:1/none?connect_timeout=1",
+		"CDC_RELAY_BROKERS=127.0.0.1:1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("make unit without services: %v\n%s", err, out)
+	}
+	for _, pkg := range []string{"decoder", "outbox", "relay", "sink"} {
+		if !regexp.MustCompile(`(?m)^ok\s+github.com/cdc-relay/cdc-relay/` + pkg + `\s`).Match(out) {
+			t.Errorf("make unit did not test %s:\n%s", pkg, out)
 		}
 	}
 }

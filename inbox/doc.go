@@ -19,9 +19,10 @@
 // PostgreSQL (an HTTP call, an email) needs its own idempotency key: the source table and the
 // outbox id together are a good one.
 //
-// The table (CreateTable makes it; the name is configurable):
+// The table (CreateTable makes it; the name is configurable, and one without a schema means
+// public.name, never what the connection's search_path finds: see CreateTable):
 //
-//	CREATE TABLE IF NOT EXISTS inbox_processed (
+//	CREATE TABLE IF NOT EXISTS public.inbox_processed (
 //	    consumer     text,
 //	    outbox_table text NOT NULL DEFAULT '',
 //	    outbox_id    text,
@@ -64,6 +65,8 @@
 // Old rows can be removed with Prune once no redelivery can be that old (the Kafka topic's
 // retention, or how far back a consumer group may be reset).
 //
-// Context: every method takes ctx first and passes it to pgx. An Inbox holds no connection and
-// is safe for concurrent use.
+// Contexts and goroutines: the package starts no goroutines. Every method takes ctx first and
+// passes it to pgx (a cancel rolls the caller's transaction back with the statement); Handle
+// runs the transaction and the handler with it. An Inbox holds no connection and is safe for
+// concurrent use.
 package inbox

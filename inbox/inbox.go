@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/cdc-relay/cdc-relay/internal/contract"
+	"github.com/cdc-relay/cdc-relay/outbox"
 )
 
 // DefaultTable is the processed table's name unless Config.Table says otherwise.
@@ -31,7 +32,9 @@ type Config struct {
 	// Consumer names the consumer (one name per effect: two services reading the same topic
 	// each process every event once). Required.
 	Consumer string
-	// Table is the processed table, "table" or "schema.table". Default DefaultTable.
+	// Table is the processed table, "schema.table", or "table" meaning public.table as
+	// everywhere in cdc-relay (outbox.ParseTable), never resolved through the connection's
+	// search_path. Default DefaultTable (public.inbox_processed).
 	Table string
 	// Propagator reads the trace context Handle puts in the handler's ctx from the record's
 	// headers. Default propagation.TraceContext{} (W3C traceparent and tracestate); pass
@@ -53,6 +56,7 @@ type Beginner interface {
 type Inbox struct {
 	consumer string
 	table    string // quoted
+	bare     string // the name Config.Table gave without a schema; "" when it had one
 	insert   string
 	// propagator extracts a record's trace context for Handle.
 	propagator propagation.TextMapPropagator
@@ -69,14 +73,22 @@ func New(cfg Config) (*Inbox, error) {
 	if cfg.Propagator == nil {
 		cfg.Propagator = propagation.TraceContext{}
 	}
-	t := quoteTable(cfg.Table)
-	return &Inbox{
+	tbl, err := outbox.ParseTable(cfg.Table)
+	if err != nil {
+		return nil, fmt.Errorf("inbox: %w", err)
+	}
+	t := tbl.Sanitize()
+	in := &Inbox{
 		consumer:   cfg.Consumer,
 		propagator: cfg.Propagator,
 		table:      t,
 		insert: `INSERT INTO ` + t + ` (consumer, outbox_table, outbox_id) VALUES ($1, $2, $3)
 ON CONFLICT (consumer, outbox_table, outbox_id) DO NOTHING`,
-	}, nil
+	}
+	if !strings.Contains(cfg.Table, ".") {
+		in.bare = tbl.Name
+	}
+	return in, nil
 }
 
 // CreateTable creates the processed table if it does not exist, and migrates a table made by
@@ -87,6 +99,11 @@ ON CONFLICT (consumer, outbox_table, outbox_id) DO NOTHING`,
 // the table while the new primary key's index is built; for a large table run it in a quiet
 // moment, or ahead of time (the package documentation gives the statements). On a table
 // already migrated it changes nothing and takes no lock beyond CREATE TABLE IF NOT EXISTS.
+//
+// A Config.Table without a schema means public.table. Inboxes before cdc-relay named the
+// table that way resolved such a name through the connection's search_path: when the name
+// finds a table in another schema there, CreateTable refuses (and creates nothing), naming the
+// schema.table to configure so that the marks already made keep deduplicating.
 func (in *Inbox) CreateTable(ctx context.Context, db Execer) error {
 	if _, err := db.Exec(ctx, in.createSQL()); err != nil {
 		return fmt.Errorf("inbox: create or migrate %s: %w", in.table, err)
@@ -99,12 +116,28 @@ func (in *Inbox) CreateTable(ctx context.Context, db Execer) error {
 // locks the table before it looks again, so that two consumers starting together migrate it
 // once.
 func (in *Inbox) createSQL() string {
-	lit := "'" + strings.ReplaceAll(in.table, "'", "''") + "'" // the quoted name as a regclass literal
+	lit := quoteLiteral(in.table) // the quoted name as a regclass literal
 	tag := "$inbox$"
 	for strings.Contains(in.table, tag) {
 		tag = "$inbox" + tag[1:]
 	}
-	return `CREATE TABLE IF NOT EXISTS ` + in.table + ` (
+	var guard string
+	if in.bare != "" {
+		name := pgx.Identifier{in.bare}.Sanitize()
+		guard = `DO ` + tag + `
+DECLARE
+    home name := (SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+        WHERE c.oid = to_regclass(` + quoteLiteral(name) + `));
+BEGIN
+    IF home <> 'public' THEN
+        RAISE EXCEPTION 'inbox: the table name % has no schema, so it means public.%, but this connection''s search_path finds %.%: set inbox.Config.Table to "%.%" to keep its marks', ` +
+			quoteLiteral(in.bare) + `, ` + quoteLiteral(in.bare) + `, home, ` + quoteLiteral(in.bare) + `, home, ` + quoteLiteral(in.bare) + `;
+    END IF;
+END
+` + tag + `;
+`
+	}
+	return guard + `CREATE TABLE IF NOT EXISTS ` + in.table + ` (
     consumer     text,
     outbox_table text NOT NULL DEFAULT '',
     outbox_id    text,
@@ -218,9 +251,4 @@ func header(rec *kgo.Record, key string) string {
 	return ""
 }
 
-func quoteTable(t string) string {
-	if schema, name, ok := strings.Cut(t, "."); ok {
-		return pgx.Identifier{schema, name}.Sanitize()
-	}
-	return pgx.Identifier{t}.Sanitize()
-}
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }

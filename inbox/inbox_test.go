@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -236,6 +237,58 @@ func TestCreateTableWithAnOddName(t *testing.T) {
 	}
 	if !f.processFrom(t, in, "billing", "a.outbox", "1") || f.processFrom(t, in, "billing", "a.outbox", "1") {
 		t.Error("id 1 not processed exactly once")
+	}
+}
+
+// A name without a schema is public.name, not whatever the search_path finds: when the
+// search_path finds an older inbox's table of that name in another schema, CreateTable
+// refuses, names the schema.table to configure, and creates nothing in public.
+func TestCreateTableRefusesABareNameTheSearchPathFindsElsewhere(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	schema := f.table + "_S"
+	sch := pgx.Identifier{schema}.Sanitize()
+	if _, err := f.pool.Exec(ctx, `CREATE SCHEMA `+sch); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS `+sch+` CASCADE`) })
+	old, err := inbox.New(inbox.Config{Consumer: "billing", Table: schema + "." + f.table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := old.CreateTable(ctx, f.pool); err != nil {
+		t.Fatal(err)
+	}
+	bare, err := inbox.New(inbox.Config{Consumer: "billing", Table: f.table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inPublic := `SELECT count(*) FROM pg_tables WHERE schemaname = 'public' AND tablename = $1`
+	conn, err := f.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `SET search_path TO `+sch+`, public`); err != nil {
+		t.Fatal(err)
+	}
+	err = bare.CreateTable(ctx, conn)
+	if _, rerr := conn.Exec(ctx, `RESET search_path`); rerr != nil {
+		t.Fatal(rerr)
+	}
+	if want := `set inbox.Config.Table to "` + schema + "." + f.table + `"`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("CreateTable(%q) with %s first on the search_path: %v; want an error containing %s", f.table, schema, err, want)
+	}
+	if n := f.count(t, inPublic, f.table); n != 0 {
+		t.Fatalf("the refused CreateTable made public.%s", f.table)
+	}
+	// Without that schema on the search_path the bare name is public's table, made as usual.
+	if err := bare.CreateTable(ctx, f.pool); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.count(t, inPublic, f.table); n != 1 {
+		t.Fatalf("public.%s: %d tables, want 1", f.table, n)
 	}
 }
 

@@ -23,5 +23,7 @@
 // function: for `run`, holding the slot and Kafka reachable). Serve binds it on the configured
 // address and runs it in a goroutine of its own until the stop function it returns is called.
 //
-// Context: readiness functions receive the request's context, bounded by a short timeout.
+// Contexts and goroutines: Serve's goroutine is the HTTP server's, ended by the stop function
+// it returns; the metric hooks start nothing and take no context; readiness functions receive
+// the request's context, bounded by a short timeout.
 package metrics

@@ -9,7 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// ErrorClass is a produce failure class (DESIGN.md, "Failure classes"). It is the value of
+// ErrorClass is a produce failure class (DESIGN.md, "Retries are unlimited"). It is the value of
 // the class label of cdc_relay_produce_errors_total.
 type ErrorClass uint8
 

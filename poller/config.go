@@ -1,47 +1,18 @@
 package poller
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/cdc-relay/cdc-relay/metrics"
+	"github.com/cdc-relay/cdc-relay/outbox"
 	"github.com/cdc-relay/cdc-relay/sink"
 )
-
-// Columns names the outbox table's columns. Zero fields take the defaults shown; the names
-// and defaults of the first six are the relay's (decoder.Columns).
-type Columns struct {
-	ID          string // "id" (ordered, unique; its text becomes the outbox-id header)
-	AggregateID string // "aggregate_id" (the Kafka key; NULL or empty is a bad row)
-	Topic       string // "topic" (required unless Config.Topic is set)
-	Payload     string // "payload" (the record value, as text; NULL is a bad row)
-	EventType   string // "event_type" (optional; used when the table has it)
-	Headers     string // "headers" (optional jsonb object; used when the table has it)
-	CreatedAt   string // "created_at" (timestamp; becomes cdc-commit-time)
-	PublishedAt string // "published_at" (timestamp; NULL means pending)
-}
-
-func (c Columns) withDefaults() Columns {
-	pick := func(v *string, def string) {
-		if *v == "" {
-			*v = def
-		}
-	}
-	pick(&c.ID, "id")
-	pick(&c.AggregateID, "aggregate_id")
-	pick(&c.Topic, "topic")
-	pick(&c.Payload, "payload")
-	pick(&c.EventType, "event_type")
-	pick(&c.Headers, "headers")
-	pick(&c.CreatedAt, "created_at")
-	pick(&c.PublishedAt, "published_at")
-	return c
-}
 
 // Config configures a Poller. Zero fields take the defaults stated.
 type Config struct {
@@ -52,7 +23,7 @@ type Config struct {
 	// Default "public.outbox".
 	Table string
 	// Columns names the table's columns.
-	Columns Columns
+	Columns outbox.Columns
 	// Topic, when set, is the topic of every record and the topic column is not read.
 	Topic string
 	// DLQTopic receives records Kafka rejects for good and rows that cannot become records,
@@ -91,7 +62,7 @@ func (c Config) Validate() error {
 	if c.Conn == nil {
 		errs = append(errs, errors.New("poller: no PostgreSQL connection configured"))
 	}
-	if _, err := parseTable(c.withDefaults().Table); err != nil {
+	if _, err := outbox.ParseTable(c.withDefaults().Table); err != nil {
 		errs = append(errs, err)
 	}
 	if c.Batch < 0 || c.Batch > maxBatch {
@@ -108,49 +79,14 @@ func (c Config) Validate() error {
 const maxBatch = 10_000
 
 func (c Config) withDefaults() Config {
-	if c.Table == "" {
-		c.Table = "public.outbox"
-	}
-	c.Columns = c.Columns.withDefaults()
-	if c.DLQTopic == "" {
-		c.DLQTopic = "cdc-relay.dlq"
-	}
-	if c.Batch == 0 {
-		c.Batch = 100
-	}
-	if c.Interval == 0 {
-		c.Interval = 100 * time.Millisecond
-	}
-	if c.AckTimeout == 0 {
-		c.AckTimeout = 10 * time.Second
-	}
-	if c.ProbeTimeout == 0 {
-		c.ProbeTimeout = 2 * time.Second
-	}
-	if c.MaxBackoff == 0 {
-		c.MaxBackoff = 5 * time.Second
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.Table = cmp.Or(c.Table, outbox.DefaultTable)
+	c.Columns = c.Columns.WithDefaults()
+	c.DLQTopic = cmp.Or(c.DLQTopic, "cdc-relay.dlq")
+	c.Batch = cmp.Or(c.Batch, 100)
+	c.Interval = cmp.Or(c.Interval, 100*time.Millisecond)
+	c.AckTimeout = cmp.Or(c.AckTimeout, 10*time.Second)
+	c.ProbeTimeout = cmp.Or(c.ProbeTimeout, 2*time.Second)
+	c.MaxBackoff = cmp.Or(c.MaxBackoff, 5*time.Second)
+	c.Logger = cmp.Or(c.Logger, slog.Default())
 	return c
-}
-
-// table is a schema-qualified table name.
-type table struct{ schema, name string }
-
-func (t table) String() string   { return t.schema + "." + t.name }
-func (t table) sanitize() string { return pgx.Identifier{t.schema, t.name}.Sanitize() }
-
-// parseTable reads "schema.table" or "table" (schema public), names as the server stores
-// them (unquoted identifiers are lower case).
-func parseTable(s string) (table, error) {
-	schema, name, ok := strings.Cut(s, ".")
-	if !ok {
-		schema, name = "public", s
-	}
-	if schema == "" || name == "" || strings.Contains(name, ".") {
-		return table{}, fmt.Errorf("poller: table %q: want \"schema.table\" or \"table\"", s)
-	}
-	return table{schema: schema, name: name}, nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/cdc-relay/cdc-relay/internal/testenv"
+	"github.com/cdc-relay/cdc-relay/outbox"
 	"github.com/cdc-relay/cdc-relay/sink"
 )
 
@@ -235,15 +236,15 @@ func TestCreateIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Release()
-	idx, created, err := CreateIndex(ctx, conn.Conn(), name, Columns{})
+	idx, created, err := CreateIndex(ctx, conn.Conn(), name, outbox.Columns{})
 	if err != nil || !created || idx != name+"_pending_idx" {
 		t.Fatalf("first: %s %v %v", idx, created, err)
 	}
-	if _, created, err := CreateIndex(ctx, conn.Conn(), "public."+name, Columns{}); err != nil || created {
+	if _, created, err := CreateIndex(ctx, conn.Conn(), "public."+name, outbox.Columns{}); err != nil || created {
 		t.Fatalf("second: %v %v", created, err)
 	}
-	tb, _ := parseTable(name)
-	q, err := buildQueries(ctx, pool, tb, Columns{}.withDefaults(), "")
+	tb, _ := outbox.ParseTable(name)
+	q, err := buildQueries(ctx, pool, tb, outbox.Columns{}.WithDefaults(), "")
 	if err != nil || !q.hasIndex {
 		t.Fatalf("index not found by the poller: %v", err)
 	}
@@ -268,7 +269,7 @@ func TestCreateIndex(t *testing.T) {
 	if want := fmt.Sprintf("Index Scan using %s", idx); !strings.Contains(plan, want) {
 		t.Errorf("plan %q does not use the index", plan)
 	}
-	if _, _, err := CreateIndex(ctx, conn.Conn(), name+"_missing", Columns{}); !errors.Is(err, ErrNoTable) {
+	if _, _, err := CreateIndex(ctx, conn.Conn(), name+"_missing", outbox.Columns{}); !errors.Is(err, ErrNoTable) {
 		t.Errorf("missing table: %v", err)
 	}
 }

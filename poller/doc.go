@@ -42,10 +42,11 @@
 //
 //	CREATE INDEX CONCURRENTLY IF NOT EXISTS outbox_pending_idx ON public.outbox (id) WHERE published_at IS NULL
 //
-// # Context
+// # Contexts and goroutines
 //
-// Run polls until its context ends. The cycle in progress is finished (within AckTimeout) so
-// the rows Kafka already holds are marked; then the producer is flushed and closed.
-// WatchPending, run beside it in a goroutine of its own, counts the pending rows for the
-// metrics on the same pool until its context ends.
+// Run polls on the caller's goroutine until its context ends; the package starts no goroutines
+// of its own (the producer has franz-go's, closed when Run returns). When ctx ends, the cycle
+// in progress is finished (within AckTimeout) so the rows Kafka already holds are marked; then
+// the producer is flushed and closed. WatchPending, run beside it in a goroutine the caller
+// owns, counts the pending rows for the metrics on the same pool until its context ends.
 package poller

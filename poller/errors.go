@@ -1,10 +1,6 @@
 package poller
 
-import (
-	"errors"
-	"fmt"
-	"strings"
-)
+import "errors"
 
 var (
 	// ErrNoTable means the outbox table does not exist (or is not visible to the user).
@@ -22,33 +18,6 @@ var (
 	// valid (a CREATE INDEX CONCURRENTLY that failed); drop it and create it again.
 	ErrInvalidIndex = errors.New("poller: pending-rows index exists but is invalid")
 )
-
-// RowError reports a row that cannot become a valid Kafka record. The row is dead-lettered
-// with this error and marked published.
-type RowError struct {
-	// Table is "schema.table".
-	Table string
-	// ID is the outbox id.
-	ID string
-	// Column is the column at fault.
-	Column string
-	// Err is one of the decoder's bad-row sentinels (decoder.ErrNullKey, ...), so that the
-	// relay and the poller give the same reasons.
-	Err error
-}
-
-func (e *RowError) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "poller: bad row in %s (id %s)", e.Table, e.ID)
-	if e.Column != "" {
-		fmt.Fprintf(&b, ", column %q", e.Column)
-	}
-	b.WriteString(": ")
-	b.WriteString(e.Err.Error())
-	return b.String()
-}
-
-func (e *RowError) Unwrap() error { return e.Err }
 
 // IsRetryable reports whether a failed cycle may succeed when tried again: Kafka or
 // PostgreSQL was unavailable. Configuration problems and a dead-letter topic that refuses

@@ -19,7 +19,7 @@ func (p *Poller) WatchPending(ctx context.Context, interval time.Duration) {
 	}
 	p.pendingEvery.Store(int64(interval))
 	c := p.cfg.Columns
-	q := "SELECT count(*), min(" + pgx.Identifier{c.CreatedAt}.Sanitize() + ") FROM " + p.tbl.sanitize() +
+	q := "SELECT count(*), min(" + pgx.Identifier{c.CreatedAt}.Sanitize() + ") FROM " + p.tbl.Sanitize() +
 		" WHERE " + pgx.Identifier{c.PublishedAt}.Sanitize() + " IS NULL"
 	t := time.NewTicker(interval)
 	defer t.Stop()

@@ -11,9 +11,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/cdc-relay/cdc-relay/decoder"
 	"github.com/cdc-relay/cdc-relay/internal/retry"
 	"github.com/cdc-relay/cdc-relay/metrics"
+	"github.com/cdc-relay/cdc-relay/outbox"
 	"github.com/cdc-relay/cdc-relay/sink"
 )
 
@@ -31,7 +31,7 @@ type Stats struct {
 type Poller struct {
 	cfg   Config
 	log   *slog.Logger
-	tbl   table
+	tbl   outbox.Table
 	sink  *sink.Sink
 	pool  *pgxpool.Pool
 	stats Stats
@@ -49,7 +49,7 @@ func New(cfg Config) (*Poller, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	tbl, _ := parseTable(cfg.Table)
+	tbl, _ := outbox.ParseTable(cfg.Table) // checked by Validate
 	// pgxpool only takes a configuration it parsed: parse the same string, then put the
 	// caller's parsed connection (password, timeout) in.
 	pcfg, err := pgxpool.ParseConfig(cfg.Conn.ConnString())
@@ -267,32 +267,32 @@ func (p *Poller) selectRows(ctx context.Context, tx pgx.Tx) ([]pending, error) {
 func (p *Poller) record(id string, key, topic, payload, evType, headers *string, created *time.Time) pending {
 	c := p.cfg.Columns
 	ev := sink.Event{ID: id, Table: p.tbl.String(), Topic: p.cfg.Topic, CloudEvents: p.cfg.Sink.CloudEvents}
-	var bad *RowError
+	var bad *outbox.RowError
 	setBad := func(col string, err error) {
 		if bad == nil {
-			bad = &RowError{Table: p.tbl.String(), ID: id, Column: col, Err: err}
+			bad = &outbox.RowError{Relation: p.tbl.String(), ID: id, Column: col, Err: err}
 		}
 	}
 	switch {
 	case key == nil:
-		setBad(c.AggregateID, decoder.ErrNullKey)
+		setBad(c.AggregateID, outbox.ErrNullKey)
 	case *key == "":
-		setBad(c.AggregateID, decoder.ErrEmptyKey)
+		setBad(c.AggregateID, outbox.ErrEmptyKey)
 	default:
 		ev.AggregateID = *key
 	}
 	if p.cfg.Topic == "" {
 		switch {
 		case topic == nil:
-			setBad(c.Topic, decoder.ErrNullTopic)
+			setBad(c.Topic, outbox.ErrNullTopic)
 		case *topic == "":
-			setBad(c.Topic, decoder.ErrEmptyTopic)
+			setBad(c.Topic, outbox.ErrEmptyTopic)
 		default:
 			ev.Topic = *topic
 		}
 	}
 	if payload == nil {
-		setBad(c.Payload, decoder.ErrNullPayload)
+		setBad(c.Payload, outbox.ErrNullPayload)
 	} else {
 		ev.Payload = []byte(*payload)
 	}
@@ -300,7 +300,7 @@ func (p *Poller) record(id string, key, topic, payload, evType, headers *string,
 		ev.EventType = *evType
 	}
 	if headers != nil {
-		hs, err := parseHeaders([]byte(*headers))
+		hs, err := outbox.ParseHeaders([]byte(*headers))
 		if err != nil {
 			setBad(c.Headers, err)
 		}

@@ -8,83 +8,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/cdc-relay/cdc-relay/decoder"
+	"github.com/cdc-relay/cdc-relay/outbox"
 	"github.com/cdc-relay/cdc-relay/sink"
 )
-
-func TestParseHeadersMatchesTheDecoder(t *testing.T) {
-	for _, c := range []struct {
-		in   string
-		want string // k=v;... in order
-		bad  bool
-	}{
-		{`{"b": "x", "a": 1, "c": {"d": [1, 2]}, "e": null, "f": "a\"b\u00e9"}`, `a=1;b=x;c={"d": [1, 2]};e=null;f=a"bé`, false},
-		{`null`, ``, false},
-		{`{}`, ``, false},
-		{`  {"k": "v"}  `, `k=v`, false},
-		{`[1]`, ``, true},
-		{`"s"`, ``, true},
-		{`{"k": `, ``, true},
-		{`{"outbox_id": "1", "x-cdc-lsn": "2"}`, `outbox_id=1;x-cdc-lsn=2`, false},
-	} {
-		hs, err := parseHeaders([]byte(c.in))
-		if c.bad {
-			if !errors.Is(err, decoder.ErrBadHeaders) {
-				t.Errorf("%s: got %v, want ErrBadHeaders", c.in, err)
-			}
-			continue
-		}
-		if err != nil {
-			t.Errorf("%s: %v", c.in, err)
-			continue
-		}
-		var got []string
-		for _, h := range hs {
-			got = append(got, h.Key+"="+string(h.Value))
-		}
-		if strings.Join(got, ";") != c.want {
-			t.Errorf("%s: got %q, want %q", c.in, strings.Join(got, ";"), c.want)
-		}
-	}
-}
-
-// The decoder's rule for reserved names, with the decoder's reason (issue 10, defect 7).
-func TestParseHeadersRefusesReservedNames(t *testing.T) {
-	for in, want := range map[string]string{
-		`{"outbox-id": "1"}`:                          `headers: "outbox-id" is reserved by the record contract`,
-		`{"cdc-lsn": "0/1", "k": "v"}`:                `headers: "cdc-lsn" is reserved by the record contract`,
-		`{"Outbox-Table": "x", "dlq-error": "e"}`:     `headers: "Outbox-Table", "dlq-error" are reserved by the record contract`,
-		`{"aggregate-id": 1, "event-type": "e"}`:      `headers: "aggregate-id", "event-type" are reserved by the record contract`,
-		`{"cdc-commit-time": "t", "dlq-whatever": 1}`: `headers: "cdc-commit-time", "dlq-whatever" are reserved by the record contract`,
-	} {
-		hs, err := parseHeaders([]byte(in))
-		if !errors.Is(err, decoder.ErrReservedHeader) || err.Error() != want {
-			t.Errorf("%s: got %v, want %s", in, err, want)
-		}
-		for _, h := range hs {
-			if sink.ReservedHeader(h.Key) {
-				t.Errorf("%s: reserved header %q kept", in, h.Key)
-			}
-		}
-	}
-	if hs, _ := parseHeaders([]byte(`{"cdc-lsn": "0/1", "k": "v"}`)); len(hs) != 1 || hs[0].Key != "k" {
-		t.Errorf("the other headers are not kept for the dead letter: %v", hs)
-	}
-}
-
-func TestParseTable(t *testing.T) {
-	for in, want := range map[string]string{"outbox": `"public"."outbox"`, "app.outbox": `"app"."outbox"`, "Weird.Name": `"Weird"."Name"`} {
-		tb, err := parseTable(in)
-		if err != nil || tb.sanitize() != want {
-			t.Errorf("%s: %s, %v; want %s", in, tb.sanitize(), err, want)
-		}
-	}
-	for _, in := range []string{"", ".", "a.", ".b", "a.b.c"} {
-		if _, err := parseTable(in); err == nil {
-			t.Errorf("%q accepted", in)
-		}
-	}
-}
 
 func TestIndexName(t *testing.T) {
 	if got := IndexName("public.outbox"); got != "outbox_pending_idx" {
@@ -153,9 +79,9 @@ func TestIsRetryable(t *testing.T) {
 	}
 }
 
-// A bad row becomes its dead-letter record with the decoder's reason, and counts.
+// A bad row becomes its dead-letter record with the reason the relay gives too, and counts.
 func TestBadRowsAreDeadLettered(t *testing.T) {
-	p := &Poller{cfg: Config{DLQTopic: "dlq"}.withDefaults(), tbl: table{"public", "outbox"}}
+	p := &Poller{cfg: Config{DLQTopic: "dlq"}.withDefaults(), tbl: outbox.Table{Schema: "public", Name: "outbox"}}
 	p.log = p.cfg.Logger
 	s := func(v string) *string { return &v }
 	ct := time.Date(2026, 1, 2, 3, 4, 5, 6000, time.UTC)
@@ -163,14 +89,14 @@ func TestBadRowsAreDeadLettered(t *testing.T) {
 		key, topic, payload, headers *string
 		want                         error
 	}{
-		{nil, s("t"), s("{}"), nil, decoder.ErrNullKey},
-		{s(""), s("t"), s("{}"), nil, decoder.ErrEmptyKey},
-		{s("k"), nil, s("{}"), nil, decoder.ErrNullTopic},
-		{s("k"), s(""), s("{}"), nil, decoder.ErrEmptyTopic},
-		{s("k"), s("t"), nil, nil, decoder.ErrNullPayload},
-		{s("k"), s("t"), s("{}"), s("[1]"), decoder.ErrBadHeaders},
-		{s("k"), s("t"), s("{}"), s(`{"outbox-id": "1"}`), decoder.ErrReservedHeader},
-		{s("k"), s("t"), s("{}"), s(`{"cdc-lsn": "0/1"}`), decoder.ErrReservedHeader},
+		{nil, s("t"), s("{}"), nil, outbox.ErrNullKey},
+		{s(""), s("t"), s("{}"), nil, outbox.ErrEmptyKey},
+		{s("k"), nil, s("{}"), nil, outbox.ErrNullTopic},
+		{s("k"), s(""), s("{}"), nil, outbox.ErrEmptyTopic},
+		{s("k"), s("t"), nil, nil, outbox.ErrNullPayload},
+		{s("k"), s("t"), s("{}"), s("[1]"), outbox.ErrBadHeaders},
+		{s("k"), s("t"), s("{}"), s(`{"outbox-id": "1"}`), outbox.ErrReservedHeader},
+		{s("k"), s("t"), s("{}"), s(`{"cdc-lsn": "0/1"}`), outbox.ErrReservedHeader},
 	} {
 		pd := p.record("7", c.key, c.topic, c.payload, nil, c.headers, &ct)
 		if !pd.dlq || pd.rec.Topic != "dlq" {

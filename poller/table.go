@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/cdc-relay/cdc-relay/outbox"
 )
 
 // querier is what the table inspection needs: a *pgx.Conn, a *pgxpool.Pool or a pgx.Tx.
@@ -25,9 +27,9 @@ type queries struct {
 }
 
 // columnsOf returns the table's live columns and their types (format_type).
-func columnsOf(ctx context.Context, q querier, t table) (map[string]string, error) {
+func columnsOf(ctx context.Context, q querier, t outbox.Table) (map[string]string, error) {
 	rows, err := q.Query(ctx, `SELECT a.attname, format_type(a.atttypid, a.atttypmod)
-		FROM pg_attribute a WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`, t.sanitize())
+		FROM pg_attribute a WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`, t.Sanitize())
 	if err != nil {
 		return nil, fmt.Errorf("poller: read the columns of %s: %w", t, err)
 	}
@@ -52,7 +54,7 @@ func columnsOf(ctx context.Context, q querier, t table) (map[string]string, erro
 // buildQueries reads the table's columns and writes the cycle's statements. Optional
 // columns the table lacks (event type, headers) are read as NULL; a missing required column
 // is ErrMissingColumn.
-func buildQueries(ctx context.Context, q querier, t table, c Columns, fixedTopic string) (*queries, error) {
+func buildQueries(ctx context.Context, q querier, t outbox.Table, c outbox.Columns, fixedTopic string) (*queries, error) {
 	cols, err := columnsOf(ctx, q, t)
 	if err != nil {
 		return nil, err
@@ -80,7 +82,7 @@ func buildQueries(ctx context.Context, q querier, t table, c Columns, fixedTopic
 		}
 		return col(name) + "::text"
 	}
-	tbl, id, pub := t.sanitize(), col(c.ID), pgx.Identifier{c.PublishedAt}.Sanitize()
+	tbl, id, pub := t.Sanitize(), col(c.ID), pgx.Identifier{c.PublishedAt}.Sanitize()
 	// Output columns have their own names so that ORDER BY reaches the table's id column
 	// (and its index), never the text output column.
 	sel := fmt.Sprintf(`SELECT %s AS p_id, %s AS p_key, %s AS p_topic, %s AS p_payload, %s AS p_event_type, %s AS p_headers, %s::timestamptz AS p_created_at
@@ -102,12 +104,12 @@ func buildQueries(ctx context.Context, q querier, t table, c Columns, fixedTopic
 
 // hasPendingIndex reports whether a valid partial index with the predicate
 // "published_at IS NULL" exists on the table.
-func hasPendingIndex(ctx context.Context, q querier, t table, c Columns) (bool, error) {
+func hasPendingIndex(ctx context.Context, q querier, t outbox.Table, c outbox.Columns) (bool, error) {
 	var n int
 	err := q.QueryRow(ctx, `SELECT count(*) FROM pg_index i
 		WHERE i.indrelid = to_regclass($1) AND i.indisvalid AND i.indpred IS NOT NULL
 		  AND pg_get_expr(i.indpred, i.indrelid) = '(' || quote_ident($2) || ' IS NULL)'`,
-		t.sanitize(), c.PublishedAt).Scan(&n)
+		t.Sanitize(), c.PublishedAt).Scan(&n)
 	if err != nil {
 		return false, fmt.Errorf("poller: look for the pending-rows index on %s: %w", t, err)
 	}
@@ -117,12 +119,12 @@ func hasPendingIndex(ctx context.Context, q querier, t table, c Columns) (bool, 
 // IndexName is the name CreateIndex gives the pending-rows index of a table:
 // "<table>_pending_idx", shortened to PostgreSQL's 63 bytes.
 func IndexName(tableName string) string {
-	t, err := parseTable(tableName)
+	t, err := outbox.ParseTable(tableName)
 	if err != nil {
 		return ""
 	}
 	const suffix = "_pending_idx"
-	n := t.name
+	n := t.Name
 	if len(n)+len(suffix) > 63 {
 		n = n[:63-len(suffix)]
 	}
@@ -136,12 +138,12 @@ func IndexName(tableName string) string {
 // CONCURRENTLY lets writers go on while it builds; conn must not be inside a transaction. It
 // reports whether it created the index. An index of that name left invalid by a failed
 // concurrent build is ErrInvalidIndex.
-func CreateIndex(ctx context.Context, conn *pgx.Conn, tableName string, c Columns) (name string, created bool, err error) {
-	t, err := parseTable(tableName)
+func CreateIndex(ctx context.Context, conn *pgx.Conn, tableName string, c outbox.Columns) (name string, created bool, err error) {
+	t, err := outbox.ParseTable(tableName)
 	if err != nil {
 		return "", false, err
 	}
-	c = c.withDefaults()
+	c = c.WithDefaults()
 	cols, err := columnsOf(ctx, conn, t)
 	if err != nil {
 		return "", false, err
@@ -158,7 +160,7 @@ func CreateIndex(ctx context.Context, conn *pgx.Conn, tableName string, c Column
 	}
 	if !exists {
 		sql := fmt.Sprintf(`CREATE INDEX CONCURRENTLY IF NOT EXISTS %s ON %s (%s) WHERE %s IS NULL`,
-			pgx.Identifier{name}.Sanitize(), t.sanitize(), pgx.Identifier{c.ID}.Sanitize(), pgx.Identifier{c.PublishedAt}.Sanitize())
+			pgx.Identifier{name}.Sanitize(), t.Sanitize(), pgx.Identifier{c.ID}.Sanitize(), pgx.Identifier{c.PublishedAt}.Sanitize())
 		if _, err := conn.Exec(ctx, sql); err != nil && !concurrentCreate(err) {
 			return name, false, fmt.Errorf("poller: create index %s on %s: %w", name, t, err)
 		}
@@ -180,9 +182,9 @@ func concurrentCreate(err error) bool {
 	return errors.As(err, &pe) && (pe.Code == "42P07" || pe.Code == "23505")
 }
 
-func indexState(ctx context.Context, q querier, t table, name string) (valid, exists bool, err error) {
+func indexState(ctx context.Context, q querier, t outbox.Table, name string) (valid, exists bool, err error) {
 	err = q.QueryRow(ctx, `SELECT i.indisvalid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-		JOIN pg_index i ON i.indexrelid = c.oid WHERE n.nspname = $1 AND c.relname = $2`, t.schema, name).Scan(&valid)
+		JOIN pg_index i ON i.indexrelid = c.oid WHERE n.nspname = $1 AND c.relname = $2`, t.Schema, name).Scan(&valid)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, false, nil
 	}

@@ -43,6 +43,7 @@
 // from its INSERT in the WAL.
 //
 // Each batch is its own transaction (the lowest ids first), so locks stay short and a stopped
-// prune leaves a consistent table. Context: Run takes ctx first; cancelling it cancels the
-// statement in flight and stops.
+// prune leaves a consistent table. Contexts and goroutines: Run works on the caller's
+// goroutine and connection and starts none; cancelling its ctx cancels the statement in flight
+// (the batch rolls back) and Run returns.
 package prune

@@ -1,17 +1,19 @@
 package prune
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/cdc-relay/cdc-relay/internal/retry"
+	"github.com/cdc-relay/cdc-relay/outbox"
+	"github.com/cdc-relay/cdc-relay/slotstore"
 )
 
 // Mode says which publisher marks rows published.
@@ -26,10 +28,6 @@ var (
 	// ErrNotConfirmed means the slot did not confirm the mark within Options.Wait: the relay is
 	// stopped, behind, or a standby is not streaming. Nothing was deleted.
 	ErrNotConfirmed = errors.New("prune: the slot has not confirmed the current WAL position")
-	// ErrSlotLost means the slot is invalidated: which rows were published is unknown.
-	ErrSlotLost = errors.New("prune: the slot is lost")
-	// ErrSlotMissing means the slot does not exist.
-	ErrSlotMissing = errors.New("prune: the slot does not exist")
 )
 
 // Options say what to prune. Zero fields take the defaults stated.
@@ -41,9 +39,9 @@ type Options struct {
 	Batch     int           // rows per DELETE; default 1000
 	Wait      time.Duration // ModeRun: how long to wait for the slot to confirm the mark; default 2m
 
-	ColumnID          string // default "id" (unique, ordered: batches walk it)
-	ColumnCreatedAt   string // default "created_at"
-	ColumnPublishedAt string // default "published_at" (ModePoll)
+	// Columns: ID (unique, ordered: batches walk it), CreatedAt and, in ModePoll, PublishedAt
+	// are read; zero fields take the defaults.
+	Columns outbox.Columns
 
 	// Progress, when set, is called after each batch with the rows deleted so far.
 	Progress func(deleted int64)
@@ -63,6 +61,11 @@ func (o Options) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("prune: Options.Mode %q: use run or poll", o.Mode))
 	}
+	if o.Table != "" {
+		if _, err := outbox.ParseTable(o.Table); err != nil {
+			errs = append(errs, fmt.Errorf("prune: %w", err))
+		}
+	}
 	if o.OlderThan <= 0 {
 		errs = append(errs, errors.New("prune: Options.OlderThan must be positive (e.g. 168h)"))
 	}
@@ -73,24 +76,11 @@ func (o Options) Validate() error {
 }
 
 func (o Options) withDefaults() Options {
-	def := func(v *string, d string) {
-		if *v == "" {
-			*v = d
-		}
-	}
-	def(&o.Table, "public.outbox")
-	def(&o.ColumnID, "id")
-	def(&o.ColumnCreatedAt, "created_at")
-	def(&o.ColumnPublishedAt, "published_at")
-	if o.Batch == 0 {
-		o.Batch = 1000
-	}
-	if o.Wait == 0 {
-		o.Wait = 2 * time.Minute
-	}
-	if o.PollInterval == 0 {
-		o.PollInterval = 200 * time.Millisecond
-	}
+	o.Table = cmp.Or(o.Table, outbox.DefaultTable)
+	o.Columns = o.Columns.WithDefaults()
+	o.Batch = cmp.Or(o.Batch, 1000)
+	o.Wait = cmp.Or(o.Wait, 2*time.Minute)
+	o.PollInterval = cmp.Or(o.PollInterval, 200*time.Millisecond)
 	return o
 }
 
@@ -141,8 +131,9 @@ func Run(ctx context.Context, conn *pgx.Conn, o Options) (Result, error) {
 		return Result{}, err
 	}
 	o = o.withDefaults()
-	tbl := quoteTable(o.Table)
-	id, created := pgx.Identifier{o.ColumnID}.Sanitize(), pgx.Identifier{o.ColumnCreatedAt}.Sanitize()
+	t, _ := outbox.ParseTable(o.Table) // checked by Validate
+	tbl := t.Sanitize()
+	id, created := pgx.Identifier{o.Columns.ID}.Sanitize(), pgx.Identifier{o.Columns.CreatedAt}.Sanitize()
 	var res Result
 	if err := conn.QueryRow(ctx, `SELECT now() - make_interval(secs => $1)`, o.OlderThan.Seconds()).Scan(&res.Cutoff); err != nil {
 		return res, fmt.Errorf("prune: read the server's clock: %w", err)
@@ -153,7 +144,7 @@ func Run(ctx context.Context, conn *pgx.Conn, o Options) (Result, error) {
 	args := []any{res.Cutoff, o.Batch}
 	switch o.Mode {
 	case ModePoll:
-		published = pgx.Identifier{o.ColumnPublishedAt}.Sanitize() + ` IS NOT NULL`
+		published = pgx.Identifier{o.Columns.PublishedAt}.Sanitize() + ` IS NOT NULL`
 	case ModeRun:
 		if err := mark(ctx, conn, o, &res); err != nil {
 			return res, err
@@ -224,13 +215,13 @@ func mark(ctx context.Context, conn *pgx.Conn, o Options, res *Result) error {
 		var walStatus string
 		err := conn.QueryRow(ctx, `SELECT confirmed_flush_lsn::text, coalesce(wal_status, '') FROM pg_replication_slots WHERE slot_name = $1`, o.Slot).Scan(&confirmed, &walStatus)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("%w: %q (check --slot)", ErrSlotMissing, o.Slot)
+			return fmt.Errorf("prune: slot %q: %w (check --slot)", o.Slot, slotstore.ErrSlotMissing)
 		}
 		if err != nil {
 			return fmt.Errorf("prune: read slot %q: %w", o.Slot, err)
 		}
 		if walStatus == "lost" {
-			return fmt.Errorf("%w: slot %q is invalidated, so which rows reached Kafka is unknown; re-create it and republish before pruning (see `cdc-relay slot status`)", ErrSlotLost, o.Slot)
+			return fmt.Errorf("prune: slot %q: %w: which rows reached Kafka is unknown; re-create it and republish before pruning (see `cdc-relay slot status`)", o.Slot, slotstore.ErrSlotLost)
 		}
 		if confirmed != nil {
 			if res.Confirmed, err = pglogrepl.ParseLSN(*confirmed); err != nil {
@@ -272,11 +263,4 @@ func oldestOpen(ctx context.Context, conn *pgx.Conn) (*Holder, error) {
 		return &h, nil
 	}
 	return nil, nil
-}
-
-func quoteTable(t string) string {
-	if schema, name, ok := strings.Cut(t, "."); ok {
-		return pgx.Identifier{schema, name}.Sanitize()
-	}
-	return pgx.Identifier{"public", t}.Sanitize()
 }

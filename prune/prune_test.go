@@ -17,6 +17,7 @@ func TestOptionsValidate(t *testing.T) {
 		{Options{Mode: "both", OlderThan: time.Hour}, `Options.Mode "both"`},
 		{Options{Mode: ModePoll}, "Options.OlderThan must be positive"},
 		{Options{Mode: ModePoll, OlderThan: time.Hour, Batch: -1}, "must not be negative"},
+		{Options{Mode: ModePoll, OlderThan: time.Hour, Table: "a.b.c"}, `table "a.b.c": invalid name`},
 	} {
 		err := tc.o.Validate()
 		switch {
@@ -25,15 +26,6 @@ func TestOptionsValidate(t *testing.T) {
 		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
 			t.Errorf("%+v: err %v, want %q", tc.o, err, tc.want)
 		}
-	}
-}
-
-func TestQuoteTable(t *testing.T) {
-	if got := quoteTable("outbox"); got != `"public"."outbox"` {
-		t.Errorf("outbox: %s", got)
-	}
-	if got := quoteTable(`app.Out"box`); got != `"app"."Out""box"` {
-		t.Errorf("app.Out\"box: %s", got)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cdc-relay/cdc-relay/decoder"
 	"github.com/cdc-relay/cdc-relay/metrics"
+	"github.com/cdc-relay/cdc-relay/outbox"
 	"github.com/cdc-relay/cdc-relay/replication"
 	"github.com/cdc-relay/cdc-relay/sink"
 	"github.com/cdc-relay/cdc-relay/slotstore"
@@ -52,7 +53,7 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("relay: buffer and timeouts must not be negative"))
 	}
 	if c.DeadLetterTable != "" {
-		if _, err := slotstore.ParseTableName(c.DeadLetterTable); err != nil {
+		if _, err := outbox.ParseTable(c.DeadLetterTable); err != nil {
 			errs = append(errs, fmt.Errorf("relay: dead-letter %w", err))
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdc-relay/cdc-relay/internal/retry"
+	"github.com/cdc-relay/cdc-relay/outbox"
 	"github.com/cdc-relay/cdc-relay/sink"
 	"github.com/cdc-relay/cdc-relay/slotstore"
 )
@@ -26,7 +27,7 @@ import (
 type deadTable struct {
 	connCfg *pgx.ConnConfig // replication.Config.Conn (pgx.ConnectConfig copies it)
 	slot    string
-	table   slotstore.TableName // the dead-letter table, always schema-qualified
+	table   outbox.Table // the dead-letter table, always schema-qualified
 	log     *slog.Logger
 	written func() // called once per row committed
 

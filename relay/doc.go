@@ -7,8 +7,13 @@
 // or parked on the dead-letter topic and acknowledged there. When nothing is in flight, a
 // keepalive's WAL end is confirmed, so a quiet outbox does not retain other tables' WAL.
 //
-// Goroutines: the replication stream's (owns the connection), the pipeline's (owns the decoder
-// and produces), franz-go's promise goroutine (reports acknowledgements to the tracker, never
-// blocks) and the dead-letter goroutine (re-produces records Kafka rejected for good).
-// Shutdown: stop reading, flush Kafka with a deadline, send the final status, close.
+// Contexts and goroutines: Run owns every goroutine it starts and returns only after all have
+// ended: the replication stream's (owns the connection), the pipeline's (owns the decoder and
+// produces), the dead-letter goroutine (re-produces records Kafka rejected for good) and the
+// Kafka watcher (probes during an outage); franz-go's promise goroutine reports
+// acknowledgements to the tracker and never blocks. Cancelling Run's ctx is the clean stop
+// (SIGTERM): reading stops at once, then Kafka is flushed and the final status sent under
+// their own deadline (ShutdownTimeout), never under the cancelled ctx. Records carry
+// context.Background(): a cancel must not fail what Kafka already buffers (DESIGN.md,
+// "Records carry").
 package relay

@@ -7,7 +7,7 @@ import (
 	"github.com/cdc-relay/cdc-relay/internal/retry"
 )
 
-// Broker-outage handling (DESIGN.md, "broker unavailable"). The producer itself retries a
+// Broker-outage handling (DESIGN.md, "Broker outage"). The producer itself retries a
 // retriable failure forever (no per-record budget), one request per partition batch, and
 // Produce blocks once its buffers are full, which stops reading the slot; the stream keeps
 // answering keepalives meanwhile and the confirmed position holds, because nothing after the

@@ -17,9 +17,9 @@ import (
 	"github.com/cdc-relay/cdc-relay/decoder"
 	"github.com/cdc-relay/cdc-relay/internal/retry"
 	"github.com/cdc-relay/cdc-relay/metrics"
+	"github.com/cdc-relay/cdc-relay/outbox"
 	"github.com/cdc-relay/cdc-relay/replication"
 	"github.com/cdc-relay/cdc-relay/sink"
-	"github.com/cdc-relay/cdc-relay/slotstore"
 )
 
 // Stats are the relay's counters. All fields are read atomically.
@@ -84,7 +84,7 @@ func New(cfg Config) (*Relay, error) {
 	r.dlq = newDeadLetters()
 	records, bytes := snk.Limits()
 	r.letters = newLetterBudget(records, bytes, snk.BufferedBoth)
-	deadTbl, err := slotstore.ParseTableName(cfg.DeadLetterTable) // checked by Validate
+	deadTbl, err := outbox.ParseTable(cfg.DeadLetterTable) // checked by Validate
 	if err != nil {
 		return nil, err
 	}
@@ -93,15 +93,6 @@ func New(cfg Config) (*Relay, error) {
 	cfg.Metrics.SetSource(r)
 	return r, nil
 }
-
-// Stats returns the live counters.
-func (r *Relay) Stats() *Stats { return &r.stats }
-
-// Stream returns the replication stream (for its position and state).
-func (r *Relay) Stream() *replication.Stream { return r.stream }
-
-// Sink returns the Kafka sink.
-func (r *Relay) Sink() *sink.Sink { return r.sink }
 
 // Run relays until ctx ends (a clean stop returns nil) or a failure that retrying cannot
 // fix. Either way it stops reading, flushes Kafka within ShutdownTimeout, confirms what was
@@ -232,7 +223,7 @@ func (p *pipe) handle(ctx context.Context, m *replication.Message) error {
 		}
 	case replication.KindData:
 		out, err := r.dec.Decode(m.WALStart, m.Data)
-		if err != nil && !decoder.IsBadRow(err) {
+		if err != nil && !outbox.IsBadRow(err) {
 			return fmt.Errorf("relay: decode message at %s: %w", m.WALStart, err)
 		}
 		switch out.Kind {
@@ -266,13 +257,9 @@ func (p *pipe) handle(ctx context.Context, m *replication.Message) error {
 
 func (r *Relay) produce(ctx context.Context, x *txn, stamp *sink.Stamp, out decoder.Output, badRow error) {
 	ev := out.Event
-	hdrs := make([]kgo.RecordHeader, len(ev.Headers))
-	for i, h := range ev.Headers {
-		hdrs[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
-	}
 	rec := sink.NewRecord(sink.Event{
 		ID: ev.ID, Table: ev.Relation, AggregateID: ev.AggregateID, Topic: ev.Topic, Payload: ev.Payload,
-		EventType: ev.EventType, Headers: hdrs, Stamp: stamp, CloudEvents: r.cfg.Sink.CloudEvents,
+		EventType: ev.EventType, Headers: ev.Headers, Stamp: stamp, CloudEvents: r.cfg.Sink.CloudEvents,
 	})
 	r.track.add(x) // first: x stays unacknowledged if the wait below is cut short
 	if !r.letters.wait(ctx, rec, r.log) {
@@ -452,6 +439,3 @@ func (r *Relay) dlqTopicRefusal() error {
 
 // Confirmed returns the position confirmed to PostgreSQL so far.
 func (r *Relay) Confirmed() pglogrepl.LSN { return r.stream.Flushed() }
-
-// InFlight reports how many transactions await acknowledgement.
-func (r *Relay) InFlight() int { return r.track.inFlight() }

@@ -475,7 +475,7 @@ func (h *harness) finalRun(txns []simTxnSpec) {
 	}
 	if c := h.srv.Confirmed(); c < end {
 		h.violate("b", "final run: the slot is at %s after %s, want the WAL end %s (published %d, dead-lettered %d, in flight %d txns, %d records)",
-			c, finalWait, end, r.stats.Published.Load(), r.stats.DeadLettered.Load(), r.InFlight(), r.sink.Buffered())
+			c, finalWait, end, r.stats.Published.Load(), r.stats.DeadLettered.Load(), r.track.inFlight(), r.sink.Buffered())
 	} else {
 		h.checkIdle()
 	}
@@ -499,7 +499,7 @@ func (h *harness) finalRun(txns []simTxnSpec) {
 // shutdown whose flush timed out (transactions still in flight) may run out of time before the
 // COPY ends: it replays, and is not checked.
 func (h *harness) checkFinalStatus(what string, r *Relay, session0 int) {
-	if r.InFlight() > 0 {
+	if r.track.inFlight() > 0 {
 		return
 	}
 	deadline := time.Now().Add(2 * time.Second)

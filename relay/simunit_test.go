@@ -75,11 +75,11 @@ func TestSimConfirmsPromptly(t *testing.T) {
 		}
 		h.failOnViolations()
 	}()
-	waitFor(t, 10*time.Second, "streaming", func() bool { return r.Stream().State() == replication.StateStreaming })
+	waitFor(t, 10*time.Second, "streaming", func() bool { return r.stream.State() == replication.StateStreaming })
 	time.Sleep(50 * time.Millisecond) // past the first status update
 	h.commit(ctx, oneRow(1), 0)
 	end := h.committed[0].txn.EndLSN
-	waitFor(t, 10*time.Second, "acknowledged", func() bool { return r.Stats().Published.Load() == 1 })
+	waitFor(t, 10*time.Second, "acknowledged", func() bool { return r.stats.Published.Load() == 1 })
 	took := waitFor(t, 10*time.Second, "flush received", func() bool { return h.srv.Confirmed() >= end })
 	if took > time.Second {
 		t.Errorf("the walsender heard the confirmed position %s after Kafka's acknowledgement: want it within 1s (replay window)", took)
@@ -105,7 +105,7 @@ func TestSimKafkaOutageIsProbedAndPositionHolds(t *testing.T) {
 		}
 		h.failOnViolations()
 	}()
-	waitFor(t, 10*time.Second, "streaming", func() bool { return r.Stream().State() == replication.StateStreaming })
+	waitFor(t, 10*time.Second, "streaming", func() bool { return r.stream.State() == replication.StateStreaming })
 	rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
 	if err := r.Ready(rctx); err != nil {
 		t.Errorf("Ready = %v while streaming", err)
@@ -115,14 +115,14 @@ func TestSimKafkaOutageIsProbedAndPositionHolds(t *testing.T) {
 	before := h.srv.Confirmed()
 	h.commit(ctx, oneRow(1), 0)
 	waitFor(t, 15*time.Second, "outage noticed and probed", func() bool {
-		return r.Stats().KafkaOutages.Load() == 1 && r.Stats().KafkaProbes.Load() >= 1
+		return r.stats.KafkaOutages.Load() == 1 && r.stats.KafkaProbes.Load() >= 1
 	})
 	snap := r.MetricsSnapshot()
 	if snap.RecordsInFlight != 1 || snap.TxnsInFlight != 1 || snap.OldestUnacked.IsZero() || snap.KafkaOutages != 1 {
 		t.Errorf("snapshot during the outage: %+v", snap)
 	}
-	if c := h.srv.Confirmed(); c > h.committed[0].txn.CommitLSN || r.InFlight() != 1 {
-		t.Errorf("confirmed %s (before %s) with the only transaction unacknowledged; in flight %d", c, before, r.InFlight())
+	if c := h.srv.Confirmed(); c > h.committed[0].txn.CommitLSN || r.track.inFlight() != 1 {
+		t.Errorf("confirmed %s (before %s) with the only transaction unacknowledged; in flight %d", c, before, r.track.inFlight())
 	}
 	down.Remove()
 	end := h.committed[0].txn.EndLSN
@@ -149,7 +149,7 @@ func TestSimCancelWhileProduceBlocked(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		errc := make(chan error, 1)
 		go func() { errc <- r.Run(ctx) }()
-		waitFor(t, 10*time.Second, "blocked on the buffer", func() bool { return r.Sink().Buffered() >= 5 })
+		waitFor(t, 10*time.Second, "blocked on the buffer", func() bool { return r.sink.Buffered() >= 5 })
 		time.Sleep(time.Duration(round*15) * time.Millisecond)
 		cancel()
 		if err := <-errc; err != nil {
@@ -233,7 +233,7 @@ func TestReadyBeforeStreaming(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Sink().Close()
+	defer r.sink.Close()
 	if err := r.Ready(context.Background()); err == nil {
 		t.Fatal("ready before streaming")
 	}
@@ -293,7 +293,7 @@ func TestSimStandbyWaitsAcrossPostgresOutage(t *testing.T) {
 			return cond()
 		}
 	}
-	waitFor(t, 10*time.Second, "standby", running("a standby", func() bool { return r.Stream().State() == replication.StateStandby }))
+	waitFor(t, 10*time.Second, "standby", running("a standby", func() bool { return r.stream.State() == replication.StateStandby }))
 	h.srv.SetDown(true)
 	waitFor(t, 10*time.Second, "refused connections", running("PostgreSQL was down", func() bool { return h.srv.Refused() >= 3 }))
 	h.srv.SetDown(false)

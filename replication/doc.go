@@ -12,8 +12,11 @@
 // While it drains a backlog (the Begins it reads were committed well before they were sent),
 // it reads bigger batches (reader.go; DESIGN.md, "Reading a backlog").
 //
-// One goroutine owns the connection: the one running Run. Ack and the read-only accessors are
-// safe from any goroutine. When the connection is lost, Run reconnects with backoff, sends a
+// Contexts and goroutines: one goroutine owns the connection, the one running Run; the package
+// starts none of its own (Ack arms a timer whose callback only moves a read deadline and
+// signals). Ack and the read-only accessors are safe from any goroutine. Cancelling Run's ctx
+// ends Run at the next read or channel send; Close then sends the final status and ends the
+// COPY within its own ctx. When the connection is lost, Run reconnects with backoff, sends a
 // KindReset message downstream (the consumer must forget any open transaction: the server
 // replays from the slot's confirmed position), and resumes. A slot held by another process
 // makes the Stream a standby that retries until the slot is free. A missing or invalidated slot

@@ -80,7 +80,6 @@ type Stream struct {
 	log     *slog.Logger
 
 	flushed    atomic.Uint64 // the position to confirm: only ever raised, by Ack or the slot
-	serverEnd  atomic.Uint64 // last ServerWALEnd seen
 	state      atomic.Int32
 	reconnects atomic.Int64
 	read       reader
@@ -173,9 +172,6 @@ func (s *Stream) setWakeConn(c net.Conn) {
 
 // Flushed returns the flush position that is (or will next be) reported to the server.
 func (s *Stream) Flushed() pglogrepl.LSN { return pglogrepl.LSN(s.flushed.Load()) }
-
-// ServerWALEnd returns the last WAL end the server reported.
-func (s *Stream) ServerWALEnd() pglogrepl.LSN { return pglogrepl.LSN(s.serverEnd.Load()) }
 
 // State returns what the Stream is doing now.
 func (s *Stream) State() State { return State(s.state.Load()) }
@@ -387,7 +383,6 @@ func (s *Stream) stream(ctx context.Context, out chan<- []Message) error {
 				if err != nil {
 					return fmt.Errorf("parse keepalive: %w", err)
 				}
-				s.serverEnd.Store(uint64(k.ServerWALEnd))
 				if k.ReplyRequested {
 					if err := s.sendStatus(); err != nil {
 						return err

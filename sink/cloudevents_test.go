@@ -8,9 +8,9 @@ import (
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdc-relay/cdc-relay/internal/cetest"
+	"github.com/cdc-relay/cdc-relay/outbox"
 )
 
 func TestCloudEventsRoundTripThroughTheSDK(t *testing.T) {
@@ -22,7 +22,7 @@ func TestCloudEventsRoundTripThroughTheSDK(t *testing.T) {
 	payload := []byte(`{"order_id": 42}`)
 	r := NewRecord(Event{
 		ID: "42", Table: "public.outbox", AggregateID: "order-42", Topic: "brew.orders.v1", Payload: payload,
-		EventType: "order.created", Headers: []kgo.RecordHeader{{Key: "traceparent", Value: []byte("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")}},
+		EventType: "order.created", Headers: []outbox.Header{{Key: "traceparent", Value: []byte("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")}},
 		Stamp: NewStamp(pglogrepl.LSN(0x16B3748), commit), CloudEvents: ce,
 	})
 	// The Kafka record is the contract's: key, value and every contract header, once.
@@ -99,7 +99,7 @@ func TestCloudEventsDefaultsAndOverrides(t *testing.T) {
 		t.Fatal(err)
 	}
 	r = NewRecord(Event{ID: "4", Table: "public.outbox", AggregateID: "k", Topic: "t", Payload: []byte(`"aGk="`),
-		Headers: []kgo.RecordHeader{{Key: "Content-Type", Value: []byte("application/cloudevents-data+json")}},
+		Headers: []outbox.Header{{Key: "Content-Type", Value: []byte("application/cloudevents-data+json")}},
 		Stamp:   NewStamp(5, at), CloudEvents: ce})
 	n := 0
 	for _, h := range r.Headers {

@@ -3,13 +3,16 @@
 // It owns the record contract (topic, key, value and headers; see NewRecord), the producer
 // configuration that delivery depends on (acks=all, idempotent writes, unlimited retries for
 // retriable errors, bounded buffers), and the classification of produce failures into the
-// failure classes of DESIGN.md: a broker that is unavailable is retried inside the client
+// failure classes (README, "What happens when things go wrong"): a broker that is unavailable is retried inside the client
 // (Produce blocks once the buffers are full, which is the relay's backpressure), while a
 // record Kafka rejects for good reaches its promise with an error for which Rejected reports
 // true, so the caller can dead-letter it. Security turns TLS and SASL settings into the
 // client's options; a failed connection's error says what to check (the TLS hints are
 // internal/tlshint's table, shared with cmd's PostgreSQL hints).
 //
-// A Sink is safe for concurrent use. Promises run on franz-go's callback goroutine and must
-// not block.
+// Contexts and goroutines: a Sink is safe for concurrent use; its goroutines are franz-go's,
+// started by New and ended by Close. Promises run on franz-go's callback goroutine and must
+// not block. The ctx of Produce bounds only the wait for buffer space: records themselves
+// carry context.Background(), so a cancel never fails what the client already buffers; Flush,
+// Abort and Ping end when their ctx does.
 package sink

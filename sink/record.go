@@ -1,16 +1,16 @@
 package sink
 
 import (
-	"strconv"
 	"time"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdc-relay/cdc-relay/internal/contract"
+	"github.com/cdc-relay/cdc-relay/outbox"
 )
 
-// Header names of the record contract (DESIGN.md, "The Kafka record"). The names live in
+// Header names of the record contract (README, "The Kafka record"). The names live in
 // internal/contract, which also says which names a row's own headers may not take (all of
 // these, and every dlq-* name): the decoder and the poller refuse such rows as bad rows.
 const (
@@ -41,10 +41,10 @@ type Event struct {
 	Table       string // the source: "schema.table" of the outbox row, or "message:<prefix>"; both publishers always set it
 	AggregateID string // the Kafka key
 	Topic       string
-	Payload     []byte // the Kafka value
-	EventType   string // "" for none
-	Headers     []kgo.RecordHeader
-	Stamp       *Stamp // the transaction's position headers; required
+	Payload     []byte          // the Kafka value
+	EventType   string          // "" for none
+	Headers     []outbox.Header // the row's own (outbox.ParseHeaders)
+	Stamp       *Stamp          // the transaction's position headers; required
 	// CloudEvents, when set, adds the CloudEvents binary-mode headers (--format cloudevents);
 	// the publishers pass their Config.CloudEvents.
 	CloudEvents *CloudEvents
@@ -125,7 +125,9 @@ func NewRecord(e Event) *kgo.Record {
 	if e.EventType != "" {
 		h = append(h, kgo.RecordHeader{Key: HeaderEventType, Value: []byte(e.EventType)})
 	}
-	h = append(h, e.Headers...)
+	for _, rh := range e.Headers {
+		h = append(h, kgo.RecordHeader(rh))
+	}
 	var commitTime []byte
 	if e.Stamp != nil {
 		h = append(h, e.Stamp.headers()...)
@@ -157,9 +159,6 @@ func DeadLetter(dlqTopic string, r *kgo.Record, relation string, cause error) *k
 	}
 	return &kgo.Record{Topic: dlqTopic, Key: r.Key, Value: r.Value, Headers: h}
 }
-
-// FormatID formats a numeric outbox id for the outbox-id header.
-func FormatID(id int64) string { return strconv.FormatInt(id, 10) }
 
 // Header returns the value of the first header named key, or nil.
 func Header(r *kgo.Record, key string) []byte {

@@ -12,13 +12,15 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/cdc-relay/cdc-relay/outbox"
 )
 
 func TestNewRecordFollowsTheContract(t *testing.T) {
 	ct := time.Date(2026, 11, 29, 10, 11, 12, 345678000, time.FixedZone("x", 3600))
 	r := NewRecord(Event{
 		ID: "42", Table: "app.outbox", AggregateID: "order-7", Topic: "brew.orders.v1", Payload: []byte(`{"a": 1}`),
-		EventType: "order.created", Headers: []kgo.RecordHeader{{Key: "traceparent", Value: []byte("00-1")}},
+		EventType: "order.created", Headers: []outbox.Header{{Key: "traceparent", Value: []byte("00-1")}},
 		Stamp: NewStamp(pglogrepl.LSN(0x16B3748), ct),
 	})
 	if r.Topic != "brew.orders.v1" || string(r.Key) != "order-7" || string(r.Value) != `{"a": 1}` {
@@ -71,7 +73,7 @@ func TestOutboxTableTellsEqualIDsApart(t *testing.T) {
 // sink writes cannot drift apart.
 func TestEveryContractHeaderIsReserved(t *testing.T) {
 	r := NewRecord(Event{ID: "1", Table: "public.outbox", AggregateID: "k", Topic: "t", EventType: "e",
-		Headers: []kgo.RecordHeader{{Key: "correlation-id", Value: []byte("c")}}, Stamp: NewStamp(5, time.Unix(1, 0))})
+		Headers: []outbox.Header{{Key: "correlation-id", Value: []byte("c")}}, Stamp: NewStamp(5, time.Unix(1, 0))})
 	d := DeadLetter("dlq", r, "public.outbox", errors.New("boom"))
 	seen := 0
 	for _, h := range d.Headers {

@@ -7,7 +7,7 @@ import (
 
 // CheckRun verifies what `cdc-relay run` needs before it streams:
 // wal_level = logical (ErrWalLevel), a role that may stream (REPLICATION or
-// SUPERUSER, else ErrPermission), the slot exists (ErrSlotNotFound) as a
+// SUPERUSER, else ErrPermission), the slot exists (ErrSlotMissing) as a
 // pgoutput slot of this database (ErrSlotWrongPlugin, ErrSlotWrongDatabase)
 // and is not lost (ErrSlotLost), and the publication exists
 // (ErrNoPublication), publishes inserts (ErrPublicationNoInsert) and contains

@@ -79,8 +79,8 @@ func TestCheckRun(t *testing.T) {
 		t.Parallel()
 		e := setup(t)
 		_, err := slotstore.New(connect(t)).CheckRun(testCtx(t), e.Slot, e.Pub)
-		if !errors.Is(err, slotstore.ErrSlotNotFound) || !strings.Contains(err.Error(), "cdc-relay slot create") {
-			t.Fatalf("CheckRun without the slot: err = %v, want ErrSlotNotFound saying what to run", err)
+		if !errors.Is(err, slotstore.ErrSlotMissing) || !strings.Contains(err.Error(), "cdc-relay slot create") {
+			t.Fatalf("CheckRun without the slot: err = %v, want ErrSlotMissing saying what to run", err)
 		}
 	})
 

@@ -9,6 +9,8 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/cdc-relay/cdc-relay/outbox"
 )
 
 // ErrSlotExists means CreateOptions.ExportSnapshot was set and the slot already exists.
@@ -48,7 +50,7 @@ func (o CreateOptions) Validate() error {
 }
 
 // tables validates o and returns its tables qualified, defaulted and deduplicated.
-func (o CreateOptions) tables() ([]table, error) {
+func (o CreateOptions) tables() ([]outbox.Table, error) {
 	if err := ValidateName("slot", o.Slot); err != nil {
 		return nil, err
 	}
@@ -57,12 +59,12 @@ func (o CreateOptions) tables() ([]table, error) {
 	}
 	names := o.Tables
 	if len(names) == 0 {
-		names = []string{DefaultTable}
+		names = []string{outbox.DefaultTable}
 	}
-	var out []table
-	seen := make(map[table]bool)
+	var out []outbox.Table
+	seen := make(map[outbox.Table]bool)
 	for _, n := range names {
-		t, err := parseTable(n)
+		t, err := outbox.ParseTable(n)
 		if err != nil {
 			return nil, err
 		}
@@ -174,14 +176,14 @@ func (s *Store) Create(ctx context.Context, o CreateOptions) (CreateResult, erro
 // pubPlan is what Create must do to the publication.
 type pubPlan struct {
 	Exists  bool
-	Missing []table // tables to publish: all of them for a new publication
+	Missing []outbox.Table // tables to publish: all of them for a new publication
 }
 
 // planPublication reads the publication, checks the tables exist, and
 // checks the privileges for what must change.
-func (s *Store) planPublication(ctx context.Context, ss session, pub string, tables []table) (pubPlan, error) {
+func (s *Store) planPublication(ctx context.Context, ss session, pub string, tables []outbox.Table) (pubPlan, error) {
 	// Every requested table must exist, even one already published.
-	owned := make(map[table]tableRow, len(tables))
+	owned := make(map[outbox.Table]tableRow, len(tables))
 	for _, t := range tables {
 		row, err := s.lookupTable(ctx, t)
 		if err != nil {
@@ -228,7 +230,7 @@ func (s *Store) planPublication(ctx context.Context, ss session, pub string, tab
 			return pubPlan{}, fmt.Errorf("publication %q: %w: role %q cannot publish table %q: only the owner of a "+
 				"table can add it to a publication, and %q owns it; run as %q, or as a superuser run: ALTER TABLE %s OWNER TO %s",
 				pub, ErrPermission, ss.Role, t.String(), tr.Owner, tr.Owner,
-				t.sanitize(), pgx.Identifier{ss.Role}.Sanitize())
+				t.Sanitize(), pgx.Identifier{ss.Role}.Sanitize())
 		}
 	}
 	return plan, nil
@@ -236,7 +238,7 @@ func (s *Store) planPublication(ctx context.Context, ss session, pub string, tab
 
 // applyPublication carries out plan. If another session created the
 // publication or added a table since the plan was made, it plans again once.
-func (s *Store) applyPublication(ctx context.Context, ss session, pub string, tables []table, plan pubPlan) (created bool, added []string, err error) {
+func (s *Store) applyPublication(ctx context.Context, ss session, pub string, tables []outbox.Table, plan pubPlan) (created bool, added []string, err error) {
 	for attempt := 0; ; attempt++ {
 		created, added, err = s.applyPublicationOnce(ctx, ss, pub, plan)
 		if err == nil || pgCode(err) != codeDuplicateObject || attempt > 0 {
@@ -254,7 +256,7 @@ func (s *Store) applyPublicationOnce(ctx context.Context, ss session, pub string
 	}
 	list := make([]string, len(plan.Missing))
 	for i, t := range plan.Missing {
-		list[i] = t.sanitize()
+		list[i] = t.Sanitize()
 	}
 	ident := pgx.Identifier{pub}.Sanitize()
 	if !plan.Exists {
@@ -357,7 +359,7 @@ func checkCreateWhere(o CreateOptions, version int, standby bool) error {
 	return nil
 }
 
-func tableList(ts []table) string {
+func tableList(ts []outbox.Table) string {
 	names := make([]string, len(ts))
 	for i, t := range ts {
 		names[i] = t.String()
@@ -369,7 +371,7 @@ func tableList(ts []table) string {
 func publicationDDL(pub string, plan pubPlan) string {
 	list := make([]string, len(plan.Missing))
 	for i, t := range plan.Missing {
-		list[i] = t.sanitize()
+		list[i] = t.Sanitize()
 	}
 	if !plan.Exists {
 		return "CREATE PUBLICATION " + pgx.Identifier{pub}.Sanitize() + " FOR TABLE " + strings.Join(list, ", ") + " WITH (publish = 'insert')"

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/cdc-relay/cdc-relay/outbox"
 )
 
 // DefaultDeadLetterMarksTable is where `cdc-relay dead-letters` keeps which letters of the
@@ -12,7 +14,7 @@ import (
 // topic cannot be edited. Schema-qualified like the dead-letter table.
 const DefaultDeadLetterMarksTable = "public.cdc_relay_dead_letter_marks"
 
-func deadLetterMarksDDL(t TableName) string {
+func deadLetterMarksDDL(t outbox.Table) string {
 	return `CREATE TABLE IF NOT EXISTS ` + t.Sanitize() + ` (
     topic        text         NOT NULL,
     "partition"  integer      NOT NULL,
@@ -27,7 +29,7 @@ func deadLetterMarksDDL(t TableName) string {
 // DeadLetterMarksTableDDL returns the statement that creates the marks table table
 // ("schema.table" or "table", meaning public.table) if it is missing. The error wraps ErrBadName.
 func DeadLetterMarksTableDDL(table string) (string, error) {
-	t, err := ParseTableName(table)
+	t, err := outbox.ParseTable(table)
 	if err != nil {
 		return "", fmt.Errorf("dead-letter marks %w", err)
 	}
@@ -37,7 +39,7 @@ func DeadLetterMarksTableDDL(table string) (string, error) {
 // CreateDeadLetterMarksTable creates the marks table if it does not exist; a table that exists
 // is left alone without running CREATE (a role with INSERT and SELECT on it is enough then).
 func (s *Store) CreateDeadLetterMarksTable(ctx context.Context, table string) error {
-	t, err := ParseTableName(table)
+	t, err := outbox.ParseTable(table)
 	if err != nil {
 		return fmt.Errorf("dead-letter marks %w", err)
 	}
@@ -68,7 +70,7 @@ var deadLetterStateColumns = []string{"replayed_at", "discarded_at"}
 // reports whether the table exists; a missing table is not an error (nothing was parked).
 // ALTER runs only when a column is missing, so once migrated a role without ownership works.
 func (s *Store) MigrateDeadLetterTable(ctx context.Context, table string) (bool, error) {
-	t, err := ParseTableName(table)
+	t, err := outbox.ParseTable(table)
 	if err != nil {
 		return false, fmt.Errorf("dead-letter %w", err)
 	}

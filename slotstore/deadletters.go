@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/cdc-relay/cdc-relay/outbox"
 )
 
 // DefaultDeadLetterTable is the table where the relay parks a record that Kafka refused for
@@ -13,43 +15,22 @@ import (
 // relay. The name is schema-qualified, so it does not depend on a connection's search_path.
 const DefaultDeadLetterTable = "public.cdc_relay_dead_letters"
 
-// TableName is a schema-qualified table name, taken literally (no case folding).
-type TableName struct {
-	Schema, Name string
-}
-
-// ParseTableName parses "schema.table" or "table" (meaning public.table) with the rules of
-// ValidateName's "table". The error wraps ErrBadName.
-func ParseTableName(s string) (TableName, error) {
-	t, err := parseTable(s)
-	if err != nil {
-		return TableName{}, err
-	}
-	return TableName(t), nil
-}
-
-// String returns "schema.table", unquoted, for messages and logs.
-func (t TableName) String() string { return t.Schema + "." + t.Name }
-
-// Sanitize returns the quoted "schema"."table" for SQL.
-func (t TableName) Sanitize() string { return pgx.Identifier{t.Schema, t.Name}.Sanitize() }
-
-// Sequence returns "schema.table_id_seq", the id sequence the dead-letter table's bigserial
+// sequence returns "schema.table_id_seq", the id sequence the dead-letter table's bigserial
 // column creates (PostgreSQL shortens it when the table name is long).
-func (t TableName) Sequence() string { return t.Schema + "." + t.Name + "_id_seq" }
+func sequence(t outbox.Table) string { return t.String() + "_id_seq" }
 
 // DeadLetterTableDDL returns the statement that creates the dead-letter table table
 // ("schema.table" or "table", meaning public.table) if it is missing. It is run by
 // `slot create` and, on first use, by the relay. The error wraps ErrBadName.
 func DeadLetterTableDDL(table string) (string, error) {
-	t, err := ParseTableName(table)
+	t, err := outbox.ParseTable(table)
 	if err != nil {
 		return "", fmt.Errorf("dead-letter %w", err)
 	}
 	return deadLetterDDL(t), nil
 }
 
-func deadLetterDDL(t TableName) string {
+func deadLetterDDL(t outbox.Table) string {
 	return `CREATE TABLE IF NOT EXISTS ` + t.Sanitize() + ` (
     id          bigserial    PRIMARY KEY,
     slot        text         NOT NULL,
@@ -73,7 +54,7 @@ func deadLetterDDL(t TableName) string {
 // on the schema works once an owner has made the table (least privilege: the relay then needs
 // only INSERT on it and USAGE on its id sequence).
 func (s *Store) CreateDeadLetterTable(ctx context.Context, table string) error {
-	t, err := ParseTableName(table)
+	t, err := outbox.ParseTable(table)
 	if err != nil {
 		return fmt.Errorf("dead-letter %w", err)
 	}
@@ -94,7 +75,7 @@ func (s *Store) CreateDeadLetterTable(ctx context.Context, table string) error {
 			r := pgx.Identifier{role}.Sanitize()
 			err = fmt.Errorf("%w: role %q cannot create it: it needs CREATE on schema %q (GRANT CREATE ON SCHEMA %s TO %s), "+
 				"or an owner creates the table once and grants INSERT on it and USAGE on its id sequence %s to %s: %w",
-				ErrPermission, role, t.Schema, pgx.Identifier{t.Schema}.Sanitize(), r, t.Sequence(), r, err)
+				ErrPermission, role, t.Schema, pgx.Identifier{t.Schema}.Sanitize(), r, sequence(t), r, err)
 		case "3F000": // invalid_schema_name
 			err = fmt.Errorf("schema %q does not exist: create it, or name another schema in --dead-letter-table: %w", t.Schema, err)
 		}

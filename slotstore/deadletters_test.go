@@ -7,10 +7,12 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/cdc-relay/cdc-relay/outbox"
 	"github.com/cdc-relay/cdc-relay/slotstore"
 )
 
-func TestParseTableName(t *testing.T) {
+// Dead-letter table names follow outbox.ParseTable: a bare name is public.name, taken literally.
+func TestDeadLetterTableNames(t *testing.T) {
 	t.Parallel()
 	long := strings.Repeat("a", 63)
 	for _, tc := range []struct {
@@ -23,22 +25,19 @@ func TestParseTableName(t *testing.T) {
 		{`a"b.c`, `a"b`, "c", `"a""b"."c"`},
 		{long + "." + long, long, long, `"` + long + `"."` + long + `"`},
 	} {
-		got, err := slotstore.ParseTableName(tc.in)
+		got, err := outbox.ParseTable(tc.in)
 		if err != nil || got.Schema != tc.schema || got.Name != tc.name || got.Sanitize() != tc.quoted ||
 			got.String() != tc.schema+"."+tc.name {
-			t.Errorf("ParseTableName(%q) = %+v (%s), %v; want %s.%s (%s)", tc.in, got, got.Sanitize(), err, tc.schema, tc.name, tc.quoted)
+			t.Errorf("ParseTable(%q) = %+v (%s), %v; want %s.%s (%s)", tc.in, got, got.Sanitize(), err, tc.schema, tc.name, tc.quoted)
 		}
 		ddl, err := slotstore.DeadLetterTableDDL(tc.in)
 		if err != nil || !strings.HasPrefix(ddl, "CREATE TABLE IF NOT EXISTS "+tc.quoted+" (") {
 			t.Errorf("DeadLetterTableDDL(%q) = %q, %v; want it to create %s", tc.in, ddl, err, tc.quoted)
 		}
 	}
-	if s := (slotstore.TableName{Schema: "ops", Name: "dead"}).Sequence(); s != "ops.dead_id_seq" {
-		t.Errorf("Sequence() = %q, want ops.dead_id_seq", s)
-	}
 	for _, bad := range []string{"", "a.b.c", ".dead", "public.", ".", long + "a", "public." + long + "a", "pub\x00lic.dead"} {
-		if got, err := slotstore.ParseTableName(bad); !errors.Is(err, slotstore.ErrBadName) {
-			t.Errorf("ParseTableName(%q) = %+v, %v; want ErrBadName", bad, got, err)
+		if got, err := outbox.ParseTable(bad); !errors.Is(err, slotstore.ErrBadName) {
+			t.Errorf("ParseTable(%q) = %+v, %v; want ErrBadName", bad, got, err)
 		}
 		if _, err := slotstore.DeadLetterTableDDL(bad); !errors.Is(err, slotstore.ErrBadName) {
 			t.Errorf("DeadLetterTableDDL(%q): %v; want ErrBadName", bad, err)
@@ -89,8 +88,8 @@ func TestDeadLetterTableIgnoresSearchPath(t *testing.T) {
 		t.Errorf("%s.%s has columns %q, want the decoy's only", decoy, name, got)
 	}
 
-	// The relay inserts with the quoted, qualified name (TableName.Sanitize).
-	tn, err := slotstore.ParseTableName(name)
+	// The relay inserts with the quoted, qualified name (outbox.Table.Sanitize).
+	tn, err := outbox.ParseTable(name)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,8 +31,8 @@
 // "schema.table" or "table" (schema public); each part is taken literally,
 // without SQL case folding, as pg_publication_tables shows it.
 //
-// Context: every method takes ctx first and passes it to pgx, so cancelling it
-// cancels the statement in flight. Creating a slot waits for the transactions
+// Contexts and goroutines: the package starts no goroutines. Every method takes
+// ctx first and passes it to pgx, so cancelling it cancels the statement in flight. Creating a slot waits for the transactions
 // running on the server to finish; bound it with a deadline if that matters.
 //
 // A Store is not safe for concurrent use, because a *pgx.Conn is not: it is

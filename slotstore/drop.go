@@ -10,7 +10,7 @@ import (
 // Drop drops the replication slot and, when publication is not "", the
 // publication (DROP PUBLICATION IF EXISTS).
 //
-// A missing slot is ErrSlotNotFound, a slot held by a process is a
+// A missing slot is ErrSlotMissing, a slot held by a process is a
 // *SlotActiveError (ErrSlotActive) naming its pid, and a role that may not
 // drop the slot or the publication is ErrPermission. On any of these,
 // nothing has been dropped. The slot is dropped before the publication, so a
@@ -33,7 +33,7 @@ func (s *Store) Drop(ctx context.Context, slot, publication string) error {
 		return err
 	}
 	if !found {
-		return fmt.Errorf("slot %q: %w: nothing was dropped", slot, ErrSlotNotFound)
+		return fmt.Errorf("slot %q: %w: nothing was dropped", slot, ErrSlotMissing)
 	}
 	if err := ss.checkReplication(slot, "drop a replication slot"); err != nil {
 		return err
@@ -61,7 +61,7 @@ func (s *Store) Drop(ctx context.Context, slot, publication string) error {
 			}
 			return fmt.Errorf("slot %q: %w: %w", slot, ErrSlotActive, err)
 		case codeUndefinedObject: // dropped by someone else after the check
-			return fmt.Errorf("slot %q: %w: %w", slot, ErrSlotNotFound, err)
+			return fmt.Errorf("slot %q: %w: %w", slot, ErrSlotMissing, err)
 		case codeInsufficientPrivilege:
 			return fmt.Errorf("%w (server said: %w)", replicationDenied(slot, "drop a replication slot", ss.Role), err)
 		}

@@ -49,8 +49,8 @@ func TestDropRemovesSlotAndPublication(t *testing.T) {
 	}
 
 	err = store.Drop(ctx, e.Slot, e.Pub)
-	if !errors.Is(err, slotstore.ErrSlotNotFound) || !strings.Contains(err.Error(), e.Slot) {
-		t.Errorf("Drop of a missing slot: err = %v, want ErrSlotNotFound naming the slot", err)
+	if !errors.Is(err, slotstore.ErrSlotMissing) || !strings.Contains(err.Error(), e.Slot) {
+		t.Errorf("Drop of a missing slot: err = %v, want ErrSlotMissing naming the slot", err)
 	}
 }
 

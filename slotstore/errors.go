@@ -3,11 +3,13 @@ package slotstore
 import (
 	"errors"
 	"fmt"
+
+	"github.com/cdc-relay/cdc-relay/outbox"
 )
 
 var (
-	// ErrSlotNotFound means the replication slot does not exist.
-	ErrSlotNotFound = errors.New("replication slot does not exist")
+	// ErrSlotMissing means the replication slot does not exist.
+	ErrSlotMissing = errors.New("replication slot does not exist")
 	// ErrSlotActive means a process (normally another relay) holds the slot.
 	// The error is a *SlotActiveError carrying the pid.
 	ErrSlotActive = errors.New("replication slot is active")
@@ -35,7 +37,7 @@ var (
 	// or a role attribute the operation needs; the message names it.
 	ErrPermission = errors.New("insufficient privilege")
 	// ErrBadName means a slot, publication or table name is not acceptable.
-	ErrBadName = errors.New("invalid name")
+	ErrBadName = outbox.ErrBadName // the same value as outbox.ParseTable's
 )
 
 // SlotActiveError reports that a process holds the replication slot, so it

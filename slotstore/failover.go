@@ -226,7 +226,7 @@ func WaitSynced(ctx context.Context, standby *pgx.Conn, slot string, nudge func(
 		if err == nil && s.Synced != nil && *s.Synced && !s.Temporary {
 			return time.Since(start), nil
 		}
-		if err != nil && !errors.Is(err, ErrSlotNotFound) {
+		if err != nil && !errors.Is(err, ErrSlotMissing) {
 			return 0, err
 		}
 		select {

@@ -2,16 +2,12 @@ package slotstore
 
 import (
 	"fmt"
-	"strings"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/cdc-relay/cdc-relay/outbox"
 )
 
 // maxIdentLen is NAMEDATALEN-1, the longest name the server keeps.
 const maxIdentLen = 63
-
-// DefaultTable is the table a publication covers when CreateOptions.Tables is empty.
-const DefaultTable = "public.outbox"
 
 // ValidateName reports whether name is acceptable as kind, which is "slot",
 // "publication" or "table". The error wraps ErrBadName.
@@ -34,7 +30,7 @@ func ValidateName(kind, name string) error {
 				"not starting with a digit", name, ErrBadName, maxIdentLen)
 		}
 	case "table":
-		if _, err := parseTable(name); err != nil {
+		if _, err := outbox.ParseTable(name); err != nil {
 			return err
 		}
 	default:
@@ -62,30 +58,4 @@ func simpleName(s string, ident bool) bool {
 		}
 	}
 	return true
-}
-
-// table is a schema-qualified table name, taken literally.
-type table struct {
-	Schema, Name string
-}
-
-// String returns "schema.table", the form pg_publication_tables shows.
-func (t table) String() string { return t.Schema + "." + t.Name }
-
-// sanitize returns the quoted "schema"."table" for DDL.
-func (t table) sanitize() string { return pgx.Identifier{t.Schema, t.Name}.Sanitize() }
-
-// parseTable splits "schema.table" or "table" (schema public).
-func parseTable(s string) (table, error) {
-	schema, name, found := strings.Cut(s, ".")
-	if !found {
-		schema, name = "public", s
-	}
-	for _, part := range []string{schema, name} {
-		if part == "" || len(part) > maxIdentLen || strings.ContainsAny(part, ".\x00") {
-			return table{}, fmt.Errorf("table %q: %w: want \"schema.table\" or \"table\", each part 1 to %d bytes",
-				s, ErrBadName, maxIdentLen)
-		}
-	}
-	return table{Schema: schema, Name: name}, nil
 }

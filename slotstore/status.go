@@ -154,7 +154,7 @@ func (st *Status) UnmarshalJSON(b []byte) error {
 
 // Status reads the slot from pg_replication_slots and, when publication is
 // not "", the publication (Status.Publication stays nil if it does not
-// exist). A missing slot is ErrSlotNotFound.
+// exist). A missing slot is ErrSlotMissing.
 func (s *Store) Status(ctx context.Context, slot, publication string) (Status, error) {
 	st, _, err := s.status(ctx, slot, publication)
 	return st, err
@@ -247,13 +247,13 @@ WHERE s.slot_name = $1`, slot).Scan(
 	return st, ex, nil
 }
 
-// notFound is ErrSlotNotFound with the command that creates the slot.
+// notFound is ErrSlotMissing with the command that creates the slot.
 func notFound(slot, publication string) error {
 	if publication == "" {
 		publication = "NAME"
 	}
 	return fmt.Errorf("slot %q: %w: create it with `cdc-relay slot create --slot %s --publication %s`",
-		slot, ErrSlotNotFound, slot, publication)
+		slot, ErrSlotMissing, slot, publication)
 }
 
 // ServerVersion returns the server's major version (server_version_num / 10000, e.g. 17).

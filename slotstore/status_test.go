@@ -121,8 +121,8 @@ func TestStatusMissingSlot(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	_, err := slotstore.New(connect(t)).Status(testCtx(t), e.Slot, e.Pub)
-	if !errors.Is(err, slotstore.ErrSlotNotFound) {
-		t.Fatalf("Status of a missing slot: err = %v, want ErrSlotNotFound", err)
+	if !errors.Is(err, slotstore.ErrSlotMissing) {
+		t.Fatalf("Status of a missing slot: err = %v, want ErrSlotMissing", err)
 	}
 	for _, want := range []string{`"` + e.Slot + `"`, "cdc-relay slot create --slot " + e.Slot + " --publication " + e.Pub} {
 		if !strings.Contains(err.Error(), want) {

@@ -9,6 +9,8 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/cdc-relay/cdc-relay/outbox"
 )
 
 // Store manages replication slots and publications over one normal
@@ -194,7 +196,7 @@ type tableRow struct {
 }
 
 // lookupTable returns ErrNoTable when t does not exist or is not a table.
-func (s *Store) lookupTable(ctx context.Context, t table) (tableRow, error) {
+func (s *Store) lookupTable(ctx context.Context, t outbox.Table) (tableRow, error) {
 	var row tableRow
 	err := s.conn.QueryRow(ctx, `
 SELECT c.relkind::text, pg_get_userbyid(c.relowner)::text, pg_has_role(c.relowner, 'USAGE')

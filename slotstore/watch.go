@@ -117,7 +117,7 @@ func (w *Watcher) check(ctx context.Context) (Status, error) {
 	qctx, cancel := context.WithTimeout(ctx, w.Interval)
 	defer cancel()
 	st, err := New(w.conn).Status(qctx, w.Slot, "")
-	if err != nil && !errors.Is(err, ErrSlotNotFound) {
+	if err != nil && !errors.Is(err, ErrSlotMissing) {
 		w.close() // a broken connection is re-opened on the next tick
 	}
 	return st, err

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/cdc-relay/cdc-relay/cutover"
-	"github.com/cdc-relay/cdc-relay/decoder"
+	"github.com/cdc-relay/cdc-relay/outbox"
 	"github.com/cdc-relay/cdc-relay/poller"
 	"github.com/cdc-relay/cdc-relay/slotstore"
 )
@@ -33,10 +33,10 @@ func cmdCutover(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.StringVar(&pub, "publication", "", "publication to create (insert-only) or extend, as slot create does")
 	fs.StringVar(&deadTable, "dead-letter-table", slotstore.DefaultDeadLetterTable, deadLetterTableUsage)
 	prod.register(fs, &cfg.DLQTopic)
-	fs.StringVar(&cfg.Table, "table", "public.outbox", "outbox table, schema.table")
+	fs.StringVar(&cfg.Table, "table", outbox.DefaultTable, "outbox table, schema.table")
 	fs.StringVar(&cfg.Topic, "topic", "", "publish every row to this topic instead of the row's topic column")
 	fs.IntVar(&cfg.Batch, "batch", 100, "rows per transaction")
-	registerColumns(fs, &cols.ID, &cols.AggregateID, &cols.Topic, &cols.Payload, &cols.EventType, &cols.Headers)
+	registerColumns(fs, cols)
 	fs.StringVar(&cols.CreatedAt, "column-created-at", "created_at", "creation time column (becomes cdc-commit-time)")
 	fs.StringVar(&cols.PublishedAt, "column-published-at", "published_at", "publication time column (NULL means pending)")
 	fs.DurationVar(&cfg.AckTimeout, "ack-timeout", 10*time.Second, "how long a batch waits for Kafka's acknowledgements before it is rolled back and retried")
@@ -97,14 +97,13 @@ func cmdOutboxMarkPublished(ctx context.Context, args []string, stdout, stderr i
 		c    common
 		pubs listFlag
 		o    cutover.MarkOptions
-		cols decoder.Columns
 	)
 	fs := newFlagSet("outbox mark-published", markPublishedSynopsis, stderr)
 	c.register(fs)
 	fs.Var(&pubs, "publication", "the relay's publication(s), comma-separated")
-	fs.StringVar(&o.Table, "table", "public.outbox", "outbox table, schema.table")
-	registerColumns(fs, &cols.ID, &cols.AggregateID, &cols.Topic, &cols.Payload, &cols.EventType, &cols.Headers)
-	fs.StringVar(&o.PublishedAt, "column-published-at", "published_at", "publication time column the poller reads")
+	fs.StringVar(&o.Table, "table", outbox.DefaultTable, "outbox table, schema.table")
+	registerColumns(fs, &o.Columns)
+	fs.StringVar(&o.Columns.PublishedAt, "column-published-at", "published_at", "publication time column the poller reads")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -114,7 +113,7 @@ func cmdOutboxMarkPublished(ctx context.Context, args []string, stdout, stderr i
 	if len(pubs) == 0 {
 		return usageErr("--publication is required (or set CDC_RELAY_PUBLICATION)")
 	}
-	o.Slot, o.Publications, o.Columns = c.slot, pubs, cols
+	o.Slot, o.Publications = c.slot, pubs
 	conn, err := connectPG(ctx, &c)
 	if err != nil {
 		return err
@@ -127,7 +126,7 @@ func cmdOutboxMarkPublished(ctx context.Context, args []string, stdout, stderr i
 	defer peek.Close(context.Background())
 	res, err := cutover.MarkDelivered(ctx, conn, peek, o)
 	if err != nil {
-		if errors.Is(err, slotstore.ErrSlotNotFound) || errors.Is(err, cutover.ErrSlotActive) {
+		if errors.Is(err, slotstore.ErrSlotMissing) || errors.Is(err, slotstore.ErrSlotActive) {
 			return &usageError{err}
 		}
 		return fmt.Errorf("outbox mark-published: %w", err)

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdc-relay/cdc-relay/deadletters"
+	"github.com/cdc-relay/cdc-relay/outbox"
 	"github.com/cdc-relay/cdc-relay/sink"
 	"github.com/cdc-relay/cdc-relay/slotstore"
 )
@@ -80,11 +81,11 @@ func (f *dlFlags) validate(sub string) error {
 		if f.dlqTopic == "" {
 			errs = append(errs, errors.New("--dlq-topic is empty"))
 		}
-		if _, err := slotstore.ParseTableName(f.marksTable); err != nil {
+		if _, err := outbox.ParseTable(f.marksTable); err != nil {
 			errs = append(errs, fmt.Errorf("--marks-table: %w", err))
 		}
 	case "table":
-		if _, err := slotstore.ParseTableName(f.deadTable); err != nil {
+		if _, err := outbox.ParseTable(f.deadTable); err != nil {
 			errs = append(errs, fmt.Errorf("--dead-letter-table: %w", err))
 		}
 	default:
@@ -198,14 +199,14 @@ func cmdDeadLetters(ctx context.Context, args []string, stdout, stderr io.Writer
 	defer conn.Close(context.Background())
 	var store deadletters.Store
 	if f.from == "topic" {
-		marks, _ := slotstore.ParseTableName(f.marksTable)
+		marks, _ := outbox.ParseTable(f.marksTable)
 		ts := &deadletters.TopicStore{Topic: f.dlqTopic, Opts: kopts, Conn: conn, Marks: marks, Timeout: f.readTimeout}
 		if err := ts.Prepare(ctx); err != nil {
 			return slotErr(err)
 		}
 		store = ts
 	} else {
-		tbl, _ := slotstore.ParseTableName(f.deadTable)
+		tbl, _ := outbox.ParseTable(f.deadTable)
 		ts := &deadletters.TableStore{Conn: conn, Table: tbl, Slot: f.slot}
 		exists, err := ts.Prepare(ctx)
 		if err != nil {

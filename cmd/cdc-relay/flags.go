@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cdc-relay/cdc-relay/outbox"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -148,14 +149,15 @@ func (c *common) logger(w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-// registerColumns registers the column-mapping flags that run and poll share.
-func registerColumns(fs *flag.FlagSet, id, aggregateID, topic, payload, eventType, headers *string) {
-	fs.StringVar(id, "column-id", "id", "outbox id column")
-	fs.StringVar(aggregateID, "column-aggregate-id", "aggregate_id", "aggregate id column (the Kafka key)")
-	fs.StringVar(topic, "column-topic", "topic", "topic column")
-	fs.StringVar(payload, "column-payload", "payload", "payload column (the Kafka value)")
-	fs.StringVar(eventType, "column-event-type", "event_type", "optional event type column")
-	fs.StringVar(headers, "column-headers", "headers", "optional jsonb headers column")
+// registerColumns registers the column-mapping flags of the columns the relay reads, which
+// run, poll, cutover and mark-published share.
+func registerColumns(fs *flag.FlagSet, c *outbox.Columns) {
+	fs.StringVar(&c.ID, "column-id", "id", "outbox id column")
+	fs.StringVar(&c.AggregateID, "column-aggregate-id", "aggregate_id", "aggregate id column (the Kafka key)")
+	fs.StringVar(&c.Topic, "column-topic", "topic", "topic column")
+	fs.StringVar(&c.Payload, "column-payload", "payload", "payload column (the Kafka value)")
+	fs.StringVar(&c.EventType, "column-event-type", "event_type", "optional event type column")
+	fs.StringVar(&c.Headers, "column-headers", "headers", "optional jsonb headers column")
 }
 
 // crashHook reads the test-only environment variable env, a count N, and returns a function that

@@ -9,7 +9,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cdc-relay/cdc-relay/outbox"
 	"github.com/cdc-relay/cdc-relay/prune"
+	"github.com/cdc-relay/cdc-relay/slotstore"
 )
 
 const pruneSynopsis = "outbox prune --pg-url URL --older-than 168h [--mode run|poll] [--slot NAME] [--table public.outbox] [--batch 1000]"
@@ -45,13 +47,13 @@ func cmdOutboxPrune(ctx context.Context, args []string, stdout, stderr io.Writer
 	fs := newFlagSet("outbox prune", pruneSynopsis, stderr)
 	c.register(fs)
 	fs.StringVar(&mode, "mode", "run", "which publisher marks rows published: run (the slot's confirmed position; needs --slot) or poll (published_at)")
-	fs.StringVar(&o.Table, "table", "public.outbox", "outbox table, schema.table")
+	fs.StringVar(&o.Table, "table", outbox.DefaultTable, "outbox table, schema.table")
 	fs.DurationVar(&o.OlderThan, "older-than", 0, "only delete rows created longer ago than this, e.g. 168h (required)")
 	fs.IntVar(&o.Batch, "batch", 1000, "rows per DELETE (each its own transaction)")
 	fs.DurationVar(&o.Wait, "wait", 2*time.Minute, "mode run: how long to wait for the slot to confirm the current WAL position before giving up")
-	fs.StringVar(&o.ColumnID, "column-id", "id", "outbox id column (batches delete the lowest ids first)")
-	fs.StringVar(&o.ColumnCreatedAt, "column-created-at", "created_at", "creation time column")
-	fs.StringVar(&o.ColumnPublishedAt, "column-published-at", "published_at", "publication time column (mode poll)")
+	fs.StringVar(&o.Columns.ID, "column-id", "id", "outbox id column (batches delete the lowest ids first)")
+	fs.StringVar(&o.Columns.CreatedAt, "column-created-at", "created_at", "creation time column")
+	fs.StringVar(&o.Columns.PublishedAt, "column-published-at", "published_at", "publication time column (mode poll)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -75,7 +77,7 @@ func cmdOutboxPrune(ctx context.Context, args []string, stdout, stderr io.Writer
 	o.Progress = func(n int64) { log.Debug("pruning", "table", o.Table, "deleted", n) }
 	res, err := prune.Run(ctx, conn, o)
 	if err != nil {
-		if errors.Is(err, prune.ErrSlotMissing) {
+		if errors.Is(err, slotstore.ErrSlotMissing) {
 			return &usageError{err}
 		}
 		return fmt.Errorf("outbox prune: %w", err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cdc-relay/cdc-relay/metrics"
+	"github.com/cdc-relay/cdc-relay/outbox"
 	"github.com/cdc-relay/cdc-relay/poller"
 	"github.com/cdc-relay/cdc-relay/sink"
 )
@@ -33,12 +34,12 @@ func cmdPoll(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := newFlagSet("poll", pollSynopsis, stderr)
 	c.registerNoSlot(fs)
 	prod.register(fs, &cfg.DLQTopic)
-	fs.StringVar(&cfg.Table, "table", "public.outbox", "outbox table, schema.table")
+	fs.StringVar(&cfg.Table, "table", outbox.DefaultTable, "outbox table, schema.table")
 	fs.StringVar(&cfg.Topic, "topic", "", "publish every row to this topic instead of the row's topic column")
 	fs.DurationVar(&cfg.Interval, "interval", 100*time.Millisecond, "time between the starts of two cycles; after a full batch the next cycle starts at once")
 	fs.IntVar(&cfg.Batch, "batch", 100, "rows per cycle (one transaction)")
 	fs.BoolVar(&createIndex, "create-index", false, "create the partial index on pending rows (CREATE INDEX CONCURRENTLY IF NOT EXISTS <table>_pending_idx ON <table> (id) WHERE published_at IS NULL) and exit")
-	registerColumns(fs, &cols.ID, &cols.AggregateID, &cols.Topic, &cols.Payload, &cols.EventType, &cols.Headers)
+	registerColumns(fs, cols)
 	fs.StringVar(&cols.CreatedAt, "column-created-at", "created_at", "creation time column (becomes cdc-commit-time)")
 	fs.StringVar(&cols.PublishedAt, "column-published-at", "published_at", "publication time column (NULL means pending)")
 	fs.DurationVar(&cfg.AckTimeout, "ack-timeout", 10*time.Second, "how long a cycle waits for Kafka's acknowledgements before it rolls back and treats Kafka as unavailable")

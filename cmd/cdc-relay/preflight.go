@@ -2,6 +2,8 @@ package main
 
 import (
 	"strings"
+
+	"github.com/cdc-relay/cdc-relay/outbox"
 )
 
 // checkTables refuses a --table that no publication streams: its rows would never arrive,
@@ -12,11 +14,11 @@ func checkTables(tables, published, pubs []string) error {
 		in[t] = true
 	}
 	for _, t := range tables {
-		q := t
-		if !strings.Contains(q, ".") {
-			q = "public." + q
+		tb, err := outbox.ParseTable(t)
+		if err != nil {
+			return usageErr("--table: %w", err)
 		}
-		if !in[q] {
+		if q := tb.String(); !in[q] {
 			return usageErr("--table %s is not in publication %s, so its rows would never reach the relay: "+
 				"add it with `cdc-relay slot create --publication %s --table %s` (or ALTER PUBLICATION %s ADD TABLE %s), or fix --table",
 				q, strings.Join(pubs, ","), pubs[0], q, pubs[0], q)

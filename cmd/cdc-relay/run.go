@@ -11,6 +11,7 @@ import (
 
 	"github.com/cdc-relay/cdc-relay/decoder"
 	"github.com/cdc-relay/cdc-relay/metrics"
+	"github.com/cdc-relay/cdc-relay/outbox"
 	"github.com/cdc-relay/cdc-relay/relay"
 	"github.com/cdc-relay/cdc-relay/replication"
 	"github.com/cdc-relay/cdc-relay/sink"
@@ -27,7 +28,6 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		c            common
 		pubs         listFlag
 		tables       listFlag
-		cols         decoder.Columns
 		dcfg         decoder.Config
 		scfg         sink.Config
 		rcfg         relay.Config
@@ -44,7 +44,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.StringVar(&dcfg.Topic, "topic", "", "publish every event to this topic instead of the row's topic column")
 	fs.StringVar(&rcfg.DeadLetterTable, "dead-letter-table", slotstore.DefaultDeadLetterTable, deadLetterTableUsage)
 	fs.StringVar(&dcfg.MessagePrefix, "message-prefix", "outbox", "prefix of pg_logical_emit_message events to publish")
-	registerColumns(fs, &cols.ID, &cols.AggregateID, &cols.Topic, &cols.Payload, &cols.EventType, &cols.Headers)
+	registerColumns(fs, &dcfg.Columns)
 	fs.DurationVar(&interval, "status-interval", 10*time.Second, "how often a status update is sent to PostgreSQL when nothing new was confirmed (the heartbeat)")
 	fs.DurationVar(&confirmDelay, "confirm-delay", 100*time.Millisecond, "how soon after Kafka acknowledged a transaction its position is sent to PostgreSQL: what a kill -9 replays (negative: only every --status-interval)")
 	fs.IntVar(&scfg.BatchMaxBytes, "batch-max-bytes", sink.DefaultBatchMaxBytes, "largest record batch; each topic's batches are also capped at its max.message.bytes")
@@ -68,11 +68,11 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if len(pubs) == 0 {
 		return usageErr("--publication is required (or set CDC_RELAY_PUBLICATION)")
 	}
-	if _, err := slotstore.ParseTableName(rcfg.DeadLetterTable); err != nil {
+	if _, err := outbox.ParseTable(rcfg.DeadLetterTable); err != nil {
 		return &usageError{fmt.Errorf("--dead-letter-table: %w", err)}
 	}
 	log := c.logger(stderr)
-	dcfg.Columns, dcfg.Tables = cols, tables
+	dcfg.Tables = tables
 	if err := prod.sink(&scfg, &c, fs, log); err != nil {
 		return err
 	}

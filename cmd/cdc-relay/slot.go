@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/cdc-relay/cdc-relay/internal/retry"
+	"github.com/cdc-relay/cdc-relay/outbox"
 	"github.com/cdc-relay/cdc-relay/replication"
 	"github.com/cdc-relay/cdc-relay/slotstore"
 )
@@ -64,7 +65,7 @@ func slotErr(err error) error {
 	case errors.Is(err, slotstore.ErrBadName), errors.Is(err, slotstore.ErrWalLevel),
 		errors.Is(err, slotstore.ErrNoTable), errors.Is(err, slotstore.ErrNoPublication),
 		errors.Is(err, slotstore.ErrPublicationEmpty), errors.Is(err, slotstore.ErrPublicationNoInsert),
-		errors.Is(err, slotstore.ErrSlotNotFound), errors.Is(err, slotstore.ErrSlotWrongPlugin),
+		errors.Is(err, slotstore.ErrSlotMissing), errors.Is(err, slotstore.ErrSlotWrongPlugin),
 		errors.Is(err, slotstore.ErrSlotWrongDatabase), errors.Is(err, slotstore.ErrPermission),
 		errors.Is(err, slotstore.ErrFailoverUnsupported), errors.Is(err, slotstore.ErrSlotNotFailover),
 		errors.Is(err, slotstore.ErrStandbyReadOnly):
@@ -159,7 +160,7 @@ func cmdSlotCreate(ctx context.Context, args []string, stdout, stderr io.Writer)
 			err, ddl)
 		return nil
 	}
-	tbl, _ := slotstore.ParseTableName(deadTable) // checked above
+	tbl, _ := outbox.ParseTable(deadTable) // checked above
 	fmt.Fprintf(stdout, "dead-letter table %s is ready\n", tbl)
 	return nil
 }

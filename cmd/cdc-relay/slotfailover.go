@@ -145,7 +145,7 @@ func standbyCopy(ctx context.Context, c *common, standbyURL string) (*slotstore.
 	}
 	defer conn.Close(context.Background())
 	st, err := slotstore.New(conn).Status(ctx, c.slot, "")
-	if errors.Is(err, slotstore.ErrSlotNotFound) {
+	if errors.Is(err, slotstore.ErrSlotMissing) {
 		return nil, nil
 	}
 	if err != nil {

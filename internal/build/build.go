@@ -1,5 +1,3 @@
-// Package build compiles this module's cdc-relay binary for the tests and the benchmark, which
-// run the real program as a child process.
 package build
 
 import (

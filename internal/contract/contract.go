@@ -1,8 +1,3 @@
-// Package contract names the headers of the Kafka record contract (README, "The Kafka record")
-// and says which names a row's own headers may not take. It is a leaf so that every package
-// that writes, refuses or reads these names uses one list without importing another: sink
-// writes the headers, decoder and poller refuse rows that use the names, inbox reads two of
-// them (DESIGN.md, "Shape").
 package contract
 
 import (
@@ -71,7 +66,7 @@ func hasPrefixFold(s, prefix string) bool {
 	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
 }
 
-// ErrReserved is wrapped by ReservedError; decoder.ErrReservedHeader is the same value.
+// ErrReserved is wrapped by ReservedError; outbox.ErrReservedHeader is the same value.
 var ErrReserved = errors.New("reserved by the record contract")
 
 // ReservedError is the bad-row reason for a row whose headers use the reserved names (in

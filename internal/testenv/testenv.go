@@ -1,7 +1,3 @@
-// Package testenv connects integration tests to the real PostgreSQL and Kafka that
-// scripts/dev-up.sh starts, and gives each test its own table, slot, publication and topic,
-// removed when the test ends. Tests fail, never skip, when the services are not there: a
-// green run must mean the real tests ran.
 package testenv
 
 import (
