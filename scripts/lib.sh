@@ -249,11 +249,21 @@ pg_up() {
 		if ! pg_running; then
 			write_pg_conf
 			log "starting postgres $want ($PG_BIN) on 127.0.0.1:$PG_PORT, log $PG_LOG"
-			# 9>&- : do not leak dev-up's lock fd into the server.
-			as_pg "$PG_BIN/pg_ctl" start -D "$PG_DATA" -l "$PG_LOG" -w -t "$DEV_TIMEOUT" -s >/dev/null 2>&1 9>&- || {
+			# The port lies in Linux's ephemeral range (32768-60999), so a client connection of
+			# someone else's may hold it for a moment: retry "Address already in use" a few times.
+			local try offset
+			for try in 1 2 3 4 5; do
+				offset=$(($(stat -c %s "$PG_LOG") + 1))
+				# 9>&- : do not leak dev-up's lock fd into the server.
+				as_pg "$PG_BIN/pg_ctl" start -D "$PG_DATA" -l "$PG_LOG" -w -t "$DEV_TIMEOUT" -s >/dev/null 2>&1 9>&- && break
+				if ((try < 5)) && tail -c +"$offset" "$PG_LOG" | grep -q 'Address already in use'; then
+					log "port $PG_PORT is taken for now (a client connection's ephemeral port?): retrying in 1s"
+					sleep 1
+					continue
+				fi
 				tail -n 20 "$PG_LOG" >&2 || true
 				die "postgres did not start; see $PG_LOG"
-			}
+			done
 		fi
 		local deadline=$((SECONDS + DEV_TIMEOUT))
 		until pg_ready; do
