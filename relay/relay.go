@@ -285,6 +285,7 @@ func (r *Relay) produce(ctx context.Context, x *txn, stamp *sink.Stamp, out deco
 			// Shutdown while this record waited for buffer space: it was never buffered, and the
 			// pipeline produces nothing after it. Its transaction stays unacknowledged, so the
 			// confirmed position stops before it and the next start replays it.
+			sink.TraceFailed(rec, err)
 		case r.sink.RejectedAlone(rec, err):
 			r.cfg.Metrics.ProduceError(metrics.ClassRejected)
 			r.log.Error("Kafka rejected a record for good: dead-lettering it", "topic", rec.Topic, "outbox_id", string(sink.Header(rec, sink.HeaderOutboxID)), "cause", err)
@@ -294,6 +295,7 @@ func (r *Relay) produce(ctx context.Context, x *txn, stamp *sink.Stamp, out deco
 			// record fits on its own (the topic's limit changed): never confirm past it; the
 			// restart replays it, and sizes batches from the topic's limit read anew.
 			r.cfg.Metrics.ProduceError(metrics.ClassUndelivered)
+			sink.TraceFailed(rec, err)
 			r.track.fail(fmt.Errorf("relay: record for %s (outbox id %s) not delivered: %w", rec.Topic, sink.Header(rec, sink.HeaderOutboxID), err))
 		}
 	})
@@ -314,6 +316,8 @@ func (r *Relay) park(dl deadLetter) {
 
 // parked is called once a dead letter is acknowledged on the topic or committed in the table.
 func (r *Relay) parked(rec *kgo.Record, x *txn) {
+	// Ends the span of a letter committed to the table; one the topic acknowledged ended then.
+	sink.TraceParked(rec, r.cfg.DeadLetterTable)
 	r.letters.remove(rec)
 	r.track.done(x)
 }
@@ -403,6 +407,7 @@ func (r *Relay) produceDeadLetters(ctx context.Context) error {
 					r.dlq.wake()
 					return
 				}
+				sink.TraceFailed(rec, err)
 				r.track.fail(fmt.Errorf("relay: dead-letter topic %s refused outbox id %s: %w (fix the topic; the relay replays from the last confirmed position)",
 					rec.Topic, sink.Header(rec, sink.HeaderOutboxID), err))
 				return

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Config configures a Sink. Zero fields take the defaults stated.
@@ -37,6 +38,9 @@ type Config struct {
 	// in every sink.Event they build (NewRecord then writes the CloudEvents headers). Nil: the
 	// plain record contract. The Sink itself does not read it.
 	CloudEvents *CloudEvents
+	// Tracing, when set, gives every record a producer span (docs/tracing.md). Default nil:
+	// no spans, no cost beyond one nil check per record.
+	Tracing trace.TracerProvider
 	// Logger receives the sink's warnings. Default slog.Default().
 	Logger *slog.Logger
 	// Opts are passed to kgo.NewClient after the options above, so they win.

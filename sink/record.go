@@ -146,7 +146,8 @@ func NewRecord(e Event) *kgo.Record {
 
 // DeadLetter returns the record that parks r on the dead-letter topic: the original key,
 // value and headers, plus the error, the original topic and, when known, the relation.
-// The outbox id and LSN travel in r's own headers.
+// The outbox id and LSN travel in r's own headers. The dead letter keeps r's Context, and
+// with it r's producer span (Config.Tracing), which ends when the dead letter is parked.
 func DeadLetter(dlqTopic string, r *kgo.Record, relation string, cause error) *kgo.Record {
 	h := make([]kgo.RecordHeader, 0, len(r.Headers)+3)
 	h = append(h, r.Headers...)
@@ -157,7 +158,7 @@ func DeadLetter(dlqTopic string, r *kgo.Record, relation string, cause error) *k
 	if relation != "" {
 		h = append(h, kgo.RecordHeader{Key: HeaderDLQRelation, Value: []byte(relation)})
 	}
-	return &kgo.Record{Topic: dlqTopic, Key: r.Key, Value: r.Value, Headers: h}
+	return &kgo.Record{Topic: dlqTopic, Key: r.Key, Value: r.Value, Headers: h, Context: r.Context}
 }
 
 // Header returns the value of the first header named key, or nil.

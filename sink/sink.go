@@ -19,6 +19,7 @@ type Sink struct {
 	adm    *kadm.Client
 	cfg    Config
 	limits *topicLimits
+	trace  *tracer // nil: tracing off (Config.Tracing)
 }
 
 // New creates the producer. It does not contact Kafka; call Ping to check reachability.
@@ -32,7 +33,7 @@ func New(cfg Config) (*Sink, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sink: configure Kafka client: %w", err)
 	}
-	return &Sink{cl: cl, adm: kadm.NewClient(cl), cfg: cfg, limits: limits}, nil
+	return &Sink{cl: cl, adm: kadm.NewClient(cl), cfg: cfg, limits: limits, trace: newTracer(cfg.Tracing, cfg.ClientID)}, nil
 }
 
 // Limits returns the producer's buffer limits: records and bytes.
@@ -75,12 +76,20 @@ func (s *Sink) Ping(ctx context.Context) error {
 // failed for good. It blocks while the producer's buffers are full, until space frees or
 // ctx ends; ctx only bounds that wait: once buffered, a record is never failed because ctx
 // ends (shutdown flushes instead).
+//
+// With Config.Tracing, r gets a producer span that ends when Kafka acknowledges it (see
+// docs/tracing.md): r.Context then carries the span, and r's traceparent header names it.
 func (s *Sink) Produce(ctx context.Context, r *kgo.Record, promise func(*kgo.Record, error)) {
 	if r.Context == nil {
 		r.Context = context.Background()
 	}
 	s.limits.learn(ctx, s.adm, r.Topic)
-	s.cl.Produce(ctx, r, promise)
+	if s.trace == nil {
+		s.cl.Produce(ctx, r, promise)
+		return
+	}
+	s.cl.Produce(ctx, r, s.trace.start(r, promise))
+	s.trace.buffered(r)
 }
 
 // Flush waits until every buffered record has been acknowledged or failed, or ctx ends.

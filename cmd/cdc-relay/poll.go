@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/cdc-relay/cdc-relay/metrics"
@@ -79,6 +80,14 @@ func cmdPoll(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	if crash != nil {
 		cfg.BeforeCommit = func(rows int) { crash("rows", rows) }
+	}
+	tp, err := startTracing(ctx, os.Getenv, log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing(tp, log) // after Run: the last batch's spans end before it returns
+	if tp != nil {
+		cfg.Sink.Tracing = tp
 	}
 	reg := metrics.NewRegistry("poll", version)
 	cfg.Metrics = metrics.NewPoller(reg)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -90,6 +91,14 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	if err := rcfg.Validate(); err != nil {
 		return &usageError{err}
+	}
+	tp, err := startTracing(ctx, os.Getenv, log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing(tp, log) // after Run: its drain ends the last spans
+	if tp != nil {
+		rcfg.Sink.Tracing = tp
 	}
 	reg := metrics.NewRegistry("run", version)
 	rcfg.Metrics = metrics.NewRelay(reg)
