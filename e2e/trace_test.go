@@ -291,3 +291,51 @@ func TestTracingConfigurationErrors(t *testing.T) {
 		}
 	}
 }
+
+// A record that its topic and the dead-letter topic both refuse keeps its span until the
+// PostgreSQL dead-letter table has it: the span ends then, with each refusal and the table as
+// events.
+func TestRunTracesADeadLetterIntoTheTable(t *testing.T) {
+	t.Parallel()
+	e := testenv.NewRelayEnv(t, true)
+	t.Cleanup(func() {
+		e.F.Pool.Exec(context.Background(), `DELETE FROM public.cdc_relay_dead_letters WHERE slot = $1`, e.F.Slot)
+	})
+	small, smallDLQ := e.F.Name+".small", e.F.Name+".smalldlq"
+	testenv.CreateTopicWithConfig(t, small, 1, map[string]string{"max.message.bytes": "1024"})
+	testenv.CreateTopicWithConfig(t, smallDLQ, 1, map[string]string{"max.message.bytes": "1024"})
+	rcv, env := otlpReceiver(t)
+	p := e.Start(t, env, "--dlq-topic", smallDLQ)
+	id := e.F.Insert(t, false, testenv.Row{Key: "k1", Topic: small,
+		Payload: `{"pad": "` + strings.Repeat("x", 4096) + `"}`, Headers: rowTraceHeaders(rowSpanID)})[0]
+	testenv.Eventually(t, 60*time.Second, "the record in public.cdc_relay_dead_letters", func() bool {
+		var n int
+		e.F.Pool.QueryRow(context.Background(), `SELECT count(*) FROM public.cdc_relay_dead_letters WHERE slot = $1 AND outbox_id = $2`,
+			e.F.Slot, strconv.FormatInt(id, 10)).Scan(&n)
+		return n == 1
+	})
+	var s *otlpsink.Span
+	testenv.Eventually(t, 30*time.Second, "the record's span", func() bool {
+		for _, sp := range rcv.Spans() {
+			if attr(sp.Attributes, "cdc_relay.outbox.id") == strconv.FormatInt(id, 10) {
+				s = &sp
+				return true
+			}
+		}
+		return false
+	})
+	if n := len(rcv.Spans()); n != 1 {
+		t.Errorf("%d spans, want the record's one", n)
+	}
+	if got := hex.EncodeToString(s.ParentSpanId); got != rowSpanID {
+		t.Errorf("span's parent %s, want the row's span %s", got, rowSpanID)
+	}
+	got := strings.Join(events(s), ",")
+	if !strings.Contains(got, "dead_letter.produce") || !strings.HasSuffix(got, "dead_letter.table") || strings.Count(got, "exception") != 2 {
+		t.Errorf("events %s, want the rejection, the dead-letter topic's refusal and the table", got)
+	}
+	if attr(s.Attributes, "cdc_relay.dead_letter.table") != "public.cdc_relay_dead_letters" || s.Status.GetCode() != tracepb.Status_STATUS_CODE_ERROR {
+		t.Errorf("status %v attributes %v", s.Status, s.Attributes)
+	}
+	p.Stop(t)
+}
