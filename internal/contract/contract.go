@@ -20,6 +20,16 @@ const (
 	ReplayedAt = "cdc-replayed-at"
 )
 
+// W3C trace-context header names. They are not reserved: a row's own traceparent and
+// tracestate are carried as they are, except that with tracing on (docs/tracing.md) a sampled
+// producer span of the relay's replaces the record's traceparent (in place; names compare
+// without regard to ASCII case) and its tracestate (the row's, inherited), or appends them to
+// a record whose row had none. A consumer's extracted context is then the relay's span.
+const (
+	TraceParent = "traceparent"
+	TraceState  = "tracestate"
+)
+
 // Dead-letter header names, added to a parked record's headers. Every name that starts with
 // DLQPrefix is reserved, including names the relay does not write yet.
 const (
