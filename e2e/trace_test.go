@@ -165,6 +165,9 @@ func TestRunExportsAProducerSpanPerRecord(t *testing.T) {
 
 	// The row's trace: the relay's span is the row's span's child, and the record names it.
 	rec := byID(recs, traced)
+	if got := testenv.Header(rec, "traceparent"); strings.Contains(got, rowSpanID) {
+		t.Fatalf("traced row: the record's traceparent %s is still the row's own, not the relay's span", got)
+	}
 	s := waitSpan(t, rcv, rec)
 	checkProducerSpan(t, s, rec, e.F.Table)
 	if got := hex.EncodeToString(s.ParentSpanId); got != rowSpanID {
