@@ -57,7 +57,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&sizes, "tx-sizes", "1,100", "transaction sizes the backlog is written with, comma-separated")
 	fs.IntVar(&cfg.Repeats, "repeats", 3, "drains of each backlog per publisher, interleaved; the table shows the median")
 	fs.StringVar(&pubs, "publishers", "run,poll:100ms,poll:10ms,debezium,debezium-tuned",
-		"publishers to compare, comma-separated, any subset: run, poll:<interval>, debezium (as shipped) or debezium-tuned ("+strings.Join(bench.DebeziumTuned, " ")+
+		"publishers to compare, comma-separated, any subset: run, run-traced (run exporting a span per record to an in-process OTLP receiver), poll:<interval>, debezium (as shipped) or debezium-tuned ("+strings.Join(bench.DebeziumTuned, " ")+
 			"), each optionally followed by +ARG for extra arguments (debezium: +key=value connector settings, +worker.key=value worker settings), #BINARY for another cdc-relay build and @VAR=value[;VAR=value] for its environment (e.g. run+--linger=2ms#/tmp/cdc-relay-old@GOGC=400, debezium+max.batch.size=512)")
 	fs.StringVar(&runArgs, "run-args", "", "extra arguments for every `cdc-relay run`, space-separated (e.g. \"--linger 1ms\")")
 	fs.StringVar(&pollArg, "poll-args", "", "extra arguments for every `cdc-relay poll`, space-separated (e.g. \"--batch 1000\")")
@@ -137,6 +137,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	rep, err := bench.Run(ctx, cfg)
+	if spans, reqs, ok := bench.TracedSpans(); ok {
+		fmt.Fprintf(stderr, "cdc-bench: the traced publishers exported %d spans in %d OTLP requests\n", spans, reqs)
+	}
 	if rep != nil {
 		fmt.Fprint(stdout, rep.Markdown())
 		latest := filepath.Join(out, "latest")
@@ -182,6 +185,8 @@ func publishers(s string) ([]bench.Publisher, error) {
 		switch kind, arg, _ := strings.Cut(spec, ":"); {
 		case kind == "run" && arg == "":
 			pub = bench.Publisher{Name: "run"}
+		case kind == "run-traced" && arg == "":
+			pub = bench.Publisher{Name: "run-traced", Traced: true}
 		case kind == "poll":
 			d, err := time.ParseDuration(arg)
 			if err != nil || d <= 0 {
@@ -194,7 +199,7 @@ func publishers(s string) ([]bench.Publisher, error) {
 			pub = bench.DebeziumPublishers[1]
 			pub.Args = slices.Clone(pub.Args)
 		default:
-			return nil, fmt.Errorf("%q: want run, poll:<interval>, debezium or debezium-tuned", p)
+			return nil, fmt.Errorf("%q: want run, poll:<interval>, debezium or debezium-tuned (or run-traced)", p)
 		}
 		if pub.Debezium && bin != "" {
 			return nil, fmt.Errorf("%q: #BINARY is for cdc-relay builds, not debezium", p)

@@ -24,6 +24,9 @@ type Publisher struct {
 	Env []string
 	// Bin, when set, is the cdc-relay binary of this publisher (to compare builds).
 	Bin string
+	// Traced exports the publisher's spans over OTLP to an in-process receiver (trace.go):
+	// the cost of tracing, beside the same publisher untraced.
+	Traced bool
 	// Debezium selects Debezium's PostgreSQL connector with the outbox EventRouter on Kafka
 	// Connect standalone instead of cdc-relay. Its Args are key=value settings: the
 	// connector's, or the worker's when the key starts with "worker." (DebeziumTuned).

@@ -306,7 +306,11 @@ func (e *env) startPublisher(pub Publisher, f *fixture, slot, topic, logName str
 	if pub.Bin != "" {
 		bin = pub.Bin
 	}
-	return startProc(pub.Name, filepath.Join(e.logDir, logName+".log"), pub.Env, bin, args...)
+	penv, err := publisherEnv(pub)
+	if err != nil {
+		return nil, err
+	}
+	return startProc(pub.Name, filepath.Join(e.logDir, logName+".log"), penv, bin, args...)
 }
 
 // failer is a process or publisher that reports when it stopped by itself.
