@@ -54,10 +54,12 @@
 // # Trace context
 //
 // A producer that writes a W3C traceparent (and tracestate) into the outbox row's headers in its
-// transaction gets them on the record as they are. Handle extracts them (propagation.TraceContext
-// by default, Config.Propagator otherwise) into the ctx it passes to the transaction and the
-// handler, so trace.SpanContextFromContext(ctx) in the handler is the producer's span and a span
-// the handler starts from ctx is its child. HeaderCarrier is the propagation carrier over a
+// transaction gets them on the record as they are, or, when the relay traces
+// (docs/tracing.md), the relay's producer span in their place, itself the producer's span's
+// child. Handle extracts them (propagation.TraceContext by default, Config.Propagator
+// otherwise) into the ctx it passes to the transaction and the handler, so
+// trace.SpanContextFromContext(ctx) in the handler is that span (the producer's, or the
+// relay's under it) and a span the handler starts from ctx is its child. HeaderCarrier is the propagation carrier over a
 // record's headers, for code that does not go through Handle.
 //
 // # Pruning
