@@ -10,6 +10,13 @@
 // client's options; a failed connection's error says what to check (the TLS hints are
 // internal/tlshint's table, shared with cmd's PostgreSQL hints).
 //
+// Tracing (Config.Tracing, docs/tracing.md): Produce gives each record a producer span, a child
+// of the trace context in its headers, and sets the record's traceparent to it when it is
+// sampled. The span rides in the record's Context to the promise, which ends it at Kafka's
+// acknowledgement; a failed record's span stays open for its publisher, which dead-letters
+// the record (DeadLetter keeps the Context: the span goes on) or gives it up (TraceFailed).
+// TraceParked ends a dead letter's span when the PostgreSQL table has it.
+//
 // Contexts and goroutines: a Sink is safe for concurrent use; its goroutines are franz-go's,
 // started by New and ended by Close. Promises run on franz-go's callback goroutine and must
 // not block. The ctx of Produce bounds only the wait for buffer space: records themselves
