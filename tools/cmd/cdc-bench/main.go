@@ -57,7 +57,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&sizes, "tx-sizes", "1,100", "transaction sizes the backlog is written with, comma-separated")
 	fs.IntVar(&cfg.Repeats, "repeats", 3, "drains of each backlog per publisher, interleaved; the table shows the median")
 	fs.StringVar(&pubs, "publishers", "run,poll:100ms,poll:10ms,debezium,debezium-tuned",
-		"publishers to compare, comma-separated, any subset: run, run-traced (run exporting a span per record to an in-process OTLP receiver), poll:<interval>, debezium (as shipped) or debezium-tuned ("+strings.Join(bench.DebeziumTuned, " ")+
+		"publishers to compare, comma-separated, any subset: run, run-traced[:<ratio>] (run exporting a span per record, or per sampled record, to an in-process OTLP receiver), poll:<interval>, debezium (as shipped) or debezium-tuned ("+strings.Join(bench.DebeziumTuned, " ")+
 			"), each optionally followed by +ARG for extra arguments (debezium: +key=value connector settings, +worker.key=value worker settings), #BINARY for another cdc-relay build and @VAR=value[;VAR=value] for its environment (e.g. run+--linger=2ms#/tmp/cdc-relay-old@GOGC=400, debezium+max.batch.size=512)")
 	fs.StringVar(&runArgs, "run-args", "", "extra arguments for every `cdc-relay run`, space-separated (e.g. \"--linger 1ms\")")
 	fs.StringVar(&pollArg, "poll-args", "", "extra arguments for every `cdc-relay poll`, space-separated (e.g. \"--batch 1000\")")
@@ -187,6 +187,14 @@ func publishers(s string) ([]bench.Publisher, error) {
 			pub = bench.Publisher{Name: "run"}
 		case kind == "run-traced" && arg == "":
 			pub = bench.Publisher{Name: "run-traced", Traced: true}
+		case kind == "run-traced":
+			// run-traced:RATIO samples root spans at RATIO (a name short enough for the
+			// benchmark's table names, which @OTEL_TRACES_SAMPLER=... is not).
+			if r, err := strconv.ParseFloat(arg, 64); err != nil || r < 0 || r > 1 {
+				return nil, fmt.Errorf("%q: want run-traced:<ratio>, a sampling ratio from 0 to 1, e.g. run-traced:0.1", p)
+			}
+			pub = bench.Publisher{Name: "run-traced " + arg, Traced: true,
+				Env: []string{"OTEL_TRACES_SAMPLER=parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG=" + arg}}
 		case kind == "poll":
 			d, err := time.ParseDuration(arg)
 			if err != nil || d <= 0 {

@@ -13,3 +13,16 @@ func TestRunTracedPublisher(t *testing.T) {
 		t.Errorf("publishers %+v", pubs)
 	}
 }
+
+func TestRunTracedSampled(t *testing.T) {
+	pubs, err := publishers("run-traced:0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := pubs[0]; !p.Traced || p.Name != "run-traced 0.1" || len(p.Env) != 2 || p.Env[1] != "OTEL_TRACES_SAMPLER_ARG=0.1" {
+		t.Errorf("publisher %+v", p)
+	}
+	if _, err := publishers("run-traced:2"); err == nil {
+		t.Error("ratio 2 accepted")
+	}
+}
