@@ -80,6 +80,12 @@ func (t *tracer) start(r *kgo.Record, promise func(*kgo.Record, error)) func(*kg
 		}
 	}
 	parent := t.prop.Extract(context.Background(), headerCarrier{r})
+	// The attributes are set once the sampler has kept the span (the standard samplers do not
+	// read them): a dropped span costs the extraction and the decision only.
+	ctx, span := t.tr.Start(parent, "send "+r.Topic, trace.WithSpanKind(trace.SpanKindProducer))
+	if !span.IsRecording() {
+		return promise
+	}
 	attrs := make([]attribute.KeyValue, 0, 10)
 	attrs = append(attrs,
 		semconv.MessagingSystemKafka,
@@ -103,10 +109,7 @@ func (t *tracer) start(r *kgo.Record, promise func(*kgo.Record, error)) func(*kg
 			attrs = append(attrs, AttrDeadLetterReason.String(dlqErr))
 		}
 	}
-	ctx, span := t.tr.Start(parent, "send "+r.Topic, trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attrs...))
-	if !span.IsRecording() {
-		return promise
-	}
+	span.SetAttributes(attrs...)
 	if dlqErr != "" {
 		// A bad row, dead-lettered before it was produced: the span is its dead letter's.
 		span.SetStatus(codes.Error, deadLetteredDescription+dlqErr)
