@@ -193,7 +193,7 @@ func TestGracePeriodOutlastsShutdownTimeout(t *testing.T) {
 			t.Fatalf("%s: CDC_RELAY_SHUTDOWN_TIMEOUT: %v", file, err)
 		}
 		if spec.TerminationGracePeriodSeconds == nil || time.Duration(*spec.TerminationGracePeriodSeconds)*time.Second < d+5*time.Second {
-			t.Errorf("%s: terminationGracePeriodSeconds %v, want at least --shutdown-timeout %s + 5 s", file, spec.TerminationGracePeriodSeconds, d)
+			t.Errorf("%s: terminationGracePeriodSeconds %d, want at least --shutdown-timeout %s + 5 s", file, ptrOr0(spec.TerminationGracePeriodSeconds), d)
 		}
 	}
 }
@@ -446,4 +446,11 @@ func TestSlotJobTakesRelaysValues(t *testing.T) {
 	if p := envOf(o.job.Spec.Template.Spec.Containers[0])["CDC_RELAY_PUBLICATION"]; p != "orders_outbox" {
 		t.Errorf("two publications: the slot Job creates %q, want the first, orders_outbox", p)
 	}
+}
+
+func ptrOr0(p *int64) int64 {
+	if p == nil {
+		return 0
+	}
+	return *p
 }
