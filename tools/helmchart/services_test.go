@@ -189,7 +189,7 @@ type pod struct {
 }
 
 func (p *pod) Write(b []byte) (int, error) { p.mu.Lock(); defer p.mu.Unlock(); return p.out.Write(b) }
-func (p *pod) output() string             { p.mu.Lock(); defer p.mu.Unlock(); return p.out.String() }
+func (p *pod) output() string              { p.mu.Lock(); defer p.mu.Unlock(); return p.out.String() }
 
 func startPod(t *testing.T, bin string, env, args []string) *pod {
 	t.Helper()
