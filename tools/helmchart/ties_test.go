@@ -454,3 +454,26 @@ func ptrOr0(p *int64) int64 {
 	}
 	return *p
 }
+
+// TestPgURLGetsTheMountedCertificates: with secrets.pgTLS the chart appends the mounted files
+// to pg-url in its own syntax (URL query or keyword/value pairs) and keeps an sslmode it has.
+func TestPgURLGetsTheMountedCertificates(t *testing.T) {
+	const dir = "/etc/cdc-relay/secrets/pg-tls/"
+	tls := map[string]any{"secrets": map[string]any{"pgTLS": map[string]any{"secretName": "pg-tls", "certKey": "tls.crt", "keyKey": "tls.key"}}}
+	for in, want := range map[string]string{
+		"postgres://u@db:5432/app":                                 "postgres://u@db:5432/app?sslmode=verify-full&sslrootcert=" + dir + "ca.crt&sslcert=" + dir + "tls.crt&sslkey=" + dir + "tls.key",
+		"postgres://u@db/app?sslmode=verify-ca&application_name=x": "postgres://u@db/app?sslmode=verify-ca&application_name=x&sslrootcert=" + dir + "ca.crt&sslcert=" + dir + "tls.crt&sslkey=" + dir + "tls.key",
+		"host=db user=u dbname=app":                                "host=db user=u dbname=app sslmode=verify-full sslrootcert=" + dir + "ca.crt sslcert=" + dir + "tls.crt sslkey=" + dir + "tls.key",
+	} {
+		m, err := render(t, readValues(t, "examples/minimal.yaml", merge(map[string]any{"relay": map[string]any{"pg-url": in}}, tls)))
+		if err != nil {
+			t.Fatalf("pg-url %q: %v", in, err)
+		}
+		o := decodeStrict(t, in, m)
+		for what, c := range map[string]corev1.Container{"relay": o.deployment.Spec.Template.Spec.Containers[0], "slot Job": o.job.Spec.Template.Spec.Containers[0]} {
+			if got := envOf(c)["CDC_RELAY_PG_URL"]; got != want {
+				t.Errorf("pg-url %q: %s gets\n%q, want\n%q", in, what, got, want)
+			}
+		}
+	}
+}

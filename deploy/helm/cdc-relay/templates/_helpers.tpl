@@ -83,7 +83,11 @@ certificate files appended (sslrootcert, sslcert, sslkey; sslmode=verify-full un
 {{- $p = append $p (printf "sslcert=%s/%s" $dir .certKey) -}}
 {{- $p = append $p (printf "sslkey=%s/%s" $dir .keyKey) -}}
 {{- end -}}
+{{- if regexMatch "^postgres(ql)?://" $u -}}
 {{- printf "%s%s%s" $u (ternary "&" "?" (contains "?" $u)) (join "&" $p) -}}
+{{- else -}}
+{{- printf "%s %s" $u (join " " $p) -}}{{/* keyword/value form: host=... user=... */}}
+{{- end -}}
 {{- else -}}
 {{- $u -}}
 {{- end -}}
