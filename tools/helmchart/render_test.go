@@ -80,8 +80,18 @@ func merge(dst, src map[string]any) map[string]any {
 // template name, empty ones and NOTES.txt left out.
 func render(t *testing.T, vals map[string]any) (map[string]string, error) {
 	t.Helper()
+	return renderRelease(t, vals, false)
+}
+
+// renderRelease renders as render does, for an upgrade (helm upgrade) when upgrade is set.
+func renderRelease(t *testing.T, vals map[string]any, upgrade bool) (map[string]string, error) {
+	t.Helper()
 	c := loadChart(t)
-	top, err := chartutil.ToRenderValues(c, vals, chartutil.ReleaseOptions{Name: release, Namespace: ns, IsInstall: true}, chartutil.DefaultCapabilities)
+	opts := chartutil.ReleaseOptions{Name: release, Namespace: ns, IsInstall: !upgrade, IsUpgrade: upgrade, Revision: 1}
+	if upgrade {
+		opts.Revision = 2
+	}
+	top, err := chartutil.ToRenderValues(c, vals, opts, chartutil.DefaultCapabilities)
 	if err != nil {
 		return nil, err
 	}
@@ -278,7 +288,7 @@ func TestRenderedManifestsDecodeStrictly(t *testing.T) {
 // lists (the CLI reads only its own command's twins: any other is silently ignored). Both
 // containers run their command with no flags on the command line.
 func TestEnvironmentIsWhatTheBinaryReads(t *testing.T) {
-	runTwins, createTwins := twinSet(help(t, "run")), twinSet(help(t, "slot", "create"))
+	runTwins, createTwins, statusTwins := twinSet(help(t, "run")), twinSet(help(t, "slot", "create")), twinSet(help(t, "slot", "status"))
 	for _, file := range cases {
 		o := renderCase(t, file)
 		checkEnv(t, file+": relay", o.deployment.Spec.Template.Spec.Containers, runTwins, []string{"run"})
@@ -286,6 +296,16 @@ func TestEnvironmentIsWhatTheBinaryReads(t *testing.T) {
 			t.Fatalf("%s: no slot Job", file)
 		}
 		checkEnv(t, file+": slot Job", o.job.Spec.Template.Spec.Containers, createTwins, []string{"slot", "create"})
+		if n := len(o.job.Spec.Template.Spec.InitContainers); n != 0 {
+			t.Errorf("%s: the install's slot Job has %d init containers, want none (the slot may not exist yet)", file, n)
+		}
+		m, err := renderRelease(t, readValues(t, file, nil), true)
+		if err != nil {
+			t.Fatalf("%s: helm upgrade: %v", file, err)
+		}
+		up := decodeStrict(t, file+" (upgrade)", m)
+		checkEnv(t, file+": upgrade's slot check", up.job.Spec.Template.Spec.InitContainers, statusTwins, []string{"slot", "status"})
+		checkEnv(t, file+": upgrade's slot Job", up.job.Spec.Template.Spec.Containers, createTwins, []string{"slot", "create"})
 		if a := o.job.Annotations["helm.sh/hook"]; a != "pre-install,pre-upgrade" {
 			t.Errorf("%s: slot Job hook %q, want pre-install,pre-upgrade", file, a)
 		}
@@ -326,7 +346,7 @@ func checkEnv(t *testing.T, what string, cs []corev1.Container, twins map[string
 		}
 	}
 	for _, need := range []string{"CDC_RELAY_PG_URL", "CDC_RELAY_SLOT", "CDC_RELAY_PUBLICATION"} {
-		if !seen[need] {
+		if !seen[need] && !(need == "CDC_RELAY_PUBLICATION" && strings.Join(args, " ") == "slot status") {
 			t.Errorf("%s: %s not set", what, need)
 		}
 	}

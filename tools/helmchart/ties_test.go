@@ -23,14 +23,14 @@ import (
 // imageScript is what `make image` runs; its defaults are the image's tag and user.
 const imageScript = repoRoot + "/scripts/image.sh"
 
-// TestTheBinaryAcceptsTheRenderedValues runs `cdc-relay run` and `slot create` with each
-// container's rendered environment: every value must parse as its flag's type (a YAML number
+// TestTheBinaryAcceptsTheRenderedValues runs `cdc-relay run`, `slot create` and the upgrade's
+// `slot status` with each container's rendered environment: every value must parse as its flag's type (a YAML number
 // that the chart printed as 2.147483648e+09 would not). A bad --log-format on the command line
 // makes the command stop at validation (exit 2) before it connects anywhere, so the only
 // errors that may name an environment twin are none.
 func TestTheBinaryAcceptsTheRenderedValues(t *testing.T) {
 	for _, file := range cases {
-		o := renderCase(t, file)
+		o, up := renderCase(t, file), renderUpgrade(t, file)
 		for _, c := range []struct {
 			what string
 			env  []corev1.EnvVar
@@ -38,6 +38,7 @@ func TestTheBinaryAcceptsTheRenderedValues(t *testing.T) {
 		}{
 			{"relay", o.deployment.Spec.Template.Spec.Containers[0].Env, []string{"run"}},
 			{"slot Job", o.job.Spec.Template.Spec.Containers[0].Env, []string{"slot", "create"}},
+			{"upgrade's slot check", up.job.Spec.Template.Spec.InitContainers[0].Env, []string{"slot", "status"}},
 		} {
 			cmd := exec.Command(relay(t), append(c.args, "--log-format", "not-a-format")...)
 			cmd.Env = []string{"HOME=" + t.TempDir()}
@@ -157,8 +158,9 @@ func TestPodsRunAsTheImagesUser(t *testing.T) {
 	}
 	uid := string(m[1])
 	for _, file := range cases {
-		o := renderCase(t, file)
-		for what, spec := range map[string]corev1.PodSpec{"relay": o.deployment.Spec.Template.Spec, "slot Job": o.job.Spec.Template.Spec} {
+		o, up := renderCase(t, file), renderUpgrade(t, file)
+		for what, spec := range map[string]corev1.PodSpec{"relay": o.deployment.Spec.Template.Spec, "slot Job": o.job.Spec.Template.Spec,
+			"upgrade's slot Job": up.job.Spec.Template.Spec} {
 			ps := spec.SecurityContext
 			if ps == nil || ps.RunAsUser == nil || itoa64(*ps.RunAsUser) != uid || ps.RunAsNonRoot == nil || !*ps.RunAsNonRoot ||
 				ps.FSGroup == nil || itoa64(*ps.FSGroup) != string(m[2]) {
@@ -167,7 +169,7 @@ func TestPodsRunAsTheImagesUser(t *testing.T) {
 			if spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
 				t.Errorf("%s: %s mounts a service account token; the relay does not use the API", file, what)
 			}
-			for _, c := range spec.Containers {
+			for _, c := range append(spec.InitContainers, spec.Containers...) {
 				sc := c.SecurityContext
 				if sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
 					sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
@@ -262,8 +264,9 @@ func selects(t *testing.T, sel map[string]string, set labels.Set) bool {
 func TestSecretsAreMountedFiles(t *testing.T) {
 	sslParam := regexp.MustCompile(`(?:^|[?&])(sslrootcert|sslcert|sslkey)=([^&]+)`)
 	for _, file := range cases {
-		o := renderCase(t, file)
-		for what, spec := range map[string]corev1.PodSpec{"relay": o.deployment.Spec.Template.Spec, "slot Job": o.job.Spec.Template.Spec} {
+		o, up := renderCase(t, file), renderUpgrade(t, file)
+		for what, spec := range map[string]corev1.PodSpec{"relay": o.deployment.Spec.Template.Spec, "slot Job": o.job.Spec.Template.Spec,
+			"upgrade's slot check": {Volumes: up.job.Spec.Template.Spec.Volumes, Containers: up.job.Spec.Template.Spec.InitContainers}} {
 			c := spec.Containers[0]
 			secretVols := map[string]bool{}
 			for _, v := range spec.Volumes {
@@ -299,7 +302,7 @@ func TestSecretsAreMountedFiles(t *testing.T) {
 			if file == "examples/ha-tls-sasl.yaml" {
 				// relay: both password files, Kafka's CA and PostgreSQL's CA, certificate and key;
 				// the Job: PostgreSQL's only.
-				if n := map[string]int{"relay": 6, "slot Job": 4}[what]; len(paths) != n {
+				if n := map[string]int{"relay": 6, "slot Job": 4, "upgrade's slot check": 4}[what]; len(paths) != n {
 					t.Errorf("%s: %s reads %d secret files %v, want %d", file, what, len(paths), paths, n)
 				}
 			}
@@ -476,4 +479,14 @@ func TestPgURLGetsTheMountedCertificates(t *testing.T) {
 			}
 		}
 	}
+}
+
+// renderUpgrade renders one of cases as helm upgrade does, and decodes it.
+func renderUpgrade(t *testing.T, file string) *objects {
+	t.Helper()
+	m, err := renderRelease(t, readValues(t, file, nil), true)
+	if err != nil {
+		t.Fatalf("helm upgrade -f %s: %v", file, err)
+	}
+	return decodeStrict(t, file+" (upgrade)", m)
 }

@@ -31,9 +31,10 @@ import (
 // host cannot both bind :9188; the probe port is pinned by TestProbesUseTheMetricsPort).
 //
 // The slot Job creates the slot; pod A streams and is ready, pod B waits as a standby, not
-// ready but alive; the Job run again while A streams (a helm upgrade) is a no-op; rows arrive;
+// ready but alive; the upgrade's Job while A streams checks the slot and is a no-op; rows arrive;
 // A stopped with SIGTERM (a rollout, a deleted pod) exits 0 within the pod's grace period; B
-// takes over, becomes ready and publishes. Needs the services (make test starts them).
+// takes over, becomes ready and publishes; with the slot dropped, the upgrade's check fails. Needs
+// the services (make test starts them).
 func TestChartOnTheLocalServices(t *testing.T) {
 	s := testenv.SecureEnv(t)
 	f := testenv.NewFixture(t)
@@ -102,9 +103,22 @@ func TestChartOnTheLocalServices(t *testing.T) {
 		t.Errorf("standby: /readyz %d, /healthz %d; want 503 (out of the Service, not counted by the budget) and 200 (alive)", r, l)
 	}
 
-	out, code = runPod(t, bin, job, o.job.Spec.Template.Spec.Containers[0].Args)
+	// helm upgrade: the Job's init container requires the slot, then slot create is a no-op.
+	m, err = renderRelease(t, vals, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	upSpec := decodeStrict(t, "ha-tls-sasl.yaml upgrade on the local services", m).job.Spec.Template.Spec
+	if len(upSpec.InitContainers) != 1 {
+		t.Fatalf("the upgrade's slot Job has %d init containers, want the slot check", len(upSpec.InitContainers))
+	}
+	check := podEnv(t, corev1.PodSpec{Volumes: upSpec.Volumes, Containers: upSpec.InitContainers}, secrets, "")
+	if out, code := runPod(t, bin, check, upSpec.InitContainers[0].Args); code != 0 {
+		t.Errorf("upgrade's slot check while pod A streams: exit %d, want 0\n%s", code, out)
+	}
+	out, code = runPod(t, bin, podEnv(t, upSpec, secrets, ""), upSpec.Containers[0].Args)
 	if code != 0 || !strings.Contains(out, "already exists") || strings.Contains(out, "created slot") {
-		t.Errorf("slot Job again while pod A streams (helm upgrade): exit %d, want 0 and a no-op\n%s", code, out)
+		t.Errorf("upgrade's slot Job while pod A streams: exit %d, want 0 and a no-op\n%s", code, out)
 	}
 
 	c := testenv.Consume(t, f.Topic)
@@ -123,6 +137,18 @@ func TestChartOnTheLocalServices(t *testing.T) {
 	c.WaitFor(t, 60*time.Second, "rows published by pod B", hasIDs(want))
 	if code := b.stop(t, grace); code != 0 {
 		t.Errorf("pod B after SIGTERM: exit %d, want 0\n%s", code, b.output())
+	}
+	// The slot gone (dropped, lost, or not on a promoted primary): an upgrade must fail in its
+	// check instead of creating a new slot that starts now and skips what the old one had not
+	// delivered.
+	f.SlotReleased(t, 30*time.Second)
+	if _, err := f.Pool.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, f.Slot); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := runPod(t, bin, check, upSpec.InitContainers[0].Args); code == 0 || !strings.Contains(out, f.Slot) {
+		t.Errorf("upgrade's slot check with the slot dropped: exit %d, want a failure naming the slot\n%s", code, out)
+	} else {
+		t.Logf("upgrade's slot check with the slot dropped: exit %d: %s", code, strings.TrimSpace(out))
 	}
 	for _, p := range []*pod{a, b} {
 		for _, secret := range []string{s.PGPassword, s.KafkaPassword} {
