@@ -490,3 +490,16 @@ func renderUpgrade(t *testing.T, file string) *objects {
 	}
 	return decodeStrict(t, file+" (upgrade)", m)
 }
+
+// TestSlotCheckOnInstallWhenAsked: slotJob.requireExistingSlot puts the slot check into the
+// install's Job as well, for tools that render every sync as an install (Argo CD).
+func TestSlotCheckOnInstallWhenAsked(t *testing.T) {
+	m, err := render(t, readValues(t, "examples/minimal.yaml", map[string]any{"slotJob": map[string]any{"requireExistingSlot": true}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := decodeStrict(t, "requireExistingSlot", m)
+	if ic := o.job.Spec.Template.Spec.InitContainers; len(ic) != 1 || strings.Join(ic[0].Args, " ") != "slot status" {
+		t.Errorf("slotJob.requireExistingSlot: the install's Job runs %v first, want slot status", ic)
+	}
+}
