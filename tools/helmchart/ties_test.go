@@ -328,6 +328,9 @@ func TestResourcesCoverMeasuredRSS(t *testing.T) {
 			Publisher string `json:"publisher"`
 			PeakRSS   int64  `json:"peak_rss_bytes"`
 		}
+		if report[phase] == nil {
+			continue // a run of some phases only
+		}
 		if err := json.Unmarshal(report[phase], &rows); err != nil {
 			t.Fatalf("results/latest/report.json %s: %v", phase, err)
 		}
