@@ -202,6 +202,15 @@ var (
 	buildErr  error
 )
 
+// TestMain removes the relay binary that relay built, if it did.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if relayBin != "" {
+		os.RemoveAll(filepath.Dir(relayBin))
+	}
+	os.Exit(code)
+}
+
 // relay builds cdc-relay from this checkout once per test binary and returns its path.
 func relay(t *testing.T) string {
 	t.Helper()
