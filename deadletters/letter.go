@@ -1,7 +1,6 @@
 package deadletters
 
 import (
-	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -34,6 +33,10 @@ type Letter struct {
 	Value    []byte
 	Headers  []kgo.RecordHeader // as parked: the original ones plus dlq-*
 	Error    string
+	// Class is why it was parked, as the relay decided it then (the dlq-class header, the
+	// table's class column): contract.DLQClassBadRow, or the Kafka error that refused it.
+	// "" for a letter an older relay parked without one: see Unclassified.
+	Class    string
 	LSN      string
 	Seen     time.Time // when it was parked
 	Slot     string    // table letters only
@@ -45,21 +48,29 @@ type Letter struct {
 	HandledAt time.Time // when replayed or discarded
 }
 
-// kafkaCode finds the Kafka error name in a dead-letter error (e.g. MESSAGE_TOO_LARGE).
-var kafkaCode = regexp.MustCompile(`\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b`)
+// ReasonUnclassified is the Reason of a letter parked without a class (Unclassified).
+const ReasonUnclassified = "unclassified"
 
-// Reason is a short name for why the letter was parked: the Kafka error (MESSAGE_TOO_LARGE,
-// UNKNOWN_TOPIC_OR_PARTITION, ...) or, for a row that could not become a record, "bad row".
+// Reason is a short name for why the letter was parked, from its recorded class (never from
+// the error's text): the Kafka error (MESSAGE_TOO_LARGE, UNKNOWN_TOPIC_OR_PARTITION, ...), "bad
+// row" for a row that could not become a record, or "unclassified".
 func (l *Letter) Reason() string {
-	if c := kafkaCode.FindString(l.Error); c != "" {
-		return c
+	switch l.Class {
+	case "":
+		return ReasonUnclassified
+	case contract.DLQClassBadRow:
+		return "bad row"
 	}
-	return "bad row"
+	return l.Class
 }
 
 // BadRow reports whether the letter is a row that could not become a record: no Kafka refusal
 // caused it, and replaying the same bytes cannot fix it.
-func (l *Letter) BadRow() bool { return l.Reason() == "bad row" }
+func (l *Letter) BadRow() bool { return l.Class == contract.DLQClassBadRow }
+
+// Unclassified reports whether the letter carries no class: an older relay parked it, and
+// whether it is a bad row (whose record must never be published) is not known.
+func (l *Letter) Unclassified() bool { return l.Class == "" }
 
 // Size is what the record takes in a batch of its own, as the sink counts it.
 func (l *Letter) Size(headers []kgo.RecordHeader) int64 {
@@ -115,6 +126,9 @@ func (l *Letter) fill() {
 	}
 	if l.Error == "" {
 		l.Error = header(l.Headers, contract.DLQError)
+	}
+	if l.Class == "" {
+		l.Class = header(l.Headers, contract.DLQClass)
 	}
 	if l.LSN == "" {
 		l.LSN = header(l.Headers, contract.LSN)

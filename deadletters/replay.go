@@ -67,6 +67,7 @@ const (
 	CauseNotWritable  = "not writable"
 	CauseBadRow       = "bad row"
 	CauseNoTopic      = "no original topic"
+	CauseUnclassified = "unclassified"
 )
 
 // Replayer sends letters back to their original topics.
@@ -76,6 +77,9 @@ type Replayer struct {
 	Out    io.Writer
 	DryRun bool
 	Now    func() time.Time
+	// ReplayUnclassified also replays letters without a class (parked by a relay older than
+	// the dlq-class header); otherwise they are refused, since any of them may be a bad row.
+	ReplayUnclassified bool
 
 	topics map[string]topicState
 }
@@ -90,6 +94,10 @@ type topicState struct {
 func (r *Replayer) check(ctx context.Context, l *Letter, rec *kgo.Record) (why, cause string) {
 	if l.BadRow() {
 		return fmt.Sprintf("a bad row (%s): replaying the same bytes cannot fix it; correct the row and insert it into the outbox again, then discard this letter", l.Error), CauseBadRow
+	}
+	if l.Unclassified() && !r.ReplayUnclassified {
+		return fmt.Sprintf("parked by an older relay without a class (%s): it may be a bad row, whose record must not be published; "+
+			"check it with `dead-letters show %s`, then replay it with --replay-unclassified or discard it", l.Error, l.ID), CauseUnclassified
 	}
 	if l.Topic == "" {
 		return "the letter names no original topic", CauseNoTopic

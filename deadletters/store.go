@@ -200,7 +200,7 @@ func (s *TableStore) Prepare(ctx context.Context) (bool, error) {
 
 func (s *TableStore) Load(ctx context.Context) ([]*Letter, error) {
 	rows, err := s.Conn.Query(ctx, `SELECT id, slot, coalesce(outbox_id, ''), coalesce(topic, ''), key, value,
-		coalesce(headers::text, '{}'), error, coalesce(lsn::text, ''), created_at, replayed_at, discarded_at
+		coalesce(headers::text, '{}'), error, coalesce(class, headers->>'dlq-class', ''), coalesce(lsn::text, ''), created_at, replayed_at, discarded_at
 		FROM `+s.Table.Sanitize()+` WHERE ($1 = '' OR slot = $1) ORDER BY created_at, id`, s.Slot)
 	if err != nil {
 		return nil, fmt.Errorf("read the dead-letter table %s: %w", s.Table, err)
@@ -214,7 +214,7 @@ func (s *TableStore) Load(ctx context.Context) ([]*Letter, error) {
 			replayed, dd *time.Time
 		)
 		l := &Letter{State: Pending}
-		if err := rows.Scan(&id, &l.Slot, &l.OutboxID, &l.Topic, &l.Key, &l.Value, &hj, &l.Error, &l.LSN, &l.Seen, &replayed, &dd); err != nil {
+		if err := rows.Scan(&id, &l.Slot, &l.OutboxID, &l.Topic, &l.Key, &l.Value, &hj, &l.Error, &l.Class, &l.LSN, &l.Seen, &replayed, &dd); err != nil {
 			return nil, fmt.Errorf("read the dead-letter table %s: %w", s.Table, err)
 		}
 		l.ID = strconv.FormatInt(id, 10)

@@ -182,8 +182,8 @@ func TestDeadLettersFromTableReplayDiscard(t *testing.T) {
 		t.Helper()
 		hdrs := `{"outbox-id": "` + id + `", "outbox-table": "public.orders", "aggregate-id": "` + key + `", "cdc-lsn": "0/16B3748",
 			"correlation-id": "c` + id + `", "dlq-error": "UNKNOWN_TOPIC_OR_PARTITION: x", "dlq-original-topic": "` + topic + `"}`
-		_, err := f.Pool.Exec(ctx, `INSERT INTO `+table+` (slot, outbox_id, topic, key, value, headers, error, lsn)
-			VALUES ('s1', $1, $2, $3, $4, $5::jsonb, 'UNKNOWN_TOPIC_OR_PARTITION: x; dead-letter topic d refused it too: TOPIC_AUTHORIZATION_FAILED', '0/16B3748')`,
+		_, err := f.Pool.Exec(ctx, `INSERT INTO `+table+` (slot, outbox_id, topic, key, value, headers, error, class, lsn)
+			VALUES ('s1', $1, $2, $3, $4, $5::jsonb, 'UNKNOWN_TOPIC_OR_PARTITION: x; dead-letter topic d refused it too: TOPIC_AUTHORIZATION_FAILED', 'UNKNOWN_TOPIC_OR_PARTITION', '0/16B3748')`,
 			id, topic, []byte(key), []byte(`{"v": `+id+`}`), hdrs)
 		if err != nil {
 			t.Fatal(err)
@@ -228,5 +228,96 @@ func TestDeadLettersFromTableReplayDiscard(t *testing.T) {
 	}
 	if out, _ := dlCLI(t, bin, env, "list"); !strings.Contains(out, "no dead letters waiting") {
 		t.Errorf("list after replay and discard shows letters")
+	}
+}
+
+// A logical message without a payload whose id reads like a Kafka error code is a bad row.
+// Replay used to classify letters by a pattern over the error text, took ORDER_42_CREATED
+// for a Kafka refusal, and published key k with a null value: a tombstone that deletes the
+// key on a compacted topic. The class is now recorded when the letter is parked (dlq-class),
+// and replay never publishes a bad row.
+func TestDeadLetterReplayNeverPublishesABadRowWhoseIDLooksLikeAnErrorCode(t *testing.T) {
+	t.Parallel()
+	e := testenv.NewRelayEnv(t, false)
+	f := e.F
+	ctx := context.Background()
+	marks := "public." + f.Name + "_marks"
+	t.Cleanup(func() { f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+marks) })
+	prefix := f.Name // logical messages reach every slot (DESIGN.md, "Logical messages")
+	p := e.Start(t, nil, "--message-prefix", prefix)
+	dlq := testenv.Consume(t, f.DLQ)
+	if _, err := f.Pool.Exec(ctx, `SELECT pg_logical_emit_message(true, $1, $2::text)`, prefix,
+		`{"id": "ORDER_42_CREATED", "key": "k", "topic": "`+f.Topic+`"}`); err != nil {
+		t.Fatal(err)
+	}
+	letter := dlq.WaitFor(t, 60*time.Second, "the dead letter", func(r []*kgo.Record) bool { return len(r) >= 1 })[0]
+	if code := p.Stop(t); code != 0 {
+		t.Fatalf("relay exit %d:\n%s", code, p.Output())
+	}
+	if c := testenv.Header(letter, "dlq-class"); c != "bad-row" {
+		t.Errorf("the letter's dlq-class is %q, want bad-row (headers %v)", c, letter.Headers)
+	}
+	env := append(append([]string{}, e.Env...), "CDC_RELAY_DLQ_TOPIC="+f.DLQ, "CDC_RELAY_MARKS_TABLE="+marks)
+	if out, code := dlCLI(t, e.Bin, env, "list"); code != 0 || lineWith(out, "ORDER_42_CREATED", "bad row") == "" {
+		t.Errorf("list: exit %d, want the letter listed as a bad row", code)
+	}
+	out, code := dlCLI(t, e.Bin, env, "replay", "--all")
+	if code != 1 || !strings.Contains(out, "replayed 0, refused 1 (bad row: 1)") {
+		t.Errorf("replay --all: exit %d, want the bad row refused", code)
+	}
+	if n := testenv.EndOffset(t, f.Topic); n != 0 {
+		t.Fatalf("replay published %d record(s) of a bad row to %s (a null value is a tombstone on a compacted topic)", n, f.Topic)
+	}
+}
+
+// A dead-letter table made by an older version (no class column) and a letter it holds
+// without a class (no dlq-class header): `dead-letters` adds the column and reads the old row,
+// and replay refuses the letter, which may be a bad row, unless --replay-unclassified says the
+// operator checked it.
+func TestDeadLettersOlderTableKeepsItsLettersAndRefusesUnclassified(t *testing.T) {
+	t.Parallel()
+	f := testenv.NewFixture(t)
+	bin := testenv.Binary(t, false)
+	ctx := context.Background()
+	table := "public." + f.Name + "_dl"
+	// The DDL of the version before the class column.
+	if _, err := f.Pool.Exec(ctx, `CREATE TABLE `+table+` (
+    id          bigserial    PRIMARY KEY,
+    slot        text         NOT NULL,
+    outbox_id   text,
+    topic       text,
+    key         bytea,
+    value       bytea,
+    headers     jsonb,
+    error       text         NOT NULL,
+    lsn         pg_lsn,
+    created_at  timestamptz  NOT NULL DEFAULT now())`); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+table) })
+	hdrs := `{"outbox-id": "7", "outbox-table": "public.orders", "aggregate-id": "k7", "cdc-lsn": "0/16B3748",
+		"dlq-error": "MESSAGE_TOO_LARGE: x", "dlq-original-topic": "` + f.Topic + `"}`
+	if _, err := f.Pool.Exec(ctx, `INSERT INTO `+table+` (slot, outbox_id, topic, key, value, headers, error, lsn)
+		VALUES ('s1', '7', $1, 'k7', '{"v": 7}', $2::jsonb, 'MESSAGE_TOO_LARGE: x; dead-letter topic d refused it too: MESSAGE_TOO_LARGE', '0/16B3748')`,
+		f.Topic, hdrs); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"CDC_RELAY_FROM=table", "CDC_RELAY_DEAD_LETTER_TABLE=" + table}
+	if out, code := dlCLI(t, bin, env, "list"); code != 0 || lineWith(out, " 7 ", "unclassified", f.Topic) == "" {
+		t.Errorf("list: exit %d, want the old letter listed as unclassified", code)
+	}
+	out, code := dlCLI(t, bin, env, "replay", "--all")
+	if code != 1 || !strings.Contains(out, "refused 1 (unclassified: 1)") || !strings.Contains(out, "--replay-unclassified") {
+		t.Errorf("replay --all: exit %d, want the unclassified letter refused with the way to replay it", code)
+	}
+	if n := testenv.EndOffset(t, f.Topic); n != 0 {
+		t.Fatalf("%d records on %s after a refused replay", n, f.Topic)
+	}
+	out, code = dlCLI(t, bin, env, "replay", "--all", "--replay-unclassified")
+	if code != 0 || !strings.Contains(out, "replayed 1, refused 0") {
+		t.Errorf("replay --all --replay-unclassified: exit %d", code)
+	}
+	if n := testenv.EndOffset(t, f.Topic); n != 1 {
+		t.Errorf("%d records on %s after the replay, want 1", n, f.Topic)
 	}
 }

@@ -62,13 +62,18 @@ func (s *Store) CreateDeadLetterMarksTable(ctx context.Context, table string) er
 }
 
 // deadLetterStateColumns are the columns MigrateDeadLetterTable adds to the dead-letter table:
-// when `cdc-relay dead-letters` replayed or discarded a row.
-var deadLetterStateColumns = []string{"replayed_at", "discarded_at"}
+// when `cdc-relay dead-letters` replayed or discarded a row, and the letter's class (why it
+// was parked, sink.LetterClass; NULL in rows an older relay wrote, whose headers may still
+// carry dlq-class).
+var deadLetterStateColumns = []string{"replayed_at", "discarded_at", "class"}
+
+var deadLetterStateTypes = map[string]string{"replayed_at": "timestamptz", "discarded_at": "timestamptz", "class": "text"}
 
 // MigrateDeadLetterTable adds the replay state columns (replayed_at, discarded_at, both
-// timestamptz, NULL while the letter waits) to the dead-letter table if they are missing. It
-// reports whether the table exists; a missing table is not an error (nothing was parked).
-// ALTER runs only when a column is missing, so once migrated a role without ownership works.
+// timestamptz, NULL while the letter waits) and class (text) to the dead-letter table if they
+// are missing; old rows keep NULL in them. It reports whether the table exists; a missing
+// table is not an error (nothing was parked). ALTER runs only when a column is missing, so
+// once migrated a role without ownership works.
 func (s *Store) MigrateDeadLetterTable(ctx context.Context, table string) (bool, error) {
 	t, err := outbox.ParseTable(table)
 	if err != nil {
@@ -91,7 +96,7 @@ func (s *Store) MigrateDeadLetterTable(ctx context.Context, table string) (bool,
 		if i > 0 {
 			stmt += ","
 		}
-		stmt += ` ADD COLUMN IF NOT EXISTS ` + pgx.Identifier{c}.Sanitize() + ` timestamptz`
+		stmt += ` ADD COLUMN IF NOT EXISTS ` + pgx.Identifier{c}.Sanitize() + ` ` + deadLetterStateTypes[c]
 	}
 	if _, err := s.conn.Exec(ctx, stmt); err != nil {
 		if pgCode(err) == codeInsufficientPrivilege {
