@@ -36,10 +36,10 @@ type Letter struct {
 	// Class is why it was parked, as the relay decided it then (the dlq-class header, the
 	// table's class column): contract.DLQClassBadRow, or the Kafka error that refused it.
 	// "" for a letter an older relay parked without one: see Unclassified.
-	Class    string
-	LSN      string
-	Seen     time.Time // when it was parked
-	Slot     string    // table letters only
+	Class string
+	LSN   string
+	Seen  time.Time // when it was parked
+	Slot  string    // table letters only
 
 	Partition int32 // topic letters only
 	Offset    int64
