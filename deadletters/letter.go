@@ -43,6 +43,7 @@ type Letter struct {
 
 	Partition int32 // topic letters only
 	Offset    int64
+	TopicID   string // topic letters only: the dead-letter topic's ID ("" if the broker has none)
 
 	State     State
 	HandledAt time.Time // when replayed or discarded
@@ -135,11 +136,22 @@ func (l *Letter) fill() {
 	}
 }
 
-// Group is the letters of one event (source table, outbox id, original topic) parked for one
+// eventKey tells one event from another: a letter parked twice for one event (a relay that
+// replayed from its slot) has the same source, outbox id, topic, cdc-lsn (its transaction's),
+// key and value; an outbox id reused after TRUNCATE ... RESTART IDENTITY comes with another
+// transaction's cdc-lsn, and from `poll` (no cdc-lsn) with other bytes, most likely.
+type eventKey struct{ source, outboxID, topic, lsn, key, value string }
+
+func (l *Letter) event() eventKey {
+	return eventKey{l.Source, l.OutboxID, l.Topic, l.LSN, string(l.Key), string(l.Value)}
+}
+
+// Group is the letters of one event (Letter.event: source table, outbox id, original topic,
+// cdc-lsn, key and value) parked for one
 // reason in one state: the same event may be parked more than once (a relay that replayed
 // from its slot, a replay refused again).
 type Group struct {
-	Reason, Source, OutboxID, Topic string
+	Reason, Source, OutboxID, Topic, LSN string
 	State                           State
 	First, Last                     time.Time
 	Letters                         []*Letter
@@ -148,19 +160,20 @@ type Group struct {
 // GroupLetters groups letters, in the order of their first letter.
 func GroupLetters(ls []*Letter) []*Group {
 	type key struct {
-		reason, source, id, topic string
-		state                     State
+		reason string
+		event  eventKey
+		state  State
 	}
 	idx := map[key]*Group{}
 	var out []*Group
 	for _, l := range ls {
-		k := key{l.Reason(), l.Source, l.OutboxID, l.Topic, l.State}
+		k := key{l.Reason(), l.event(), l.State}
 		if l.OutboxID == "" { // nothing to tell two such letters apart by: each its own group
-			k.id = "\x00" + l.ID
+			k.event.outboxID = "\x00" + l.ID
 		}
 		g := idx[k]
 		if g == nil {
-			g = &Group{Reason: k.reason, Source: l.Source, OutboxID: l.OutboxID, Topic: l.Topic, State: l.State, First: l.Seen, Last: l.Seen}
+			g = &Group{Reason: k.reason, Source: l.Source, OutboxID: l.OutboxID, Topic: l.Topic, LSN: l.LSN, State: l.State, First: l.Seen, Last: l.Seen}
 			idx[k] = g
 			out = append(out, g)
 		}

@@ -177,8 +177,9 @@ type sent struct {
 }
 
 // Replay replays the selected letters (pending ones; the others count as skipped), in the
-// order given. Letters of one event (same source, outbox id and topic) go once and are marked
-// together. A letter is marked replayed only after Kafka acknowledged it.
+// order given. Letters of one event (Letter.Event: same source, outbox id, topic, cdc-lsn, key
+// and value) go once and are marked together. A letter is marked replayed only after Kafka
+// acknowledged it.
 func (r *Replayer) Replay(ctx context.Context, letters []*Letter) (Tally, error) {
 	var t Tally
 	now := time.Now
@@ -187,14 +188,14 @@ func (r *Replayer) Replay(ctx context.Context, letters []*Letter) (Tally, error)
 	}
 	at := now()
 	var todo []*sent
-	byEvent := map[[3]string]*sent{}
+	byEvent := map[eventKey]*sent{}
 	for _, l := range letters {
 		if l.State != Pending {
 			t.Skipped++
 			fmt.Fprintf(r.Out, "skipped  %s outbox-id %s: already %s at %s\n", l.ID, l.OutboxID, l.State, l.HandledAt.UTC().Format(time.RFC3339))
 			continue
 		}
-		k := [3]string{l.Source, l.OutboxID, l.Topic}
+		k := l.event()
 		if s := byEvent[k]; s != nil && l.OutboxID != "" {
 			s.dups = append(s.dups, l)
 			continue

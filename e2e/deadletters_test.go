@@ -321,3 +321,115 @@ func TestDeadLettersOlderTableKeepsItsLettersAndRefusesUnclassified(t *testing.T
 		t.Errorf("%d records on %s after the replay, want 1", n, f.Topic)
 	}
 }
+
+// parkLetter writes a dead letter onto dlq as the relay parks one: key k, value, the outbox
+// id and cdc-lsn, the class, the original topic.
+func parkLetter(t *testing.T, dlq, outboxID, lsn, value, class, orig string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r := &kgo.Record{Topic: dlq, Key: []byte("k"), Value: []byte(value), Headers: []kgo.RecordHeader{
+		{Key: "outbox-id", Value: []byte(outboxID)}, {Key: "outbox-table", Value: []byte("public.orders")},
+		{Key: "cdc-lsn", Value: []byte(lsn)}, {Key: "dlq-error", Value: []byte("refused: " + class)},
+		{Key: "dlq-class", Value: []byte(class)}, {Key: "dlq-original-topic", Value: []byte(orig)},
+	}}
+	if err := testenv.Kafka(t).ProduceSync(ctx, r).FirstErr(); err != nil {
+		t.Fatalf("park a letter on %s: %v", dlq, err)
+	}
+}
+
+// Marks of the dead-letter topic were keyed by (topic, partition, offset): after the topic
+// was deleted and re-created, a new letter at offset 0 inherited the discarded mark of the
+// old one and `list` said "no dead letters waiting". A mark now names the topic's ID and the
+// record's timestamp too.
+func TestDeadLetterMarksDoNotPassToARecreatedTopic(t *testing.T) {
+	t.Parallel()
+	f := testenv.NewFixture(t)
+	bin := testenv.Binary(t, false)
+	marks := "public." + f.Name + "_marks"
+	t.Cleanup(func() { f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+marks) })
+	env := []string{"CDC_RELAY_DLQ_TOPIC=" + f.DLQ, "CDC_RELAY_MARKS_TABLE=" + marks}
+	parkLetter(t, f.DLQ, "1", "0/16B3748", `{"n": 1}`, "bad-row", f.Topic)
+	if out, code := dlCLI(t, bin, env, "discard", "--all"); code != 0 || !strings.Contains(out, "discarded 1") {
+		t.Fatalf("discard --all: exit %d", code)
+	}
+	adm := kadm.NewClient(testenv.Kafka(t))
+	ctx := context.Background()
+	if _, err := adm.DeleteTopics(ctx, f.DLQ); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 60*time.Second, "the dead-letter topic re-created", func() bool {
+		_, err := adm.CreateTopic(ctx, 1, 1, nil, f.DLQ)
+		return err == nil
+	})
+	parkLetter(t, f.DLQ, "2", "0/16B4000", `{"n": 2}`, "bad-row", f.Topic)
+	out, code := dlCLI(t, bin, env, "list")
+	if code != 0 || lineWith(out, " 2 ", "bad row", "pending") == "" {
+		t.Errorf("list after the topic was re-created: exit %d, want the new letter waiting", code)
+	}
+}
+
+// A marks table of the version keyed by (topic, partition, offset) is migrated, and its
+// marks still apply to the letters they were made for (same outbox id, marked after the letter
+// was parked), but not to a letter parked after the mark at the same offset.
+func TestDeadLetterMarksOfTheOlderTableStillApply(t *testing.T) {
+	t.Parallel()
+	f := testenv.NewFixture(t)
+	bin := testenv.Binary(t, false)
+	ctx := context.Background()
+	marks := "public." + f.Name + "_marks"
+	t.Cleanup(func() { f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+marks) })
+	// The DDL of the version before topic_id and letter_time.
+	if _, err := f.Pool.Exec(ctx, `CREATE TABLE `+marks+` (
+    topic        text         NOT NULL,
+    "partition"  integer      NOT NULL,
+    "offset"     bigint       NOT NULL,
+    outbox_id    text,
+    state        text         NOT NULL CHECK (state IN ('replayed', 'discarded')),
+    marked_at    timestamptz  NOT NULL DEFAULT now(),
+    PRIMARY KEY (topic, "partition", "offset"))`); err != nil {
+		t.Fatal(err)
+	}
+	stale := f.Name + ".stale"
+	testenv.CreateTopic(t, stale, 1)
+	// The old version's marks: one for a letter of f.DLQ made after it was parked, one at
+	// stale's offset 0 made an hour before the letter now there.
+	parkLetter(t, f.DLQ, "1", "0/16B3748", `{"n": 1}`, "bad-row", f.Topic)
+	parkLetter(t, stale, "1", "0/16B3748", `{"n": 1}`, "bad-row", f.Topic)
+	if _, err := f.Pool.Exec(ctx, `INSERT INTO `+marks+` (topic, "partition", "offset", outbox_id, state, marked_at)
+		VALUES ($1, 0, 0, '1', 'discarded', now()), ($2, 0, 0, '1', 'discarded', now() - interval '1 hour')`, f.DLQ, stale); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := dlCLI(t, bin, []string{"CDC_RELAY_DLQ_TOPIC=" + f.DLQ, "CDC_RELAY_MARKS_TABLE=" + marks}, "list", "--all"); code != 0 || lineWith(out, " 1 ", "discarded") == "" {
+		t.Errorf("list --all of %s: exit %d, want its letter discarded by the old mark", f.DLQ, code)
+	}
+	if out, code := dlCLI(t, bin, []string{"CDC_RELAY_DLQ_TOPIC=" + stale, "CDC_RELAY_MARKS_TABLE=" + marks}, "list"); code != 0 || lineWith(out, " 1 ", "pending") == "" {
+		t.Errorf("list of %s: exit %d, want its letter waiting: the old mark predates it", stale, code)
+	}
+}
+
+// Replay sends once the letters of one event, and marks them together. An outbox id reused
+// after TRUNCATE ... RESTART IDENTITY is another event (another transaction's cdc-lsn, other
+// bytes): it was marked replayed with the first without being sent.
+func TestDeadLetterReplaySendsAnEventWithAReusedOutboxID(t *testing.T) {
+	t.Parallel()
+	f := testenv.NewFixture(t)
+	bin := testenv.Binary(t, false)
+	marks := "public." + f.Name + "_marks"
+	t.Cleanup(func() { f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+marks) })
+	parkLetter(t, f.DLQ, "1", "0/16B3748", `{"n": "before the truncate"}`, "MESSAGE_TOO_LARGE", f.Topic)
+	parkLetter(t, f.DLQ, "1", "0/16B3748", `{"n": "before the truncate"}`, "MESSAGE_TOO_LARGE", f.Topic) // the same event, parked again
+	parkLetter(t, f.DLQ, "1", "0/2000000", `{"n": "after the truncate"}`, "MESSAGE_TOO_LARGE", f.Topic)
+	env := []string{"CDC_RELAY_DLQ_TOPIC=" + f.DLQ, "CDC_RELAY_MARKS_TABLE=" + marks}
+	out, code := dlCLI(t, bin, env, "replay", "--all")
+	if code != 0 || !strings.Contains(out, "replayed 2, refused 0, skipped 1") {
+		t.Errorf("replay --all: exit %d, want two events replayed and the duplicate marked with the first", code)
+	}
+	recs := testenv.Consume(t, f.Topic).WaitFor(t, 30*time.Second, "the replayed records", func(r []*kgo.Record) bool { return len(r) >= 2 })
+	if n := testenv.EndOffset(t, f.Topic); n != 2 {
+		t.Errorf("%d records on %s, want 2: %v", n, f.Topic, recs)
+	}
+	if out, _ := dlCLI(t, bin, env, "list"); !strings.Contains(out, "no dead letters waiting") {
+		t.Errorf("list after the replay shows letters")
+	}
+}
