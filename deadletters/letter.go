@@ -152,9 +152,9 @@ func (l *Letter) event() eventKey {
 // from its slot, a replay refused again).
 type Group struct {
 	Reason, Source, OutboxID, Topic, LSN string
-	State                           State
-	First, Last                     time.Time
-	Letters                         []*Letter
+	State                                State
+	First, Last                          time.Time
+	Letters                              []*Letter
 }
 
 // GroupLetters groups letters, in the order of their first letter.

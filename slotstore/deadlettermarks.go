@@ -15,7 +15,7 @@ import (
 // name has a new ID and reuses offsets), partition, offset and the record's timestamp
 // (letter_time); lsn is its cdc-lsn. Schema-qualified like the dead-letter table.
 //
-// Marks written before topic_id and letter_time existed have topic_id '' and letter_time
+// Marks written before topic_id and letter_time existed have topic_id ” and letter_time
 // -infinity (MigrateDeadLetterMarksTable): `dead-letters` applies one to the letter at its
 // offset only if the outbox id is the same and the mark is not older than the letter.
 const DefaultDeadLetterMarksTable = "public.cdc_relay_dead_letter_marks"
@@ -37,7 +37,7 @@ func deadLetterMarksDDL(t outbox.Table) string {
 
 // deadLetterMarksMigration turns a marks table of the version keyed by (topic, partition,
 // offset) into the current one (pkey: the name of its primary key); the old marks keep
-// topic_id '' and letter_time -infinity.
+// topic_id ” and letter_time -infinity.
 func deadLetterMarksMigration(t outbox.Table, pkey string) string {
 	drop := ""
 	if pkey != "" {
