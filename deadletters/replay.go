@@ -80,6 +80,10 @@ type Replayer struct {
 	// ReplayUnclassified also replays letters without a class (parked by a relay older than
 	// the dlq-class header); otherwise they are refused, since any of them may be a bad row.
 	ReplayUnclassified bool
+	// Known is every letter of the store, handled ones included (Store.Load). A pending letter
+	// of an event that a letter in Known was already replayed for (the relay parked the event
+	// again after a restart replayed its transaction) is marked replayed without being sent.
+	Known []*Letter
 
 	topics map[string]topicState
 }
@@ -189,6 +193,13 @@ func (r *Replayer) Replay(ctx context.Context, letters []*Letter) (Tally, error)
 	at := now()
 	var todo []*sent
 	byEvent := map[eventKey]*sent{}
+	replayed := map[eventKey]*Letter{}
+	for _, l := range r.Known {
+		if l.State == Replayed && l.OutboxID != "" {
+			replayed[l.event()] = l
+		}
+	}
+	var errs []error
 	for _, l := range letters {
 		if l.State != Pending {
 			t.Skipped++
@@ -196,6 +207,20 @@ func (r *Replayer) Replay(ctx context.Context, letters []*Letter) (Tally, error)
 			continue
 		}
 		k := l.event()
+		if first := replayed[k]; first != nil && l.OutboxID != "" {
+			t.Skipped++
+			if r.DryRun {
+				fmt.Fprintf(r.Out, "would skip %s outbox-id %s: the same event as letter %s, replayed already\n", l.ID, l.OutboxID, first.ID)
+				continue
+			}
+			if _, err := r.Store.Mark(ctx, l, Replayed); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			fmt.Fprintf(r.Out, "skipped  %s outbox-id %s: the same event as letter %s, replayed at %s: marked replayed, not sent again\n",
+				l.ID, l.OutboxID, first.ID, first.HandledAt.UTC().Format(time.RFC3339))
+			continue
+		}
 		if s := byEvent[k]; s != nil && l.OutboxID != "" {
 			s.dups = append(s.dups, l)
 			continue
@@ -242,7 +267,6 @@ func (r *Replayer) Replay(ctx context.Context, letters []*Letter) (Tally, error)
 		return t, fmt.Errorf("wait for Kafka to acknowledge the replayed records: %w (nothing unacknowledged was marked: run replay again)", err)
 	}
 	wg.Wait()
-	var errs []error
 	for _, s := range todo {
 		switch {
 		case s.err != nil && sink.Rejected(s.err):

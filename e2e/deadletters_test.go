@@ -433,3 +433,33 @@ func TestDeadLetterReplaySendsAnEventWithAReusedOutboxID(t *testing.T) {
 		t.Errorf("list after the replay shows letters")
 	}
 }
+
+// An event the relay parks again after a restart replayed its transaction (same cdc-lsn, key
+// and value, a new letter) once an earlier letter of it was replayed: replay marks the new
+// letter replayed and does not send the event a second time.
+func TestDeadLetterReplayDoesNotSendAReplayedEventAgain(t *testing.T) {
+	t.Parallel()
+	f := testenv.NewFixture(t)
+	bin := testenv.Binary(t, false)
+	marks := "public." + f.Name + "_marks"
+	t.Cleanup(func() { f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+marks) })
+	env := []string{"CDC_RELAY_DLQ_TOPIC=" + f.DLQ, "CDC_RELAY_MARKS_TABLE=" + marks}
+	parkLetter(t, f.DLQ, "1", "0/16B3748", `{"n": 1}`, "MESSAGE_TOO_LARGE", f.Topic)
+	if out, code := dlCLI(t, bin, env, "replay", "--all"); code != 0 || !strings.Contains(out, "replayed 1, refused 0, skipped 0") {
+		t.Fatalf("first replay: exit %d", code)
+	}
+	parkLetter(t, f.DLQ, "1", "0/16B3748", `{"n": 1}`, "MESSAGE_TOO_LARGE", f.Topic) // parked again by a restarted relay
+	if out, code := dlCLI(t, bin, env, "replay", "--all", "--dry-run"); code != 0 || !strings.Contains(out, "would skip 0:1") {
+		t.Errorf("replay --dry-run: exit %d, want the new letter skipped as the same event", code)
+	}
+	out, code := dlCLI(t, bin, env, "replay", "--all")
+	if code != 0 || !strings.Contains(out, "replayed 0, refused 0, skipped 2") {
+		t.Errorf("second replay: exit %d, want the old letter and the new one of the same event skipped", code)
+	}
+	if n := testenv.EndOffset(t, f.Topic); n != 1 {
+		t.Errorf("%d records on %s, want the event once", n, f.Topic)
+	}
+	if out, _ := dlCLI(t, bin, env, "list"); !strings.Contains(out, "no dead letters waiting") {
+		t.Errorf("list after the replays shows letters")
+	}
+}

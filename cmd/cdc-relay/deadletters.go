@@ -268,7 +268,7 @@ func cmdDeadLetters(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err != nil {
 		return err
 	}
-	rp := &deadletters.Replayer{Sink: s, Store: store, Out: stdout, DryRun: f.dryRun, ReplayUnclassified: f.unclassified}
+	rp := &deadletters.Replayer{Sink: s, Store: store, Out: stdout, DryRun: f.dryRun, ReplayUnclassified: f.unclassified, Known: all}
 	t, err := rp.Replay(ctx, letters)
 	if f.dryRun {
 		fmt.Fprintf(stdout, "dry run: nothing sent; would replay %d, refused %d, skipped %d\n", len(letters)-t.Refused-t.Skipped, t.Refused, t.Skipped)
