@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -461,5 +462,72 @@ func TestDeadLetterReplayDoesNotSendAReplayedEventAgain(t *testing.T) {
 	}
 	if out, _ := dlCLI(t, bin, env, "list"); !strings.Contains(out, "no dead letters waiting") {
 		t.Errorf("list after the replays shows letters")
+	}
+}
+
+// The relay parks into a dead-letter table made by a version before the class column (a role
+// without ownership cannot add it), with the class in the headers column; `dead-letters`
+// migrates the table and reads the class from there, and a relay started after the migration
+// writes the class column too.
+func TestRelayParksIntoAnOlderDeadLetterTable(t *testing.T) {
+	t.Parallel()
+	e := testenv.NewRelayEnv(t, false)
+	f := e.F
+	ctx := context.Background()
+	table := "public." + f.Name + "_dl"
+	if _, err := f.Pool.Exec(ctx, `CREATE TABLE `+table+` (
+    id          bigserial    PRIMARY KEY,
+    slot        text         NOT NULL,
+    outbox_id   text,
+    topic       text,
+    key         bytea,
+    value       bytea,
+    headers     jsonb,
+    error       text         NOT NULL,
+    lsn         pg_lsn,
+    created_at  timestamptz  NOT NULL DEFAULT now())`); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+table) })
+	small, smallDLQ := f.Name+".small", f.Name+".smalldlq" // both refuse a 4 KB record
+	testenv.CreateTopicWithConfig(t, small, 1, map[string]string{"max.message.bytes": "2048"})
+	testenv.CreateTopicWithConfig(t, smallDLQ, 1, map[string]string{"max.message.bytes": "2048"})
+	big := testenv.Row{Key: "big", Topic: small, Payload: `{"pad": "` + strings.Repeat("x", 4096) + `"}`}
+	parked := func(n int) {
+		t.Helper()
+		testenv.Eventually(t, 90*time.Second, fmt.Sprintf("%d letter(s) in %s", n, table), func() bool {
+			var got int
+			f.Pool.QueryRow(ctx, `SELECT count(*) FROM `+table).Scan(&got)
+			return got >= n
+		})
+	}
+	run := func() *testenv.Proc {
+		return e.Start(t, nil, "--dlq-topic", smallDLQ, "--dead-letter-table", table)
+	}
+
+	p := run()
+	first := f.Insert(t, false, big)[0]
+	parked(1)
+	if code := p.Stop(t); code != 0 {
+		t.Fatalf("relay exit %d:\n%s", code, p.Output())
+	}
+	var hclass string
+	if err := f.Pool.QueryRow(ctx, `SELECT coalesce(headers->>'dlq-class', '') FROM `+table+` WHERE outbox_id = $1`, strconv.FormatInt(first, 10)).Scan(&hclass); err != nil || hclass != "MESSAGE_TOO_LARGE" {
+		t.Errorf("the letter in the older table: dlq-class header %q (%v), want MESSAGE_TOO_LARGE", hclass, err)
+	}
+	env := []string{"CDC_RELAY_FROM=table", "CDC_RELAY_DEAD_LETTER_TABLE=" + table}
+	if out, code := dlCLI(t, e.Bin, env, "list"); code != 0 || lineWith(out, "MESSAGE_TOO_LARGE", strconv.FormatInt(first, 10)) == "" {
+		t.Errorf("list: exit %d, want the letter listed as MESSAGE_TOO_LARGE", code)
+	}
+
+	p = run()
+	second := f.Insert(t, false, big)[0]
+	parked(2)
+	if code := p.Stop(t); code != 0 {
+		t.Fatalf("relay exit %d:\n%s", code, p.Output())
+	}
+	var class *string
+	if err := f.Pool.QueryRow(ctx, `SELECT class FROM `+table+` WHERE outbox_id = $1`, strconv.FormatInt(second, 10)).Scan(&class); err != nil || class == nil || *class != "MESSAGE_TOO_LARGE" {
+		t.Errorf("the letter parked after the migration: class %v (%v), want MESSAGE_TOO_LARGE", class, err)
 	}
 }
