@@ -168,14 +168,18 @@ type mark struct {
 	topicID    string
 	letterTime *time.Time // nil: -infinity, a mark written before letter_time existed
 	outboxID   string
+	lsn        string // the letter's cdc-lsn; "" when it had none or the mark predates the column
 }
 
 // marks reports whether m is the mark of l (at the same partition and offset of the topic's
-// name): the same topic ID and record timestamp. A mark without a topic ID (a broker without
-// IDs) needs the same timestamp; one written before either was kept needs the same outbox id
-// and may not be older than the letter, or a topic deleted and re-created would hand its marks
-// to new letters.
+// name): the same topic ID, record timestamp and cdc-lsn. A mark without a topic ID (a broker
+// without IDs) needs the same timestamp; one written before either was kept needs the same
+// outbox id and may not be older than the letter, or a topic deleted and re-created would hand
+// its marks to new letters.
 func (m mark) marks(l *Letter) bool {
+	if m.lsn != "" && m.lsn != l.LSN {
+		return false
+	}
 	switch {
 	case m.letterTime == nil:
 		return m.topicID == "" && m.outboxID == l.OutboxID && !m.at.Before(l.Seen)
@@ -187,7 +191,7 @@ func (m mark) marks(l *Letter) bool {
 
 func (s *TopicStore) loadMarks(ctx context.Context) (map[[2]int64][]mark, error) {
 	rows, err := s.Conn.Query(ctx, `SELECT "partition", "offset", state, marked_at, topic_id,
-		CASE WHEN letter_time = '-infinity' THEN NULL ELSE letter_time END, coalesce(outbox_id, '')
+		CASE WHEN letter_time = '-infinity' THEN NULL ELSE letter_time END, coalesce(outbox_id, ''), coalesce(lsn, '')
 		FROM `+s.Marks.Sanitize()+` WHERE topic = $1`, s.Topic)
 	if err != nil {
 		return nil, fmt.Errorf("read the marks table %s: %w", s.Marks, err)
@@ -199,7 +203,7 @@ func (s *TopicStore) loadMarks(ctx context.Context) (map[[2]int64][]mark, error)
 		var off int64
 		var st string
 		var m mark
-		if err := rows.Scan(&p, &off, &st, &m.at, &m.topicID, &m.letterTime, &m.outboxID); err != nil {
+		if err := rows.Scan(&p, &off, &st, &m.at, &m.topicID, &m.letterTime, &m.outboxID, &m.lsn); err != nil {
 			return nil, err
 		}
 		m.state = State(st)
