@@ -41,6 +41,7 @@ type TopicStore struct {
 	Timeout time.Duration
 }
 
+// Name says which store this is, for messages.
 func (s *TopicStore) Name() string { return "dead-letter topic " + s.Topic }
 
 // Prepare creates the marks table if it is missing.
@@ -174,6 +175,7 @@ func (s *TopicStore) loadMarks(ctx context.Context) (map[[2]int64]mark, error) {
 	return m, rows.Err()
 }
 
+// Mark records st for l in the marks table; it reports false when l was marked already.
 func (s *TopicStore) Mark(ctx context.Context, l *Letter, st State) (bool, error) {
 	tag, err := s.Conn.Exec(ctx, `INSERT INTO `+s.Marks.Sanitize()+` (topic, "partition", "offset", outbox_id, state)
 		VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`, s.Topic, l.Partition, l.Offset, l.OutboxID, string(st))
@@ -191,6 +193,7 @@ type TableStore struct {
 	Slot  string // only this slot's rows when set
 }
 
+// Name says which store this is, for messages.
 func (s *TableStore) Name() string { return "dead-letter table " + s.Table.String() }
 
 // Prepare adds the state columns if they are missing; it reports whether the table exists.
@@ -198,6 +201,7 @@ func (s *TableStore) Prepare(ctx context.Context) (bool, error) {
 	return slotstore.New(s.Conn).MigrateDeadLetterTable(ctx, s.Table.String())
 }
 
+// Load reads every letter of the table.
 func (s *TableStore) Load(ctx context.Context) ([]*Letter, error) {
 	rows, err := s.Conn.Query(ctx, `SELECT id, slot, coalesce(outbox_id, ''), coalesce(topic, ''), key, value,
 		coalesce(headers::text, '{}'), error, coalesce(lsn::text, ''), created_at, replayed_at, discarded_at
@@ -276,6 +280,7 @@ func orderHeaders(m map[string]string) []kgo.RecordHeader {
 	return h
 }
 
+// Mark records st for l in its row; it reports false when l was marked already.
 func (s *TableStore) Mark(ctx context.Context, l *Letter, st State) (bool, error) {
 	col := "replayed_at"
 	if st == Discarded {

@@ -25,7 +25,7 @@ func TestRunConfigurationErrorsExitFastWithAFix(t *testing.T) {
 	if _, err := e.F.Pool.Exec(context.Background(), `CREATE TABLE `+other+` (id bigserial primary key)`); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { e.F.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+other) })
+	t.Cleanup(func() { _, _ = e.F.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+other) })
 	// A server of the test's own with wal_level = replica: the shared one must stay logical.
 	replica := testenv.TempPostgres(t, "wal_level = replica")
 

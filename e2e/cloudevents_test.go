@@ -90,7 +90,7 @@ func TestCloudEventsRunRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	t.Cleanup(func() { e.F.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+e.F.Name+`_inbox`) })
+	t.Cleanup(func() { _, _ = e.F.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+e.F.Name+`_inbox`) })
 	if err := in.CreateTable(ctx, e.F.Pool); err != nil {
 		t.Fatal(err)
 	}

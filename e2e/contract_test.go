@@ -44,7 +44,7 @@ func TestContractOutboxTableTellsTwoTablesApart(t *testing.T) {
 		}
 	}
 	t.Cleanup(func() {
-		f.Pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS `+schemaA+`, `+schemaB+` CASCADE`)
+		_, _ = f.Pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS `+schemaA+`, `+schemaB+` CASCADE`)
 	})
 	e := &testenv.RelayEnv{F: f, Bin: testenv.Binary(t, true), Env: []string{"CDC_RELAY_SLOT=" + f.Slot, "CDC_RELAY_PUBLICATION=" + f.Publication}}
 	if out, errOut, code := testenv.Run(t, 30*time.Second, e.Bin, e.Env, "slot", "create", "--table", tableA+","+tableB); code != 0 {
@@ -90,7 +90,7 @@ func TestContractOutboxTableTellsTwoTablesApart(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+effects+`, `+f.Name+`_inbox`)
+		_, _ = f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+effects+`, `+f.Name+`_inbox`)
 	})
 	if err := in.CreateTable(ctx, f.Pool); err != nil {
 		t.Fatal(err)
@@ -181,9 +181,9 @@ func TestContractReservedRowHeadersAreDeadLettered(t *testing.T) {
 		t.Errorf("not dead-lettered: %v", bads)
 	}
 
-	recs := cons.WaitFor(t, 60*time.Second, "the valid rows", hasAll(good))
+	cons.WaitFor(t, 60*time.Second, "the valid rows", hasAll(good))
 	testenv.Eventually(t, 30*time.Second, "the slot to confirm past every row", func() bool { return e.F.SlotConfirmed(t) >= end })
-	recs = cons.Records()
+	recs := cons.Records()
 	assertCleanDelivery(t, recs, good, nil)
 	for _, r := range recs {
 		for _, k := range []string{"outbox-id", "outbox-table", "aggregate-id", "cdc-lsn", "cdc-commit-time"} {

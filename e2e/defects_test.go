@@ -194,7 +194,7 @@ func TestRecordsThatFitTheTopicAreNotDeadLetteredAsABatch(t *testing.T) {
 	limited := f.Name + ".limited"
 	testenv.CreateTopicWithConfig(t, limited, 1, map[string]string{"max.message.bytes": "20000"})
 	t.Cleanup(func() {
-		f.Pool.Exec(context.Background(), `DELETE FROM cdc_relay_dead_letters WHERE slot = $1`, f.Slot)
+		_, _ = f.Pool.Exec(context.Background(), `DELETE FROM cdc_relay_dead_letters WHERE slot = $1`, f.Slot)
 	})
 
 	var fit []int64
@@ -257,7 +257,7 @@ func TestRecordsThatFitTheTopicAreNotDeadLetteredAsABatch(t *testing.T) {
 		t.Errorf("dead letter of the 48 KB row: dlq-error %q, original topic %q", errText, testenv.Header(bigLetter, "dlq-original-topic"))
 	}
 	var parked int
-	f.Pool.QueryRow(t.Context(), `SELECT count(*) FROM cdc_relay_dead_letters WHERE slot = $1`, f.Slot).Scan(&parked)
+	_ = f.Pool.QueryRow(t.Context(), `SELECT count(*) FROM cdc_relay_dead_letters WHERE slot = $1`, f.Slot).Scan(&parked)
 	if parked != 0 {
 		t.Errorf("%d records parked in cdc_relay_dead_letters, want none", parked)
 	}

@@ -27,7 +27,7 @@ type makeCommand struct {
 
 var (
 	codeSpan = regexp.MustCompile("(?s)`([^`]+)`")
-	fence    = regexp.MustCompile("(?m)^```[a-z]*\n((?s:.*?))^```")
+	fence    = regexp.MustCompile("(?m)^```[a-z]*\n((?s:.*?))^```") //nolint:gocritic // (?m): each ^ is a line's start
 )
 
 // readmeMakeCommands returns every make command in md: inline code spans and lines of fenced
@@ -178,13 +178,13 @@ func TestSeedMakeTargets(t *testing.T) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		pool.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1 AND NOT active`, name)
-		pool.Exec(ctx, `DROP PUBLICATION IF EXISTS `+pgx.Identifier{name}.Sanitize())
-		pool.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{name}.Sanitize()+` CASCADE`)
+		_, _ = pool.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1 AND NOT active`, name)
+		_, _ = pool.Exec(ctx, `DROP PUBLICATION IF EXISTS `+pgx.Identifier{name}.Sanitize())
+		_, _ = pool.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{name}.Sanitize()+` CASCADE`)
 		adm := kadm.NewClient(testenv.Kafka(t))
-		adm.DeleteTopics(ctx, topic, topic+".dlq")
-		adm.DeleteGroups(ctx, name)
-		os.Remove(filepath.Join(root, ".dev", "seed-"+name+"-publisher.log"))
+		_, _ = adm.DeleteTopics(ctx, topic, topic+".dlq")
+		_, _ = adm.DeleteGroups(ctx, name)
+		_ = os.Remove(filepath.Join(root, ".dev", "seed-"+name+"-publisher.log"))
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()

@@ -37,8 +37,8 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+f.effects)
-		pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+f.table)
+		_, _ = pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+f.effects)
+		_, _ = pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+f.table)
 	})
 	return f
 }
@@ -225,7 +225,9 @@ func TestCreateTableWithAnOddName(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	odd := f.table + `_O'dd $inbox$`
-	t.Cleanup(func() { f.pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+pgx.Identifier{odd}.Sanitize()) })
+	t.Cleanup(func() {
+		_, _ = f.pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+pgx.Identifier{odd}.Sanitize())
+	})
 	in, err := inbox.New(inbox.Config{Consumer: "billing", Table: "public." + odd})
 	if err != nil {
 		t.Fatal(err)
@@ -252,7 +254,7 @@ func TestCreateTableRefusesABareNameTheSearchPathFindsElsewhere(t *testing.T) {
 	if _, err := f.pool.Exec(ctx, `CREATE SCHEMA `+sch); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { f.pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS `+sch+` CASCADE`) })
+	t.Cleanup(func() { _, _ = f.pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS `+sch+` CASCADE`) })
 	old, err := inbox.New(inbox.Config{Consumer: "billing", Table: schema + "." + f.table})
 	if err != nil {
 		t.Fatal(err)

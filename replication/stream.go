@@ -48,6 +48,7 @@ type Message struct {
 // State is what the Stream is doing, for health checks and metrics.
 type State int32
 
+// The states, in the order a Stream goes through them.
 const (
 	StateConnecting State = iota
 	StateStreaming
@@ -142,7 +143,7 @@ func (s *Stream) Ack(lsn pglogrepl.LSN) {
 func (s *Stream) wake() {
 	s.wakeMu.Lock()
 	if s.wakeConn != nil {
-		s.wakeConn.SetReadDeadline(time.Unix(1, 0))
+		_ = s.wakeConn.SetReadDeadline(time.Unix(1, 0))
 	}
 	s.wakeMu.Unlock()
 	select {
@@ -492,11 +493,11 @@ func (s *Stream) endCopy(ctx context.Context) error {
 	}
 	nc := s.conn.Conn()
 	if dl, ok := ctx.Deadline(); ok {
-		nc.SetDeadline(dl)
+		_ = nc.SetDeadline(dl)
 	} else {
-		nc.SetDeadline(time.Now().Add(5 * time.Second))
+		_ = nc.SetDeadline(time.Now().Add(5 * time.Second))
 	}
-	defer nc.SetDeadline(time.Time{})
+	defer func() { _ = nc.SetDeadline(time.Time{}) }()
 	if _, err := pglogrepl.SendStandbyCopyDone(ctx, s.conn); err != nil {
 		return fmt.Errorf("end the replication stream: %w", err)
 	}
@@ -523,8 +524,3 @@ func (e *connectError) Error() string {
 	return fmt.Sprintf("connect to PostgreSQL at %s:%d: %v (check that the server runs, that the URL's host, port, user and database are right, and that pg_hba.conf allows a replication connection for this user)", e.host, e.port, e.err)
 }
 func (e *connectError) Unwrap() error { return e.err }
-
-func isConnectError(err error) bool {
-	var ce *connectError
-	return errors.As(err, &ce)
-}

@@ -92,7 +92,7 @@ func TestSimStreamLeavesDrainModeWhenTheBacklogEnds(t *testing.T) {
 	if s.read.lowat {
 		t.Errorf("after %d ms without a message the stream still drains (SO_RCVLOWAT raised, 1 ms reads): an idle relay spins", 10*idleAfter/time.Millisecond)
 	}
-	s.Close(context.Background())
+	_ = s.Close(context.Background())
 }
 
 // Defect 5: a standby that never streamed waits across a PostgreSQL outage (every connection
@@ -133,7 +133,7 @@ func TestSimStreamStandbyWaitsAcrossAnOutage(t *testing.T) {
 	if err := <-errc; err != nil {
 		t.Fatalf("Run after cancel = %v", err)
 	}
-	s.Close(context.Background())
+	_ = s.Close(context.Background())
 }
 
 // Defect 9 (final status): a clean stop in the middle of a backlog sends the final status and

@@ -68,12 +68,12 @@ func TestWatcherReportsRetainedWAL(t *testing.T) {
 	if _, err := pool.Exec(ctx, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, slot); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { pool.Exec(context.Background(), `SELECT pg_drop_replication_slot($1)`, slot) })
+	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), `SELECT pg_drop_replication_slot($1)`, slot) })
 	table := "public." + slot + "_filler"
 	if _, err := pool.Exec(ctx, `CREATE TABLE `+table+` AS SELECT g, repeat('x', 200) AS filler FROM generate_series(1, 5000) g`); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+table) })
+	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+table) })
 
 	o := watch(t, slot, 50*time.Millisecond, 64<<10)
 	testenv.Eventually(t, 30*time.Second, "the warning", func() bool {

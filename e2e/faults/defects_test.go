@@ -225,7 +225,7 @@ func denyWrite(t *testing.T, adm *kadm.Client, topic string) {
 	if err != nil {
 		t.Fatalf("create the DENY WRITE ACL on %s: %v", topic, err)
 	}
-	t.Cleanup(func() { adm.DeleteACLs(context.Background(), acl()) })
+	t.Cleanup(func() { _, _ = adm.DeleteACLs(context.Background(), acl()) })
 }
 
 // Issue 10: a dead letter that the dead-letter topic refuses too goes to the PostgreSQL table,
@@ -245,7 +245,7 @@ func TestDeadLetterWithANULInItsHeadersIsParkedInTheTable(t *testing.T) {
 		t.Fatalf("slot create: exit %d\n%s%s", code, out, errOut)
 	}
 	t.Cleanup(func() {
-		f.Pool.Exec(context.Background(), `DELETE FROM public.cdc_relay_dead_letters WHERE slot = $1`, f.Slot)
+		_, _ = f.Pool.Exec(context.Background(), `DELETE FROM public.cdc_relay_dead_letters WHERE slot = $1`, f.Slot)
 	})
 	adm := kadm.NewClient(testenv.Kafka(t))
 	denied := f.Name + ".denied"

@@ -433,7 +433,7 @@ func (ss *session) replicate(q string) {
 	if len(f) < 5 || f[2] != s.slot {
 		ss.send(&pgproto3.ErrorResponse{Severity: "ERROR", Code: "42704", Message: fmt.Sprintf("replication slot %q does not exist", f[2])})
 		ss.send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
-		ss.be.Flush()
+		_ = ss.be.Flush()
 		return
 	}
 	requested, err := pglogrepl.ParseLSN(f[4])
@@ -445,7 +445,7 @@ func (ss *session) replicate(q string) {
 		s.mu.Unlock()
 		ss.send(&pgproto3.ErrorResponse{Severity: "ERROR", Code: "55006", Message: fmt.Sprintf("replication slot %q is active for PID %d", s.slot, other)})
 		ss.send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
-		ss.be.Flush()
+		_ = ss.be.Flush()
 		return
 	}
 	s.activePID = ss.pid
@@ -477,7 +477,7 @@ func (ss *session) replicate(q string) {
 		ss.send(&pgproto3.CopyDone{})
 		ss.send(&pgproto3.CommandComplete{CommandTag: []byte("START_REPLICATION")})
 		ss.send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
-		ss.be.Flush()
+		_ = ss.be.Flush()
 	}
 	ss.conn.Close()
 	<-done
@@ -558,7 +558,7 @@ func (ss *session) stream(start pglogrepl.LSN, done <-chan struct{}) {
 			act = s.Script(Event{Session: ss.id, Sent: sent})
 		}
 		if act.Drop {
-			ss.be.Flush()
+			_ = ss.be.Flush()
 			return false
 		}
 		if act.Keepalive {

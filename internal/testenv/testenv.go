@@ -148,8 +148,8 @@ func NewFixture(t testing.TB) *Fixture {
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
-		f.Pool.Exec(ctx, `DROP PUBLICATION IF EXISTS `+pgx.Identifier{f.Publication}.Sanitize())
-		f.Pool.Exec(ctx, `DROP TABLE IF EXISTS `+f.Table)
+		_, _ = f.Pool.Exec(ctx, `DROP PUBLICATION IF EXISTS `+pgx.Identifier{f.Publication}.Sanitize())
+		_, _ = f.Pool.Exec(ctx, `DROP TABLE IF EXISTS `+f.Table)
 	})
 	return f
 }
@@ -166,7 +166,7 @@ func CreateTopic(t testing.TB, topic string, partitions int32) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		adm.DeleteTopics(ctx, topic)
+		_, _ = adm.DeleteTopics(ctx, topic)
 	})
 }
 
