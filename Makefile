@@ -3,7 +3,7 @@
 
 COUNT ?= 100
 
-.PHONY: demo test unit sim bench faults faults-full chaos build up down faults-down vet
+.PHONY: demo test unit lint sim bench faults faults-full chaos build up down faults-down vet
 
 ## demo: run the main job end to end on local services: COUNT orders through the relay to Kafka.
 demo:
@@ -12,6 +12,11 @@ demo:
 ## test: the full suite (unit + integration against real Postgres and Kafka) with -race.
 test:
 	scripts/test.sh
+
+## lint: golangci-lint (.golangci.yml) on both modules, at the version tools/go.mod pins; the
+## suite's first stage (make test) runs it too.
+lint:
+	scripts/lint.sh
 
 ## unit: the tests that need no services (no PostgreSQL, no Kafka, nothing started): the
 ## packages below, whose tests use neither internal/testenv nor the services' environment.

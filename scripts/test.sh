@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The full test suite: starts Postgres and Kafka if they are not running, then runs every
-# unit and integration test with the race detector. Integration tests fail (never skip)
-# without the services, so a green run means they ran.
+# The full test suite: vet and lint (scripts/lint.sh) first; then it starts Postgres and Kafka
+# if they are not running and runs every unit and integration test with the race detector.
+# Integration tests fail (never skip) without the services, so a green run means they ran.
 #
 # Two pairs of services: the shared pair (scripts/dev-up.sh) for everything that leaves the
 # services alone, run in parallel (then the benchmark's quick run alone); and a private pair (scripts/faults-up.sh, with an ACL
@@ -17,6 +17,7 @@ faults='/e2e/faults$'
 failover='/e2e/failover$'
 go vet ./...
 go vet -C tools ./...
+scripts/lint.sh
 (
 	eval "$(scripts/dev-up.sh)"
 	mapfile -t quiet < <(go list ./... | grep -Ev "$faults|$failover")
