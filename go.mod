@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	github.com/cloudevents/sdk-go/v2 v2.16.2
+	github.com/jackc/pgerrcode v0.0.0-20250907135507-afb5586c32a6
 	github.com/jackc/pglogrepl v0.0.0-20251213150135-2e8d0df862c1
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/prometheus/client_golang v1.25.0

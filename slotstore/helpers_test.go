@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -145,7 +146,7 @@ func dropSlot(ctx context.Context, conn *pgx.Conn, slot string) error {
 		switch {
 		case err == nil:
 			return nil
-		case errors.As(err, &pgErr) && (pgErr.Code == "55006" || pgErr.Code == "42704"):
+		case errors.As(err, &pgErr) && (pgErr.Code == pgerrcode.ObjectInUse || pgErr.Code == pgerrcode.UndefinedObject):
 			// still active, or dropped meanwhile: look again
 		default:
 			return fmt.Errorf("drop slot %q: %w", slot, err)

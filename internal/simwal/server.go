@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -356,7 +357,7 @@ func (ss *session) serve() {
 				ss.replicate(q.String)
 				return
 			default:
-				ss.send(&pgproto3.ErrorResponse{Severity: "ERROR", Code: "42601", Message: "simwal: unexpected query " + q.String})
+				ss.send(&pgproto3.ErrorResponse{Severity: "ERROR", Code: pgerrcode.SyntaxError, Message: "simwal: unexpected query " + q.String})
 				ss.send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
 				if ss.be.Flush() != nil {
 					return
@@ -431,7 +432,7 @@ func (ss *session) replicate(q string) {
 	s := ss.srv
 	f := strings.Fields(q)
 	if len(f) < 5 || f[2] != s.slot {
-		ss.send(&pgproto3.ErrorResponse{Severity: "ERROR", Code: "42704", Message: fmt.Sprintf("replication slot %q does not exist", f[2])})
+		ss.send(&pgproto3.ErrorResponse{Severity: "ERROR", Code: pgerrcode.UndefinedObject, Message: fmt.Sprintf("replication slot %q does not exist", f[2])})
 		ss.send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
 		_ = ss.be.Flush()
 		return
@@ -443,7 +444,7 @@ func (ss *session) replicate(q string) {
 	s.mu.Lock()
 	if other := max(s.activePID, s.holder); other != 0 {
 		s.mu.Unlock()
-		ss.send(&pgproto3.ErrorResponse{Severity: "ERROR", Code: "55006", Message: fmt.Sprintf("replication slot %q is active for PID %d", s.slot, other)})
+		ss.send(&pgproto3.ErrorResponse{Severity: "ERROR", Code: pgerrcode.ObjectInUse, Message: fmt.Sprintf("replication slot %q is active for PID %d", s.slot, other)})
 		ss.send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
 		_ = ss.be.Flush()
 		return
