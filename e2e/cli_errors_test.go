@@ -88,9 +88,9 @@ func lastLine(s string) string {
 }
 
 // A relay (re)started while PostgreSQL or Kafka cannot be reached waits for it, saying at each
-// cycle what it waits for and why, instead of exiting into its supervisor's growing back-off
-// (issue 10, defect 8); SIGTERM then ends it cleanly. A server that accepts and never answers
-// is waited for the same way, each attempt bounded by --pg-timeout.
+// cycle what it waits for and why, instead of exiting into its supervisor's growing back-off;
+// SIGTERM then ends it cleanly. A server that accepts and never answers is waited for the same
+// way, each attempt bounded by --pg-timeout.
 func TestRunWaitsForServicesItCannotReach(t *testing.T) {
 	t.Parallel()
 	e := testenv.NewRelayEnv(t, true)

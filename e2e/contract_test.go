@@ -26,7 +26,7 @@ func headerCount(r *kgo.Record, key string) int {
 	return n
 }
 
-// Outbox ids are unique per table only (issue 10, defect 6). Two outbox tables in two schemas,
+// Outbox ids are unique per table only. Two outbox tables in two schemas,
 // one publication over both, each writes its id 1: both records arrive, told apart by their
 // outbox-table header, and an inbox on the real PostgreSQL processes both, once each.
 func TestContractOutboxTableTellsTwoTablesApart(t *testing.T) {
@@ -120,7 +120,7 @@ func TestContractOutboxTableTellsTwoTablesApart(t *testing.T) {
 	}
 }
 
-// A row's own headers never shadow the contract's (issue 10, defect 7): a row whose headers
+// A row's own headers never shadow the contract's: a row whose headers
 // use outbox-id or cdc-lsn (and a logical message whose headers use outbox-table) is a bad
 // row, parked on the dead-letter topic with the reason, carrying each contract header once;
 // the valid rows around them are delivered normally and the slot moves past all of them.

@@ -23,7 +23,7 @@ import (
 // payload larger than the dead-letter topic accepts too goes to the PostgreSQL table
 // public.cdc_relay_dead_letters, and only once it is committed there does the slot move past
 // it. The relay's search_path puts a schema of the test's own first, holding a dead-letter
-// table of the same name: the row goes to public's all the same (issue 10).
+// table of the same name: the row goes to public's all the same.
 func TestRejectedRecordsAreDeadLetteredAndTheStreamGoesOn(t *testing.T) {
 	t.Parallel()
 	e := testenv.NewRelayEnv(t, true)

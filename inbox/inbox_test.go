@@ -116,7 +116,7 @@ func TestProcessRunsTheHandlerOncePerID(t *testing.T) {
 	}
 }
 
-// Outbox ids are unique per table only (issue 10, defect 6): id 1 of a.outbox and id 1 of
+// Outbox ids are unique per table only: id 1 of a.outbox and id 1 of
 // b.outbox are two events, each processed once; a record without the outbox-table header (an
 // older relay's) is a third key, deduplicated by its id alone.
 func TestTheSameIDFromTwoTablesIsTwoEvents(t *testing.T) {

@@ -171,7 +171,7 @@ func TestSimStreamWaitsAsStandby(t *testing.T) {
 }
 
 // Nothing listening: the stream waits for PostgreSQL, retrying, as a relay (re)started during
-// an outage must (issue 10, defects 5 and 8), and a cancel ends it cleanly.
+// an outage must, and a cancel ends it cleanly.
 func TestSimStreamNoServerWaits(t *testing.T) {
 	srv, s := simStream(t, Config{MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond}, time.Second)
 	srv.Close()

@@ -12,7 +12,7 @@ import (
 	"github.com/cdc-relay/cdc-relay/internal/testenv"
 )
 
-// Issue 10, defect 3: records over the broker's limit fail at once and never block Produce, so
+// Records over the broker's limit fail at once and never block Produce, so
 // they piled up in the dead-letter queues while the dead-letter topic and table refused them (100
 // rows of 2 MB grew the heap by 200 MB in 2 s). Dead letters now count against the producer's
 // limits: with --max-buffered-bytes 8 MiB, reading pauses and says why, the relay's peak RSS
