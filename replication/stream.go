@@ -282,7 +282,8 @@ func (s *Stream) session(ctx context.Context, out chan<- []Message) (bool, error
 
 // checkSlot reads the slot over the replication connection (replication=database accepts
 // simple queries), refuses a missing, lost or foreign slot, and returns where to start: the
-// later of the slot's confirmed position and what this process already confirmed.
+// slot's own confirmed position, even when this process already confirmed more (DESIGN.md,
+// "Every session starts from the slot's own confirmed_flush_lsn").
 func (s *Stream) checkSlot(ctx context.Context) (pglogrepl.LSN, error) {
 	q := "SELECT plugin, coalesce(active_pid, 0), coalesce(confirmed_flush_lsn::text, ''), coalesce(wal_status, '') " +
 		"FROM pg_replication_slots WHERE slot_name = '" + s.cfg.Slot + "' AND database = current_database()"
