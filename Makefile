@@ -18,14 +18,15 @@ test:
 lint:
 	scripts/lint.sh
 
-## unit: the tests that need no services (no PostgreSQL, no Kafka, nothing started): the
-## packages below, whose tests use neither internal/testenv nor the services' environment.
-## A package whose tests need the services belongs in make test only (e2e/make_test.go runs
-## this target with the services' addresses pointing nowhere).
-UNIT_PKGS := ./cmd/... ./cutover ./deadletters ./decoder ./internal/... ./metrics ./outbox ./prune ./relay \
-	./replication ./sink
+## unit: every test that needs no services (no PostgreSQL, no Kafka, nothing started), in every
+## package: go test ./... with the services' variables unset, so that each test that needs them
+## stops at internal/testenv's gate (testenv.Require) with a one-line skip. CI and
+## CDC_RELAY_REQUIRE_SERVICES are unset too (either turns those skips into failures).
+## e2e/make_test.go runs this target with the services' addresses pointing nowhere.
+UNIT_UNSET := CI CDC_RELAY_REQUIRE_SERVICES CDC_RELAY_PG_URL CDC_RELAY_BROKERS CDC_RELAY_DEV_PG_BIN \
+	CDC_RELAY_TLS_PG_URL CDC_RELAY_TLS_BROKERS CDC_RELAY_MTLS_BROKERS CDC_RELAY_TLS_CA
 unit:
-	go test $(UNIT_PKGS)
+	env $(addprefix -u ,$(UNIT_UNSET)) CDC_RELAY_IN_MAKE_UNIT=1 go test ./...
 
 ## test-matrix: the core end-to-end tests on every supported PostgreSQL, 14 to 18, one after another
 ## (each version's server started by scripts/dev-up.sh, one shared Kafka). PG_VERSIONS=14,18 picks
@@ -51,11 +52,11 @@ bench:
 ## faults: only the fault-injection suite (e2e/faults), against the private pair of
 ## scripts/faults-up.sh (.dev/faults/: Postgres 54339, Kafka 19192 with an ACL authorizer).
 faults:
-	eval "$$(scripts/faults-up.sh)" && go test -race -count=1 -p 1 -timeout 30m ./e2e/faults
+	eval "$$(scripts/faults-up.sh)" && CDC_RELAY_REQUIRE_SERVICES=1 go test -race -count=1 -p 1 -timeout 30m ./e2e/faults
 
 ## faults-full: the broker-outage tests with the seed's full 60 s outage.
 faults-full:
-	eval "$$(scripts/faults-up.sh)" && CDC_RELAY_FAULTS_OUTAGE=60s go test -race -count=1 -timeout 30m -run TestBroker ./e2e/faults
+	eval "$$(scripts/faults-up.sh)" && CDC_RELAY_REQUIRE_SERVICES=1 CDC_RELAY_FAULTS_OUTAGE=60s go test -race -count=1 -timeout 30m -run TestBroker ./e2e/faults
 
 ## chaos: the 100,000-row soak: relay kill -9 every few seconds, Kafka paused, Postgres restarted.
 chaos:

@@ -136,10 +136,15 @@ func TestReadmeMakeCommandsExtraction(t *testing.T) {
 	}
 }
 
-// TestMakeUnitNeedsNoServices runs `make unit` with the services' addresses pointing at a port
-// nothing listens on: every test it runs passes without PostgreSQL and Kafka, so a package
-// whose tests need them fails here until it leaves UNIT_PKGS.
+// TestMakeUnitNeedsNoServices runs `make unit` (go test ./... with the services' variables
+// unset) with the services' addresses pointing at a port nothing listens on and CI=true: every
+// test that does not stop at testenv.Require passes without PostgreSQL and Kafka, so a test
+// that reaches a service without asking the gate first fails here; and the pure tests of every
+// package ran, those inside service packages too.
 func TestMakeUnitNeedsNoServices(t *testing.T) {
+	if os.Getenv("CDC_RELAY_IN_MAKE_UNIT") != "" {
+		t.Skip("this test runs make unit: not again inside it")
+	}
 	t.Parallel()
 	root, err := filepath.Abs("..")
 	if err != nil {
@@ -150,15 +155,25 @@ func TestMakeUnitNeedsNoServices(t *testing.T) {
 	cmd := exec.CommandContext(ctx, "make", "--no-print-directory", "unit")
 	cmd.Dir = root
 	cmd.Env = cleanMakeEnv("CDC_RELAY_PG_URL=postgres://nobody@127.0.0.1:1/none?connect_timeout=1",
-		"CDC_RELAY_BROKERS=127.0.0.1:1")
+		"CDC_RELAY_BROKERS=127.0.0.1:1", "CI=true", testenv.RequireServicesEnv+"=1",
+		"GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" -v"))
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("make unit without services: %v\n%s", err, out)
 	}
-	for _, pkg := range []string{"decoder", "outbox", "relay", "sink"} {
+	for _, pkg := range []string{"decoder", "outbox", "relay", "sink", "slotstore", "poller", "inbox"} {
 		if !regexp.MustCompile(`(?m)^ok\s+github.com/cdc-relay/cdc-relay/` + pkg + `\s`).Match(out) {
 			t.Errorf("make unit did not test %s:\n%s", pkg, out)
 		}
+	}
+	// The pure tests inside service packages ran (-v lists them), and a service test skipped.
+	for _, name := range []string{"TestValidateName", "TestIndexName", "TestExtractTrace"} {
+		if !regexp.MustCompile(`(?m)^--- PASS: ` + name).Match(out) {
+			t.Errorf("make unit did not run %s:\n%s", name, out)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^\s*--- SKIP: `).Match(out) || !bytes.Contains(out, []byte("needs PostgreSQL: CDC_RELAY_PG_URL not set")) {
+		t.Errorf("make unit skipped no service test with the gate's reason:\n%s", out)
 	}
 }
 

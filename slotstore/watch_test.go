@@ -45,7 +45,8 @@ func (o *observer) get() (slotstore.Status, int, int, string) {
 // watch runs a Watcher on slot until the test ends.
 func watch(t *testing.T, slot string, interval time.Duration, warn int64) *observer {
 	o := &observer{}
-	w := &slotstore.Watcher{Connect: func(ctx context.Context) (*pgx.Conn, error) { return pgx.Connect(ctx, pgURL(t)) },
+	url := pgURL(t) // here, on the test's goroutine: the gate may stop the test
+	w := &slotstore.Watcher{Connect: func(ctx context.Context) (*pgx.Conn, error) { return pgx.Connect(ctx, url) },
 		Slot: slot, Interval: interval, WarnBytes: warn, Observer: o, Logger: slog.New(slog.NewTextHandler(o, nil))}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -85,6 +85,9 @@ func run(t *testing.T, cmd *exec.Cmd) {
 // writer saw succeed survives the promotion. Both are stopped and removed at cleanup.
 func newCluster(t *testing.T, major int) *cluster {
 	t.Helper()
+	// The servers are the test's own; Kafka is the shared one. Asked first, before installing
+	// and starting anything.
+	testenv.Require(t, "Kafka", "CDC_RELAY_BROKERS")
 	bin := pgBin(t, major)
 	dir, err := os.MkdirTemp("", "cdc-relay-failover")
 	if err != nil {

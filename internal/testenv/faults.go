@@ -95,10 +95,8 @@ func CheckControlled(t testing.TB) {
 // CDC_RELAY_DEV_PG_BIN, which scripts/dev-up.sh exports.
 func TempPostgres(t testing.TB, conf ...string) string {
 	t.Helper()
+	Require(t, "the PostgreSQL server binaries", "CDC_RELAY_DEV_PG_BIN")
 	bin := os.Getenv("CDC_RELAY_DEV_PG_BIN")
-	if bin == "" {
-		t.Fatalf("CDC_RELAY_DEV_PG_BIN is not set: %s", hint)
-	}
 	dir, err := os.MkdirTemp("", "cdc-relay-pg")
 	if err != nil {
 		t.Fatal(err)
