@@ -86,7 +86,7 @@ vet:
 	go vet ./...
 	go vet -C tools ./...
 
-## The seed's demo (README "The seed demo"): one target per step, on the local services (each
+## The seed's demo (docs/operations.md, "The seed demo"): one target per step, on the local services (each
 ## step starts them if needed, as demo does), all in scripts/seed-demo.sh; every step ends by itself.
 ##   seed-demo             all the steps in order, with checks; exit 1 if a count is off
 ##   db-init               a fresh schema (orders, outbox, ...), and in cdc mode the slot and publication

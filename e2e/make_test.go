@@ -87,37 +87,43 @@ func cleanMakeEnv(extra ...string) []string {
 	return append(env, extra...)
 }
 
-// TestReadmeMakeTargetsExist fails when README.md shows a make command that the Makefile
-// cannot run (make -n: the recipe is printed, nothing is executed).
+// TestReadmeMakeTargetsExist fails when README.md or a page of docs/ shows a make command that
+// the Makefile cannot run (make -n: the recipe is printed, nothing is executed).
 func TestReadmeMakeTargetsExist(t *testing.T) {
 	root, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
 	}
-	md, err := os.ReadFile(filepath.Join(root, "README.md"))
+	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmds := readmeMakeCommands(string(md))
 	seen := map[string]bool{}
-	for _, c := range cmds {
-		args := append([]string{"-n", "--no-print-directory"}, c.targets...)
-		args = append(args, c.vars...)
-		cmd := exec.Command("make", args...)
-		cmd.Dir = root
-		cmd.Env = cleanMakeEnv()
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Errorf("README.md:%d: make %s: %v\n%s", c.line, strings.Join(append(c.targets, c.vars...), " "), err, out)
+	for _, path := range append([]string{filepath.Join(root, "README.md")}, docs...) {
+		rel, _ := filepath.Rel(root, path)
+		md, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
 		}
-		for _, tg := range c.targets {
-			seen[tg] = true
+		for _, c := range readmeMakeCommands(string(md)) {
+			args := append([]string{"-n", "--no-print-directory"}, c.targets...)
+			args = append(args, c.vars...)
+			cmd := exec.Command("make", args...)
+			cmd.Dir = root
+			cmd.Env = cleanMakeEnv()
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Errorf("%s:%d: make %s: %v\n%s", rel, c.line, strings.Join(append(c.targets, c.vars...), " "), err, out)
+			}
+			for _, tg := range c.targets {
+				seen[tg] = true
+			}
 		}
 	}
-	// The extraction itself: the commands the README is known to show must be among them.
+	// The extraction itself: the commands the README and docs/ are known to show must be among them.
 	for _, want := range []string{"demo", "test", "unit", "test-matrix", "bench", "faults", "faults-full", "chaos", "seed-demo",
-		"db-init", "topic-create", "run-service", "run-publisher", "run-consumer", "dup-count", "end-offsets"} {
+		"db-init", "topic-create", "run-service", "run-publisher", "run-consumer", "dup-count", "end-offsets", "image", "lint"} {
 		if !seen[want] {
-			t.Errorf("README.md no longer shows `make %s` (or the extraction missed it); found %v", want, seen)
+			t.Errorf("neither README.md nor docs/ shows `make %s` any more (or the extraction missed it); found %v", want, seen)
 		}
 	}
 }

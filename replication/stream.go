@@ -296,7 +296,7 @@ func (s *Stream) checkSlot(ctx context.Context) (pglogrepl.LSN, error) {
 			return 0, fmt.Errorf("%w: slot %q is not on this server, which is on timeline %d while the relay started on timeline %d: "+
 				"a standby was promoted and the slot stayed on the old primary (before PostgreSQL 17 no logical slot moves to a "+
 				"standby; on 17+ a slot made with `cdc-relay slot create --failover` does, on a standby with slot sync). "+
-				"The relay had confirmed %s there. To recover without loss (README, \"Failover\"): "+
+				"The relay had confirmed %s there. To recover without loss (docs/failover.md): "+
 				"1. run `cdc-relay cutover --slot %s --publication ... --table ...` against the new primary: it creates the slot "+
 				"and publishes every pending outbox row committed before it, the rows the relay had not confirmed among them "+
 				"(duplicates, never loss); 2. then start `cdc-relay run` again (never before cutover finished)",

@@ -346,7 +346,7 @@ func checkCreateWhere(o CreateOptions, version int, standby bool) error {
 	switch {
 	case o.Failover && version < 17:
 		return fmt.Errorf("slot %q: %w: --failover needs PostgreSQL 17 or later, and this server is %d; below 17 a logical "+
-			"slot does not survive a promotion: create the slot without --failover and see README, \"Failover\", for the "+
+			"slot does not survive a promotion: create the slot without --failover and see docs/failover.md for the "+
 			"recovery procedure", o.Slot, ErrFailoverUnsupported, version)
 	case o.Failover && standby:
 		return fmt.Errorf("slot %q: %w: this server is a standby; create the failover slot on the primary "+

@@ -24,3 +24,5 @@
 // poller.WatchPending) and the ops server (metrics.Serve) run on goroutines that the command's
 // stop function cancels and waits for before the command returns.
 package main
+
+//go:generate go test -run TestConfigurationReferenceIsCurrent -update
