@@ -17,6 +17,7 @@ const HeaderReplayedAt = contract.ReplayedAt
 // State is what has been done to a letter.
 type State string
 
+// The states: a letter is pending until it is replayed or discarded.
 const (
 	Pending   State = "pending"
 	Replayed  State = "replayed"

@@ -41,6 +41,7 @@ type TopicStore struct {
 	Timeout time.Duration
 }
 
+// Name says which store this is, for messages.
 func (s *TopicStore) Name() string { return "dead-letter topic " + s.Topic }
 
 // Prepare creates the marks table if it is missing.
@@ -213,6 +214,7 @@ func (s *TopicStore) loadMarks(ctx context.Context) (map[[2]int64][]mark, error)
 	return ms, rows.Err()
 }
 
+// Mark records st for l in the marks table; it reports false when l was marked already.
 func (s *TopicStore) Mark(ctx context.Context, l *Letter, st State) (bool, error) {
 	tag, err := s.Conn.Exec(ctx, `INSERT INTO `+s.Marks.Sanitize()+` (topic, topic_id, "partition", "offset", letter_time, outbox_id, lsn, state)
 		VALUES ($1, $2, $3, $4, $5, $6, nullif($7, ''), $8) ON CONFLICT DO NOTHING`,
@@ -231,6 +233,7 @@ type TableStore struct {
 	Slot  string // only this slot's rows when set
 }
 
+// Name says which store this is, for messages.
 func (s *TableStore) Name() string { return "dead-letter table " + s.Table.String() }
 
 // Prepare adds the state columns if they are missing; it reports whether the table exists.
@@ -238,6 +241,7 @@ func (s *TableStore) Prepare(ctx context.Context) (bool, error) {
 	return slotstore.New(s.Conn).MigrateDeadLetterTable(ctx, s.Table.String())
 }
 
+// Load reads every letter of the table.
 func (s *TableStore) Load(ctx context.Context) ([]*Letter, error) {
 	rows, err := s.Conn.Query(ctx, `SELECT id, slot, coalesce(outbox_id, ''), coalesce(topic, ''), key, value,
 		coalesce(headers::text, '{}'), error, coalesce(class, headers->>'dlq-class', ''), coalesce(lsn::text, ''), created_at, replayed_at, discarded_at
@@ -316,6 +320,7 @@ func orderHeaders(m map[string]string) []kgo.RecordHeader {
 	return h
 }
 
+// Mark records st for l in its row; it reports false when l was marked already.
 func (s *TableStore) Mark(ctx context.Context, l *Letter, st State) (bool, error) {
 	col := "replayed_at"
 	if st == Discarded {

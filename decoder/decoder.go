@@ -13,6 +13,7 @@ import (
 // Kind says what one pgoutput message means for the relay.
 type Kind uint8
 
+// The kinds, one a message.
 const (
 	KindNone   Kind = iota // nothing to publish (relation, type, origin, update, delete, truncate, other tables, foreign messages)
 	KindBegin              // a transaction starts
@@ -176,7 +177,7 @@ func (d *Decoder) commitMessage(walStart pglogrepl.LSN, r *reader) (Output, erro
 		return Output{}, protocolError(walStart, pglogrepl.MessageTypeCommit, errTruncated)
 	}
 	if !d.inTx {
-		return Output{}, protocolError(walStart, pglogrepl.MessageTypeCommit, errors.New("Commit without Begin"))
+		return Output{}, protocolError(walStart, pglogrepl.MessageTypeCommit, errors.New("Commit without Begin")) //nolint:staticcheck // ST1005: starts with the pgoutput message's name
 	}
 	out := d.txOutput(KindCommit)
 	out.EndLSN = end

@@ -51,9 +51,9 @@ func TestDeadLettersFromTopicListReplayDiscard(t *testing.T) {
 	later := f.Name + ".later" // created only once the letter is to be replayed
 	testenv.CreateTopicWithConfig(t, small, 1, map[string]string{"max.message.bytes": "2048"})
 	adm := kadm.NewClient(testenv.Kafka(t))
-	t.Cleanup(func() { adm.DeleteTopics(context.Background(), later) })
+	t.Cleanup(func() { _, _ = adm.DeleteTopics(context.Background(), later) })
 	marks := "public." + f.Name + "_marks"
-	t.Cleanup(func() { f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+marks) })
+	t.Cleanup(func() { _, _ = f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+marks) })
 
 	p := e.Start(t, nil)
 	dlq := testenv.Consume(t, f.DLQ)
@@ -92,7 +92,7 @@ func TestDeadLettersFromTopicListReplayDiscard(t *testing.T) {
 	}
 
 	// The causes hold: nothing is sent, and each refusal says why.
-	out, code = dlCLI(t, e.Bin, env, "replay", "--all", "--dry-run")
+	_, code = dlCLI(t, e.Bin, env, "replay", "--all", "--dry-run")
 	if code != 0 {
 		t.Errorf("replay --dry-run: exit %d", code)
 	}
@@ -175,10 +175,10 @@ func TestDeadLettersFromTableReplayDiscard(t *testing.T) {
 	if _, err := f.Pool.Exec(ctx, ddl); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+table) })
+	t.Cleanup(func() { _, _ = f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+table) })
 	later := f.Name + ".later"
 	adm := kadm.NewClient(testenv.Kafka(t))
-	t.Cleanup(func() { adm.DeleteTopics(context.Background(), later) })
+	t.Cleanup(func() { _, _ = adm.DeleteTopics(context.Background(), later) })
 	insert := func(id, topic, key string) {
 		t.Helper()
 		hdrs := `{"outbox-id": "` + id + `", "outbox-table": "public.orders", "aggregate-id": "` + key + `", "cdc-lsn": "0/16B3748",

@@ -37,8 +37,8 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+f.effects)
-		pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+f.table)
+		_, _ = pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+f.effects)
+		_, _ = pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+f.table)
 	})
 	return f
 }
@@ -116,7 +116,7 @@ func TestProcessRunsTheHandlerOncePerID(t *testing.T) {
 	}
 }
 
-// Outbox ids are unique per table only (issue 10, defect 6): id 1 of a.outbox and id 1 of
+// Outbox ids are unique per table only: id 1 of a.outbox and id 1 of
 // b.outbox are two events, each processed once; a record without the outbox-table header (an
 // older relay's) is a third key, deduplicated by its id alone.
 func TestTheSameIDFromTwoTablesIsTwoEvents(t *testing.T) {
@@ -299,7 +299,9 @@ func TestCreateTableWithAnOddName(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	odd := f.table + `_O'dd $inbox$`
-	t.Cleanup(func() { f.pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+pgx.Identifier{odd}.Sanitize()) })
+	t.Cleanup(func() {
+		_, _ = f.pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+pgx.Identifier{odd}.Sanitize())
+	})
 	in, err := inbox.New(inbox.Config{Consumer: "billing", Table: "public." + odd})
 	if err != nil {
 		t.Fatal(err)
@@ -337,7 +339,7 @@ func TestCreateTableRefusesABareNameTheSearchPathFindsElsewhere(t *testing.T) {
 	if _, err := f.pool.Exec(ctx, `CREATE SCHEMA `+sch); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { f.pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS `+sch+` CASCADE`) })
+	t.Cleanup(func() { _, _ = f.pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS `+sch+` CASCADE`) })
 	old, err := inbox.New(inbox.Config{Consumer: "billing", Table: schema + "." + f.table})
 	if err != nil {
 		t.Fatal(err)

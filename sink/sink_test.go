@@ -53,7 +53,7 @@ func TestNewRecordWithoutLSNOrEventType(t *testing.T) {
 }
 
 // Ids are unique per outbox table only: two tables' id 1 must be two records a consumer can
-// tell apart (issue 10, defect 6).
+// tell apart.
 func TestOutboxTableTellsEqualIDsApart(t *testing.T) {
 	stamp := NewStamp(5, time.Unix(1, 0))
 	a := NewRecord(Event{ID: "1", Table: "a.outbox", AggregateID: "k", Topic: "t", Stamp: stamp})
@@ -70,7 +70,7 @@ func TestOutboxTableTellsEqualIDsApart(t *testing.T) {
 }
 
 // Every header the relay writes, on a record or a dead letter, is a name a row may not use
-// for its own headers (issue 10, defect 7): the list in internal/contract and the headers
+// for its own headers: the list in internal/contract and the headers
 // sink writes cannot drift apart.
 func TestEveryContractHeaderIsReserved(t *testing.T) {
 	r := NewRecord(Event{ID: "1", Table: "public.outbox", AggregateID: "k", Topic: "t", EventType: "e",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/cdc-relay/cdc-relay/outbox"
@@ -85,7 +86,7 @@ func (s *Store) CreateDeadLetterMarksTable(ctx context.Context, table string) er
 		}
 		stmt := deadLetterMarksMigration(t, pkey)
 		if _, err := s.conn.Exec(ctx, stmt); err != nil {
-			if pgCode(err) == codeInsufficientPrivilege {
+			if pgCode(err) == pgerrcode.InsufficientPrivilege {
 				err = fmt.Errorf("%w: only the table's owner may migrate it; have it run once:\n%s;\n: %w", ErrPermission, stmt, err)
 			}
 			return fmt.Errorf("migrate the dead-letter marks table %s: %w", t, err)
@@ -93,11 +94,11 @@ func (s *Store) CreateDeadLetterMarksTable(ctx context.Context, table string) er
 		return nil
 	}
 	_, err = s.conn.Exec(ctx, deadLetterMarksDDL(t))
-	if c := pgCode(err); c == "23505" || c == "42P07" { // created concurrently
+	if c := pgCode(err); c == pgerrcode.UniqueViolation || c == pgerrcode.DuplicateTable { // created concurrently
 		err = nil
 	}
 	if err != nil {
-		if pgCode(err) == codeInsufficientPrivilege {
+		if pgCode(err) == pgerrcode.InsufficientPrivilege {
 			err = fmt.Errorf("%w: it needs CREATE on schema %q, or an owner runs once:\n%s;\n(and grants SELECT, INSERT on it): %w",
 				ErrPermission, t.Schema, deadLetterMarksDDL(t), err)
 		}
@@ -144,7 +145,7 @@ func (s *Store) MigrateDeadLetterTable(ctx context.Context, table string) (bool,
 		stmt += ` ADD COLUMN IF NOT EXISTS ` + pgx.Identifier{c}.Sanitize() + ` ` + deadLetterStateTypes[c]
 	}
 	if _, err := s.conn.Exec(ctx, stmt); err != nil {
-		if pgCode(err) == codeInsufficientPrivilege {
+		if pgCode(err) == pgerrcode.InsufficientPrivilege {
 			err = fmt.Errorf("%w: only the table's owner may add the replay columns; have it run once:\n%s;\n: %w", ErrPermission, stmt, err)
 		}
 		return true, fmt.Errorf("migrate the dead-letter table %s: %w", t, err)
