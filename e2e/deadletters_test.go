@@ -243,7 +243,7 @@ func TestDeadLetterReplayNeverPublishesABadRowWhoseIDLooksLikeAnErrorCode(t *tes
 	f := e.F
 	ctx := context.Background()
 	marks := "public." + f.Name + "_marks"
-	t.Cleanup(func() { f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+marks) })
+	t.Cleanup(func() { _, _ = f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+marks) })
 	prefix := f.Name // logical messages reach every slot (DESIGN.md, "Logical messages")
 	p := e.Start(t, nil, "--message-prefix", prefix)
 	dlq := testenv.Consume(t, f.DLQ)
@@ -295,7 +295,7 @@ func TestDeadLettersOlderTableKeepsItsLettersAndRefusesUnclassified(t *testing.T
     created_at  timestamptz  NOT NULL DEFAULT now())`); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+table) })
+	t.Cleanup(func() { _, _ = f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+table) })
 	hdrs := `{"outbox-id": "7", "outbox-table": "public.orders", "aggregate-id": "k7", "cdc-lsn": "0/16B3748",
 		"dlq-error": "MESSAGE_TOO_LARGE: x", "dlq-original-topic": "` + f.Topic + `"}`
 	if _, err := f.Pool.Exec(ctx, `INSERT INTO `+table+` (slot, outbox_id, topic, key, value, headers, error, lsn)
@@ -348,7 +348,7 @@ func TestDeadLetterMarksDoNotPassToARecreatedTopic(t *testing.T) {
 	f := testenv.NewFixture(t)
 	bin := testenv.Binary(t, false)
 	marks := "public." + f.Name + "_marks"
-	t.Cleanup(func() { f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+marks) })
+	t.Cleanup(func() { _, _ = f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+marks) })
 	env := []string{"CDC_RELAY_DLQ_TOPIC=" + f.DLQ, "CDC_RELAY_MARKS_TABLE=" + marks}
 	parkLetter(t, f.DLQ, "1", "0/16B3748", `{"n": 1}`, "bad-row", f.Topic)
 	if out, code := dlCLI(t, bin, env, "discard", "--all"); code != 0 || !strings.Contains(out, "discarded 1") {
@@ -379,7 +379,7 @@ func TestDeadLetterMarksOfTheOlderTableStillApply(t *testing.T) {
 	bin := testenv.Binary(t, false)
 	ctx := context.Background()
 	marks := "public." + f.Name + "_marks"
-	t.Cleanup(func() { f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+marks) })
+	t.Cleanup(func() { _, _ = f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+marks) })
 	// The DDL of the version before topic_id and letter_time.
 	if _, err := f.Pool.Exec(ctx, `CREATE TABLE `+marks+` (
     topic        text         NOT NULL,
@@ -417,7 +417,7 @@ func TestDeadLetterReplaySendsAnEventWithAReusedOutboxID(t *testing.T) {
 	f := testenv.NewFixture(t)
 	bin := testenv.Binary(t, false)
 	marks := "public." + f.Name + "_marks"
-	t.Cleanup(func() { f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+marks) })
+	t.Cleanup(func() { _, _ = f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+marks) })
 	parkLetter(t, f.DLQ, "1", "0/16B3748", `{"n": "before the truncate"}`, "MESSAGE_TOO_LARGE", f.Topic)
 	parkLetter(t, f.DLQ, "1", "0/16B3748", `{"n": "before the truncate"}`, "MESSAGE_TOO_LARGE", f.Topic) // the same event, parked again
 	parkLetter(t, f.DLQ, "1", "0/2000000", `{"n": "after the truncate"}`, "MESSAGE_TOO_LARGE", f.Topic)
@@ -443,7 +443,7 @@ func TestDeadLetterReplayDoesNotSendAReplayedEventAgain(t *testing.T) {
 	f := testenv.NewFixture(t)
 	bin := testenv.Binary(t, false)
 	marks := "public." + f.Name + "_marks"
-	t.Cleanup(func() { f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+marks) })
+	t.Cleanup(func() { _, _ = f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+marks) })
 	env := []string{"CDC_RELAY_DLQ_TOPIC=" + f.DLQ, "CDC_RELAY_MARKS_TABLE=" + marks}
 	parkLetter(t, f.DLQ, "1", "0/16B3748", `{"n": 1}`, "MESSAGE_TOO_LARGE", f.Topic)
 	if out, code := dlCLI(t, bin, env, "replay", "--all"); code != 0 || !strings.Contains(out, "replayed 1, refused 0, skipped 0") {
@@ -488,7 +488,7 @@ func TestRelayParksIntoAnOlderDeadLetterTable(t *testing.T) {
     created_at  timestamptz  NOT NULL DEFAULT now())`); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+table) })
+	t.Cleanup(func() { _, _ = f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+table) })
 	small, smallDLQ := f.Name+".small", f.Name+".smalldlq" // both refuse a 4 KB record
 	testenv.CreateTopicWithConfig(t, small, 1, map[string]string{"max.message.bytes": "2048"})
 	testenv.CreateTopicWithConfig(t, smallDLQ, 1, map[string]string{"max.message.bytes": "2048"})
@@ -497,7 +497,7 @@ func TestRelayParksIntoAnOlderDeadLetterTable(t *testing.T) {
 		t.Helper()
 		testenv.Eventually(t, 90*time.Second, fmt.Sprintf("%d letter(s) in %s", n, table), func() bool {
 			var got int
-			f.Pool.QueryRow(ctx, `SELECT count(*) FROM `+table).Scan(&got)
+			_ = f.Pool.QueryRow(ctx, `SELECT count(*) FROM `+table).Scan(&got)
 			return got >= n
 		})
 	}

@@ -69,7 +69,7 @@ func opsSchedule(t *testing.T, seed uint64) {
 	small := f.Name + ".small"
 	testenv.CreateTopicWithConfig(t, small, 1, map[string]string{"max.message.bytes": "2048"})
 	marks := "public." + f.Name + "_marks"
-	t.Cleanup(func() { f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+marks) })
+	t.Cleanup(func() { _, _ = f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+marks) })
 	if out, errOut, code := testenv.Run(t, 30*time.Second, e.Bin, nil, "poll", "--create-index", "--table", f.Table); code != 0 {
 		t.Fatalf("poll --create-index: exit %d\n%s%s", code, out, errOut)
 	}

@@ -206,7 +206,7 @@ var (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if relayBin != "" {
-		os.RemoveAll(filepath.Dir(relayBin))
+		_ = os.RemoveAll(filepath.Dir(relayBin))
 	}
 	os.Exit(code)
 }

@@ -314,7 +314,7 @@ func TestSecretsAreMountedFiles(t *testing.T) {
 // benchmark's latest results (results/latest/report.json), and the limit above the 200 MB that
 // e2e/bigtx_test.go holds a 1,000,000-row transaction to.
 func TestResourcesCoverMeasuredRSS(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join(repoRoot, "results/latest/report.json"))
+	b, err := os.ReadFile(filepath.Join(repoRoot, "results", "latest", "report.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -373,7 +373,7 @@ func TestRulesAndDashboardAreDeploysCopies(t *testing.T) {
 		}
 	}
 	o := renderCase(t, "examples/ha-tls-sasl.yaml")
-	rules, err := os.ReadFile(filepath.Join(repoRoot, "deploy/prometheus/cdc-relay-alerts.yml"))
+	rules, err := os.ReadFile(filepath.Join(repoRoot, "deploy", "prometheus", "cdc-relay-alerts.yml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -386,7 +386,7 @@ func TestRulesAndDashboardAreDeploysCopies(t *testing.T) {
 	if len(want.Groups) == 0 || len(want.Groups[0].Rules) == 0 || !bytes.Equal(got, wantJSON) {
 		t.Errorf("the PrometheusRule's spec differs from deploy/prometheus/cdc-relay-alerts.yml:\n%s\nwant\n%s", got, wantJSON)
 	}
-	dash, err := os.ReadFile(filepath.Join(repoRoot, "deploy/grafana/cdc-relay.json"))
+	dash, err := os.ReadFile(filepath.Join(repoRoot, "deploy", "grafana", "cdc-relay.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
