@@ -25,7 +25,7 @@ func TestRunConfigurationErrorsExitFastWithAFix(t *testing.T) {
 	if _, err := e.F.Pool.Exec(context.Background(), `CREATE TABLE `+other+` (id bigserial primary key)`); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { e.F.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+other) })
+	t.Cleanup(func() { _, _ = e.F.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+other) })
 	// A server of the test's own with wal_level = replica: the shared one must stay logical.
 	replica := testenv.TempPostgres(t, "wal_level = replica")
 
@@ -88,9 +88,9 @@ func lastLine(s string) string {
 }
 
 // A relay (re)started while PostgreSQL or Kafka cannot be reached waits for it, saying at each
-// cycle what it waits for and why, instead of exiting into its supervisor's growing back-off
-// (issue 10, defect 8); SIGTERM then ends it cleanly. A server that accepts and never answers
-// is waited for the same way, each attempt bounded by --pg-timeout.
+// cycle what it waits for and why, instead of exiting into its supervisor's growing back-off;
+// SIGTERM then ends it cleanly. A server that accepts and never answers is waited for the same
+// way, each attempt bounded by --pg-timeout.
 func TestRunWaitsForServicesItCannotReach(t *testing.T) {
 	t.Parallel()
 	e := testenv.NewRelayEnv(t, true)

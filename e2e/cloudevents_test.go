@@ -23,7 +23,7 @@ const (
 	e2eTracestate  = "congo=t61rcWkgMzE"
 )
 
-// `run --format cloudevents` (issue 14): each record is a valid CloudEvent in binary content
+// `run --format cloudevents`: each record is a valid CloudEvent in binary content
 // mode whose id, source, type, time and data are the row's, parsed by the CloudEvents SDK; the
 // contract headers stay; the producer's traceparent and tracestate reach the record as they
 // are and the inbox hands them to the handler as its span context; a row header named ce_* is
@@ -90,7 +90,7 @@ func TestCloudEventsRunRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	t.Cleanup(func() { e.F.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+e.F.Name+`_inbox`) })
+	t.Cleanup(func() { _, _ = e.F.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+e.F.Name+`_inbox`) })
 	if err := in.CreateTable(ctx, e.F.Pool); err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,7 @@
 // It owns the record contract (topic, key, value and headers; see NewRecord), the producer
 // configuration that delivery depends on (acks=all, idempotent writes, unlimited retries for
 // retriable errors, bounded buffers), and the classification of produce failures into the
-// failure classes (README, "What happens when things go wrong"): a broker that is unavailable is retried inside the client
+// failure classes (docs/operations.md, "What happens when things go wrong"): a broker that is unavailable is retried inside the client
 // (Produce blocks once the buffers are full, which is the relay's backpressure), while a
 // record Kafka rejects for good reaches its promise with an error for which Rejected reports
 // true, so the caller can dead-letter it. Security turns TLS and SASL settings into the

@@ -55,7 +55,7 @@ func (s *Store) CheckFailover(ctx context.Context) (FailoverReport, error) {
 	rep.ServerVersion = v
 	if v < 17 {
 		return rep, fmt.Errorf("%w: PostgreSQL %d has no failover slots (17 and later do); "+
-			"see README, \"Failover\", for the recovery procedure before 17", ErrFailoverUnsupported, v)
+			"see docs/failover.md for the recovery procedure before 17", ErrFailoverUnsupported, v)
 	}
 	var sss string
 	if err := s.conn.QueryRow(ctx, `SELECT current_setting('synchronized_standby_slots')`).Scan(&sss); err != nil {

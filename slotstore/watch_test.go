@@ -45,7 +45,8 @@ func (o *observer) get() (slotstore.Status, int, int, string) {
 // watch runs a Watcher on slot until the test ends.
 func watch(t *testing.T, slot string, interval time.Duration, warn int64) *observer {
 	o := &observer{}
-	w := &slotstore.Watcher{Connect: func(ctx context.Context) (*pgx.Conn, error) { return pgx.Connect(ctx, pgURL(t)) },
+	url := pgURL(t) // here, on the test's goroutine: the gate may stop the test
+	w := &slotstore.Watcher{Connect: func(ctx context.Context) (*pgx.Conn, error) { return pgx.Connect(ctx, url) },
 		Slot: slot, Interval: interval, WarnBytes: warn, Observer: o, Logger: slog.New(slog.NewTextHandler(o, nil))}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -68,12 +69,12 @@ func TestWatcherReportsRetainedWAL(t *testing.T) {
 	if _, err := pool.Exec(ctx, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, slot); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { pool.Exec(context.Background(), `SELECT pg_drop_replication_slot($1)`, slot) })
+	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), `SELECT pg_drop_replication_slot($1)`, slot) })
 	table := "public." + slot + "_filler"
 	if _, err := pool.Exec(ctx, `CREATE TABLE `+table+` AS SELECT g, repeat('x', 200) AS filler FROM generate_series(1, 5000) g`); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+table) })
+	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+table) })
 
 	o := watch(t, slot, 50*time.Millisecond, 64<<10)
 	testenv.Eventually(t, 30*time.Second, "the warning", func() bool {

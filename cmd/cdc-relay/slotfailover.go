@@ -234,6 +234,6 @@ func failoverPreflight(ctx context.Context, conn *pgx.Conn, st slotstore.Status,
 			log.Warn("failover setup: " + w)
 		}
 	case st.Failover != nil:
-		log.Info("the slot has failover off: a promotion of a standby loses it (slot create --failover makes a failover slot; README, \"Failover\")")
+		log.Info("the slot has failover off: a promotion of a standby loses it (slot create --failover makes a failover slot; docs/failover.md)")
 	}
 }

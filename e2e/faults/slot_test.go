@@ -22,7 +22,7 @@ func TestSlotDroppedStopsWithAClearError(t *testing.T) {
 	testenv.Eventually(t, 30*time.Second, "the relay to stream", func() bool { return strings.Contains(p.Output(), "msg=streaming") })
 	ctx := context.Background()
 	testenv.Eventually(t, 30*time.Second, "the slot dropped", func() bool {
-		e.F.Pool.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL`, e.F.Slot)
+		_, _ = e.F.Pool.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL`, e.F.Slot)
 		_, err := e.F.Pool.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, e.F.Slot)
 		return err == nil
 	})
@@ -92,7 +92,7 @@ func TestSlotInvalidatedStopsWithAClearError(t *testing.T) {
 				t.Fatalf("%s: %v", q, err)
 			}
 		}
-		conn.QueryRow(ctx, `SELECT wal_status FROM pg_replication_slots WHERE slot_name = $1`, name).Scan(&status)
+		_ = conn.QueryRow(ctx, `SELECT wal_status FROM pg_replication_slots WHERE slot_name = $1`, name).Scan(&status)
 		return status == "lost"
 	})
 

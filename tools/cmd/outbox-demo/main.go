@@ -72,7 +72,7 @@ func main() {
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "outbox-demo:", err)
-		os.Exit(1)
+		os.Exit(1) //nolint:gocritic // exitAfterDefer: the deferred stop only releases the signal handler, as exiting does
 	}
 }
 

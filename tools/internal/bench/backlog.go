@@ -172,7 +172,7 @@ func (e *env) backlog(ctx context.Context, txSize, payload, n int) ([]BacklogRes
 				}
 				r, err = e.drain(ctx, label, pub, target, slot, topic, n)
 				if pub.Poll {
-					e.pool.Exec(ctx, `DROP TABLE IF EXISTS `+target.outbox)
+					_, _ = e.pool.Exec(ctx, `DROP TABLE IF EXISTS `+target.outbox)
 				}
 			}
 			if err != nil {
@@ -238,7 +238,7 @@ func (e *env) copyBacklog(ctx context.Context, label string, f *fixture, suffix 
 	c := *f
 	name := f.base + "_" + suffix
 	c.outbox = "public." + name
-	e.onClose(func(ctx context.Context) { e.pool.Exec(ctx, `DROP TABLE IF EXISTS `+c.outbox) })
+	e.onClose(func(ctx context.Context) { _, _ = e.pool.Exec(ctx, `DROP TABLE IF EXISTS `+c.outbox) })
 	e.progress("%s: copying the backlog for it", label)
 	_, err := e.pool.Exec(ctx, `CREATE TABLE `+c.outbox+` (LIKE `+f.outbox+` INCLUDING DEFAULTS);
 INSERT INTO `+c.outbox+` SELECT * FROM `+f.outbox+` ORDER BY id;
@@ -281,7 +281,7 @@ func (e *env) drain(ctx context.Context, label string, pub Publisher, f *fixture
 	if err != nil {
 		return drainRun{}, err
 	}
-	defer p.finish()
+	defer func() { _ = p.finish() }()
 	var ws *walsenderWatch
 	if slot != "" {
 		ws = e.watchWalsender(ctx, slot)

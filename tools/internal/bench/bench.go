@@ -47,7 +47,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if err != nil {
 			return nil, err
 		}
-		defer os.RemoveAll(dir)
+		defer func() { _ = os.RemoveAll(dir) }()
 		fmt.Fprintf(cfg.Progress, "cdc-bench: building cdc-relay\n")
 		if cfg.RelayBin, err = BuildRelay(ctx, dir); err != nil {
 			return nil, err

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cdc-relay/cdc-relay/internal/testenv"
 )
 
 // testWriter sends progress lines to the test log.
@@ -23,11 +25,9 @@ func (w testWriter) Write(p []byte) (int, error) {
 }
 
 // The whole suite, shrunk, against the real services: every table row is there and every
-// number is plausible. It fails, never skips, when the services are missing.
+// number is plausible. Without the services it fails under make test or CI (testenv.Require).
 func TestQuickSuite(t *testing.T) {
-	if os.Getenv("CDC_RELAY_PG_URL") == "" || os.Getenv("CDC_RELAY_BROKERS") == "" {
-		t.Fatal(`CDC_RELAY_PG_URL and CDC_RELAY_BROKERS must be set: run: eval "$(scripts/dev-up.sh)"`)
-	}
+	testenv.Require(t, "PostgreSQL and Kafka", "CDC_RELAY_PG_URL", "CDC_RELAY_BROKERS")
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
 	out := t.TempDir()

@@ -134,7 +134,7 @@ func (e *env) newFixture(ctx context.Context, label string) (*fixture, error) {
 	e.mu.Unlock()
 	f := &fixture{base: base, orders: "public." + base + "_orders", outbox: "public." + base, topic: base + ".events"}
 	e.onClose(func(ctx context.Context) {
-		e.pool.Exec(ctx, `DROP TABLE IF EXISTS `+f.outbox+`, `+f.orders)
+		_, _ = e.pool.Exec(ctx, `DROP TABLE IF EXISTS `+f.outbox+`, `+f.orders)
 	})
 	ddl := `CREATE TABLE ` + f.orders + ` (
     id          BIGSERIAL    PRIMARY KEY,
@@ -161,7 +161,7 @@ CREATE INDEX ` + base + `_pending_idx ON ` + f.outbox + ` (id) WHERE published_a
 }
 
 func (e *env) createTopic(ctx context.Context, topic string) error {
-	e.onClose(func(ctx context.Context) { e.adm.DeleteTopics(ctx, topic) })
+	e.onClose(func(ctx context.Context) { _, _ = e.adm.DeleteTopics(ctx, topic) })
 	resp, err := e.adm.CreateTopic(ctx, int32(e.cfg.Partitions), 1, nil, topic)
 	if err == nil {
 		err = resp.Err
@@ -196,7 +196,7 @@ func (e *env) createTopic(ctx context.Context, topic string) error {
 func (e *env) createRelaySlot(ctx context.Context, f *fixture, slot string) error {
 	e.onClose(func(ctx context.Context) {
 		e.dropSlot(ctx, slot)
-		e.pool.Exec(ctx, `DROP PUBLICATION IF EXISTS `+pgx.Identifier{f.base}.Sanitize())
+		_, _ = e.pool.Exec(ctx, `DROP PUBLICATION IF EXISTS `+pgx.Identifier{f.base}.Sanitize())
 	})
 	out, err := exec.CommandContext(ctx, e.bin, "slot", "create", "--pg-url", e.cfg.PGURL,
 		"--slot", slot, "--publication", f.base, "--table", f.outbox).CombinedOutput()
@@ -211,7 +211,7 @@ func (e *env) createRelaySlot(ctx context.Context, f *fixture, slot string) erro
 func (e *env) dropAtCleanup(f *fixture, slot string) {
 	e.onClose(func(ctx context.Context) {
 		e.dropSlot(ctx, slot)
-		e.pool.Exec(ctx, `DROP PUBLICATION IF EXISTS `+pgx.Identifier{f.base}.Sanitize())
+		_, _ = e.pool.Exec(ctx, `DROP PUBLICATION IF EXISTS `+pgx.Identifier{f.base}.Sanitize())
 	})
 }
 
@@ -220,7 +220,7 @@ func (e *env) dropAtCleanup(f *fixture, slot string) {
 // leaves it as it is. It is dropped at cleanup.
 func (e *env) createPublication(ctx context.Context, f *fixture) error {
 	pub := pgx.Identifier{f.base}.Sanitize()
-	e.onClose(func(ctx context.Context) { e.pool.Exec(ctx, `DROP PUBLICATION IF EXISTS `+pub) })
+	e.onClose(func(ctx context.Context) { _, _ = e.pool.Exec(ctx, `DROP PUBLICATION IF EXISTS `+pub) })
 	_, err := e.pool.Exec(ctx, `CREATE PUBLICATION `+pub+` FOR TABLE `+f.outbox+` WITH (publish = 'insert')`)
 	if err != nil {
 		return fmt.Errorf("bench: create publication %s: %w (the role of --pg-url needs CREATE on the database)", f.base, err)

@@ -63,7 +63,7 @@ func (e *env) replay(ctx context.Context, pub Publisher) (ReplayResult, error) {
 	if err != nil {
 		return res, err
 	}
-	defer func() { p.finish() }()
+	defer func() { _ = p.finish() }()
 	first, err := e.firstRecord(ctx, f, p, cons)
 	if err != nil {
 		return res, err

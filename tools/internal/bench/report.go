@@ -375,7 +375,7 @@ func loadAvg() float64 {
 		return 0
 	}
 	var l float64
-	fmt.Sscan(string(b), &l)
+	_, _ = fmt.Sscan(string(b), &l)
 	return l
 }
 

@@ -85,7 +85,7 @@ func (e *env) steady(ctx context.Context, pub Publisher, rate int) (SteadyResult
 	if err != nil {
 		return res, err
 	}
-	defer p.finish()
+	defer func() { _ = p.finish() }()
 
 	// The publisher is connected and one record went through end to end.
 	if _, err := e.firstRecord(ctx, f, p, cons); err != nil {

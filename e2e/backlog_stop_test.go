@@ -1,6 +1,6 @@
 package e2e
 
-// Regression tests of issue 10: shutdown under backpressure, the final standby status, batches
+// Under a backlog: shutdown under backpressure, the final standby status, batches
 // over a topic's max.message.bytes, and an idle relay after a backlog.
 
 import (
@@ -91,7 +91,7 @@ func stopMidBacklog(t *testing.T, e *testenv.RelayEnv, p *testenv.Proc, cons *te
 	return code, x
 }
 
-// Issue 10 (1, 9): SIGTERM while the producer's buffer is full (a backlog of one-row transactions
+// SIGTERM while the producer's buffer is full (a backlog of one-row transactions
 // on one key, --max-buffered-records 50). The relay exits 0, logs `stopped confirmed=X`, the slot
 // holds exactly X once the process is gone, and after a restart the key's first deliveries are
 // every committed id in commit order: a record abandoned at shutdown must not leave a gap that a
@@ -120,7 +120,7 @@ func TestSIGTERMWithFullProducerBufferExitsCleanlyWithoutAGap(t *testing.T) {
 	t.Logf("SIGTERM at confirmed=%s (exit %d); %d records for %d rows, %d duplicates", x, code, len(recs), len(committed), dups)
 }
 
-// Issue 10 (9): clean stops in the middle of a backlog (default producer buffer, and a status
+// Clean stops in the middle of a backlog (default producer buffer, and a status
 // interval of an hour, so that only the final standby status can move the slot to the end of what
 // was delivered). Each time, the position the `stopped` line reports is the slot's
 // confirmed_flush_lsn once the process has exited; so the restarts replay nothing the relay had
@@ -183,7 +183,7 @@ func randomJSON(n int) string {
 	return `{"pad": "` + hex.EncodeToString(b) + `"}`
 }
 
-// Issue 10 (2): a topic with max.message.bytes=20000 and a backlog of 300 rows of ~1 KB each.
+// A topic with max.message.bytes=20000 and a backlog of 300 rows of ~1 KB each.
 // Each record fits, but a batch of them does not: every row arrives on the topic and none on
 // the dead-letter topic. A single ~48 KB row does not fit on its own: it alone is dead-lettered
 // with MESSAGE_TOO_LARGE, and the rows after it arrive.
@@ -194,7 +194,7 @@ func TestRecordsThatFitTheTopicAreNotDeadLetteredAsABatch(t *testing.T) {
 	limited := f.Name + ".limited"
 	testenv.CreateTopicWithConfig(t, limited, 1, map[string]string{"max.message.bytes": "20000"})
 	t.Cleanup(func() {
-		f.Pool.Exec(context.Background(), `DELETE FROM cdc_relay_dead_letters WHERE slot = $1`, f.Slot)
+		_, _ = f.Pool.Exec(context.Background(), `DELETE FROM cdc_relay_dead_letters WHERE slot = $1`, f.Slot)
 	})
 
 	var fit []int64
@@ -257,14 +257,14 @@ func TestRecordsThatFitTheTopicAreNotDeadLetteredAsABatch(t *testing.T) {
 		t.Errorf("dead letter of the 48 KB row: dlq-error %q, original topic %q", errText, testenv.Header(bigLetter, "dlq-original-topic"))
 	}
 	var parked int
-	f.Pool.QueryRow(t.Context(), `SELECT count(*) FROM cdc_relay_dead_letters WHERE slot = $1`, f.Slot).Scan(&parked)
+	_ = f.Pool.QueryRow(t.Context(), `SELECT count(*) FROM cdc_relay_dead_letters WHERE slot = $1`, f.Slot).Scan(&parked)
 	if parked != 0 {
 		t.Errorf("%d records parked in cdc_relay_dead_letters, want none", parked)
 	}
 	t.Logf("%d records on the topic, %d dead letters, %d parked", len(recs), len(dead), parked)
 }
 
-// Issue 10 (4): after draining a backlog of one-row transactions (which raises SO_RCVLOWAT and
+// After draining a backlog of one-row transactions (which raises SO_RCVLOWAT and
 // paces reads) and catching up, a relay with nothing to do uses under ~1 % of a core: measured
 // as the process's utime+stime over a 3 s idle window, with the fixture's 1 s status interval.
 // The non-race binary, so that the figure is the relay's own; and a PostgreSQL of the test's own,

@@ -1,8 +1,8 @@
 package faults
 
-// Regression tests of issue 10 that need a service stopped or paused, or a broker with an
-// authorizer: a standby across a PostgreSQL outage, a relay started while Kafka is down, and a
-// last-resort dead letter whose headers hold a NUL byte.
+// Starting into an outage, and the last-resort dead letter: a standby across a PostgreSQL
+// outage, a relay started while Kafka is down, and a dead letter whose headers hold a NUL byte
+// (tests that need a service stopped or paused, or a broker with an authorizer).
 
 import (
 	"context"
@@ -36,7 +36,7 @@ func insertRows(t *testing.T, f *testenv.Fixture, key string, n int) []int64 {
 	return ids
 }
 
-// Issue 10 (5): a standby that has never streamed survives a PostgreSQL outage. Relay A streams,
+// A standby that has never streamed survives a PostgreSQL outage. Relay A streams,
 // relay B waits as a standby; PostgreSQL is stopped for 6 s (three standby retries) and started
 // again. B must still run; whichever relay holds the slot then is killed -9, and the other takes
 // over and delivers the rows written afterwards.
@@ -145,7 +145,7 @@ func countLines(out string, match func(string) bool) int {
 	return n
 }
 
-// Issue 10 (8): a relay (re)started while the broker is paused waits for it instead of exiting
+// A relay (re)started while the broker is paused waits for it instead of exiting
 // after --kafka-timeout: it still runs at three times that timeout, warning each cycle that Kafka
 // is unreachable; once the broker is back, the rows written before and during the outage arrive,
 // and SIGTERM exits 0. (A Kafka that can never work, e.g. a CA that does not verify the broker,
@@ -225,10 +225,10 @@ func denyWrite(t *testing.T, adm *kadm.Client, topic string) {
 	if err != nil {
 		t.Fatalf("create the DENY WRITE ACL on %s: %v", topic, err)
 	}
-	t.Cleanup(func() { adm.DeleteACLs(context.Background(), acl()) })
+	t.Cleanup(func() { _, _ = adm.DeleteACLs(context.Background(), acl()) })
 }
 
-// Issue 10: a dead letter that the dead-letter topic refuses too goes to the PostgreSQL table,
+// A dead letter that the dead-letter topic refuses too goes to the PostgreSQL table,
 // also when its headers hold a NUL byte (which jsonb and text refuse). The outbox's headers
 // column is json here (jsonb cannot hold "\u0000"); the row goes to a topic the relay may not
 // write, and the dead-letter topic is denied as well. The letter ends up in
@@ -245,7 +245,7 @@ func TestDeadLetterWithANULInItsHeadersIsParkedInTheTable(t *testing.T) {
 		t.Fatalf("slot create: exit %d\n%s%s", code, out, errOut)
 	}
 	t.Cleanup(func() {
-		f.Pool.Exec(context.Background(), `DELETE FROM public.cdc_relay_dead_letters WHERE slot = $1`, f.Slot)
+		_, _ = f.Pool.Exec(context.Background(), `DELETE FROM public.cdc_relay_dead_letters WHERE slot = $1`, f.Slot)
 	})
 	adm := kadm.NewClient(testenv.Kafka(t))
 	denied := f.Name + ".denied"

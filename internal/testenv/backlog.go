@@ -55,7 +55,7 @@ $do$`, n, f.Table, lit(key), lit(topic), pad)
 	if _, err := conn.Exec(ctx, `SET synchronous_commit = off`); err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Exec(context.Background(), `RESET synchronous_commit`)
+	defer func() { _, _ = conn.Exec(context.Background(), `RESET synchronous_commit`) }()
 	if _, err := conn.Exec(ctx, do); err != nil {
 		t.Fatalf("insert %d one-row transactions into %s: %v", n, f.Table, err)
 	}
@@ -98,7 +98,7 @@ func CreateTopicWithConfig(t testing.TB, topic string, partitions int32, configs
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		adm.DeleteTopics(ctx, topic)
+		_, _ = adm.DeleteTopics(ctx, topic)
 	})
 }
 

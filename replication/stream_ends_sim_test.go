@@ -11,7 +11,8 @@ import (
 	"github.com/cdc-relay/cdc-relay/internal/simwal"
 )
 
-// Regression scenarios of issue 10 on the fake walsender: each fails when its fix is reverted.
+// The stream's ends on the fake walsender (drained backlog, outage before streaming, clean stop
+// mid-backlog): each fails when its fix is reverted.
 
 // runSim starts s.Run on a channel of size buf and returns the channel and Run's result.
 func runSim(ctx context.Context, s *Stream, buf int) (chan []Message, chan error) {
@@ -45,7 +46,7 @@ func collectRunning(t *testing.T, ch <-chan []Message, errc <-chan error, want i
 	return got
 }
 
-// Defect 4 (idle spin): once a backlog is drained, a quiet stream leaves the drain mode
+// No idle spin: once a backlog is drained, a quiet stream leaves the drain mode
 // (SO_RCVLOWAT raised, reads bounded by 1 ms) within idleAfter of the last message, although
 // no Begin with little lag ever comes: a quiet outbox sends none, and the 1 ms bound kept an
 // idle relay at 7-9 % of a core. s.read.lowat is read after Run returned (no race).
@@ -92,10 +93,10 @@ func TestSimStreamLeavesDrainModeWhenTheBacklogEnds(t *testing.T) {
 	if s.read.lowat {
 		t.Errorf("after %d ms without a message the stream still drains (SO_RCVLOWAT raised, 1 ms reads): an idle relay spins", 10*idleAfter/time.Millisecond)
 	}
-	s.Close(context.Background())
+	_ = s.Close(context.Background())
 }
 
-// Defect 5: a standby that never streamed waits across a PostgreSQL outage (every connection
+// A standby that never streamed waits across a PostgreSQL outage (every connection
 // closed at once) instead of exiting, and streams once the server is back and the slot free.
 func TestSimStreamStandbyWaitsAcrossAnOutage(t *testing.T) {
 	srv, s := simStream(t, Config{StatusInterval: 20 * time.Millisecond}, time.Second)
@@ -133,10 +134,10 @@ func TestSimStreamStandbyWaitsAcrossAnOutage(t *testing.T) {
 	if err := <-errc; err != nil {
 		t.Fatalf("Run after cancel = %v", err)
 	}
-	s.Close(context.Background())
+	_ = s.Close(context.Background())
 }
 
-// Defect 9 (final status): a clean stop in the middle of a backlog sends the final status and
+// The final status: a clean stop in the middle of a backlog sends the final status and
 // ends the COPY, so the walsender, which handles the client's messages in order, has taken the
 // position before the socket closes (closing with unread data resets the connection, and the
 // server may drop the status). The slot ends exactly at the stream's flush position.
