@@ -38,7 +38,7 @@ func otlpReceiver(t *testing.T, extra ...string) (*otlpsink.Receiver, []string) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { rcv.Close() })
+	t.Cleanup(func() { _ = rcv.Close() }) // the test's own listener: nothing to report
 	return rcv, append([]string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + rcv.URL(), "OTEL_BSP_SCHEDULE_DELAY=100"}, extra...)
 }
 
@@ -302,7 +302,9 @@ func TestRunTracesADeadLetterIntoTheTable(t *testing.T) {
 	t.Parallel()
 	e := testenv.NewRelayEnv(t, true)
 	t.Cleanup(func() {
-		e.F.Pool.Exec(context.Background(), `DELETE FROM public.cdc_relay_dead_letters WHERE slot = $1`, e.F.Slot)
+		if _, err := e.F.Pool.Exec(context.Background(), `DELETE FROM public.cdc_relay_dead_letters WHERE slot = $1`, e.F.Slot); err != nil {
+			t.Errorf("clean up the dead-letter table: %v", err)
+		}
 	})
 	small, smallDLQ := e.F.Name+".small", e.F.Name+".smalldlq"
 	testenv.CreateTopicWithConfig(t, small, 1, map[string]string{"max.message.bytes": "1024"})
@@ -313,8 +315,10 @@ func TestRunTracesADeadLetterIntoTheTable(t *testing.T) {
 		Payload: `{"pad": "` + strings.Repeat("x", 4096) + `"}`, Headers: rowTraceHeaders(rowSpanID)})[0]
 	testenv.Eventually(t, 60*time.Second, "the record in public.cdc_relay_dead_letters", func() bool {
 		var n int
-		e.F.Pool.QueryRow(context.Background(), `SELECT count(*) FROM public.cdc_relay_dead_letters WHERE slot = $1 AND outbox_id = $2`,
-			e.F.Slot, strconv.FormatInt(id, 10)).Scan(&n)
+		if err := e.F.Pool.QueryRow(context.Background(), `SELECT count(*) FROM public.cdc_relay_dead_letters WHERE slot = $1 AND outbox_id = $2`,
+			e.F.Slot, strconv.FormatInt(id, 10)).Scan(&n); err != nil {
+			t.Fatalf("read the dead-letter table: %v", err)
+		}
 		return n == 1
 	})
 	var s *otlpsink.Span
