@@ -38,6 +38,10 @@ type BacklogResult struct {
 	// WalsenderRuns is each drain's walsender CPU, in the order of Runs; 0 where that
 	// drain's walsender was not seen. Empty when none was.
 	WalsenderRuns []time.Duration `json:"walsender_runs_ns,omitempty"`
+	// Machine is the busiest of the drains' machine states (MachineState), MachineRuns each
+	// drain's, in the order of Runs.
+	Machine     *MachineState   `json:"machine,omitempty"`
+	MachineRuns []*MachineState `json:"machine_runs,omitempty"`
 }
 
 // drainRun is one drain's measurements.
@@ -48,6 +52,7 @@ type drainRun struct {
 	cpu     time.Duration
 	walCPU  time.Duration // the walsender's CPU time, if walOK
 	walOK   bool
+	machine *MachineState
 }
 
 // backlog writes cfg.Backlog rows in transactions of txSize with no publisher running, then
@@ -218,7 +223,9 @@ func summarize(name string, txSize, n int, runs []drainRun) BacklogResult {
 			walRuns[i] = x.walCPU
 		}
 		r.PeakRSS = max(r.PeakRSS, x.rss)
+		r.MachineRuns = append(r.MachineRuns, x.machine)
 	}
+	r.Machine = worst(r.MachineRuns)
 	slices.Sort(el)
 	slices.Sort(cpu)
 	slices.Sort(first)
@@ -254,6 +261,7 @@ ANALYZE `+c.outbox)
 // recvLogical times pg_recvlogical streaming the backlog to /dev/null up to end, and the CPU
 // time of its walsender until it exits.
 func (e *env) recvLogical(ctx context.Context, label string, f *fixture, slot, end string, n int) (drainRun, error) {
+	e.pauseWorkers(Publisher{})
 	p, err := startProc(RecvLogical, filepath.Join(e.logDir, "backlog-"+slot+".log"), nil, filepath.Join(e.cfg.PGBin, RecvLogical),
 		"-d", e.cfg.PGURL, "--slot", slot, "--start", "--no-loop", "--endpos", end,
 		"-o", "proto_version=1", "-o", "publication_names="+f.base, "-f", "/dev/null")
@@ -262,12 +270,14 @@ func (e *env) recvLogical(ctx context.Context, label string, f *fixture, slot, e
 	}
 	ws := e.watchWalsender(ctx, slot)
 	defer ws.stop()
+	mw := e.watchMachine()
+	defer mw.stop()
 	wctx, cancel := context.WithTimeout(ctx, e.cfg.DrainTimeout)
 	defer cancel()
 	if err := p.wait(wctx); err != nil {
 		return drainRun{}, err
 	}
-	r := drainRun{elapsed: p.Ended().Sub(p.started), rss: p.peakRSS(), cpu: p.CPU()}
+	r := drainRun{elapsed: p.Ended().Sub(p.started), rss: p.peakRSS(), cpu: p.CPU(), machine: mw.stop()}
 	r.walCPU, r.walOK = ws.stop()
 	e.progress("%s: %.2fs (%.0f rows/s)%s", label, r.elapsed.Seconds(), float64(n)/r.elapsed.Seconds(), walsenderNote(r))
 	return r, nil
@@ -287,6 +297,8 @@ func (e *env) drain(ctx context.Context, label string, pub Publisher, f *fixture
 		ws = e.watchWalsender(ctx, slot)
 		defer ws.stop()
 	}
+	mw := e.watchMachine()
+	defer mw.stop()
 	var acked atomic.Int64
 	stopTicker := e.tickProgress(label, func() string { return fmt.Sprintf("%d/%d acknowledged by Kafka", acked.Load(), n) })
 	var done, first time.Time
@@ -306,7 +318,7 @@ func (e *env) drain(ctx context.Context, label string, pub Publisher, f *fixture
 	if err != nil {
 		return drainRun{}, err
 	}
-	var r drainRun
+	r := drainRun{machine: mw.stop()}
 	if ws != nil {
 		r.walCPU, r.walOK = ws.stop() // before the publisher stops, and its walsender with it
 	}

@@ -62,6 +62,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		e.close()
 	}()
 	rep.Services, rep.Prefix = e.serverInfo(ctx), e.prefix
+	e.ours = e.findOurs(ctx)
 
 	err = e.suite(ctx, rep)
 	rep.Elapsed = time.Since(rep.Started)

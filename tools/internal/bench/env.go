@@ -27,7 +27,8 @@ type env struct {
 	adm    *kadm.Client
 	bin    string
 	logDir string
-	prefix string // bench_<random>: every table, slot, publication and topic starts with it
+	prefix string   // bench_<random>: every table, slot, publication and topic starts with it
+	ours   ourProcs // the process trees that are the benchmark's own (MachineState)
 
 	mu       sync.Mutex
 	seq      int

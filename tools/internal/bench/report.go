@@ -231,6 +231,7 @@ func (r *Report) Markdown() string {
 	if r.Command != "" {
 		fmt.Fprintf(&b, "Command: `%s`\n\n", r.Command)
 	}
+	b.WriteString(r.machineNote())
 
 	if len(r.Steady) > 0 {
 		fmt.Fprintf(&b, "## Steady load: commit to consumer latency\n\n")
@@ -242,12 +243,17 @@ func (r *Report) Markdown() string {
 			"(debezium: the JVM's while the phase's connector ran). "+
 			"Server WAL is all the WAL the server wrote during the load, by anyone: a walsender decodes all of it, so other writers on the server delay run, not poll.\n\n",
 			r.Config.Duration, r.Config.Writers, r.Config.Warmup)
-		b.WriteString("| publisher | target rows/s | achieved rows/s | records | p50 ms | p90 ms | p99 ms | max ms | to produce p50 / p99 ms | peak RSS MB | CPU s / 10k events | server WAL MB/s |\n")
-		b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		b.WriteString("| publisher | target rows/s | achieved rows/s | records | p50 ms | p90 ms | p99 ms | max ms | p50 / p99 ÷ run's | to produce p50 / p99 ms | peak RSS MB | CPU s / 10k events | CPU ÷ run's | server WAL MB/s | machine |\n")
+		b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 		for _, s := range r.Steady {
-			fmt.Fprintf(&b, "| %s | %d | %.0f | %d | %.1f | %.1f | %.1f | %.1f | %.0f / %.0f | %.1f | %.3f | %.1f |\n",
-				s.Publisher, s.Rate, s.Achieved, s.Records, msf(s.P50), msf(s.P90), msf(s.P99), msf(s.Max),
-				max(0, msf(s.ToProduceP50)), max(0, msf(s.ToProduceP99)), mb(s.PeakRSS), cpuPer10k(s.CPU, s.Events), s.WALRate/(1<<20))
+			lat, cpu := "–", "–"
+			if run, ok := r.steadyOf("run", s.Rate); ok {
+				lat = ratio(float64(s.P50), float64(run.P50)) + " / " + ratio(float64(s.P99), float64(run.P99))
+				cpu = ratio(cpuPer10k(s.CPU, s.Events), cpuPer10k(run.CPU, run.Events))
+			}
+			fmt.Fprintf(&b, "| %s | %d | %.0f | %d | %.1f | %.1f | %.1f | %.1f | %s | %.0f / %.0f | %.1f | %.3f | %s | %.1f | %s |\n",
+				s.Publisher, s.Rate, s.Achieved, s.Records, msf(s.P50), msf(s.P90), msf(s.P99), msf(s.Max), lat,
+				max(0, msf(s.ToProduceP50)), max(0, msf(s.ToProduceP99)), mb(s.PeakRSS), cpuPer10k(s.CPU, s.Events), cpu, s.WALRate/(1<<20), s.Machine)
 		}
 		b.WriteString("\n")
 		for _, s := range r.Steady {
@@ -268,8 +274,8 @@ func (r *Report) Markdown() string {
 			"Walsender CPU is the utime+stime of the Postgres backend that decodes the slot for the drain (median, per 10,000 events) "+
 			"and walsender busy is each drain's walsender CPU ÷ that drain's seconds (median, all drains in brackets): a walsender near 100%% busy is the limit of one slot; poll has no walsender "+
 			"(– also when Postgres's processes are not visible from the benchmark's host).\n\n", r.Config.Backlog, r.Config.LargeRows, size(r.Config.LargePayload), r.Config.Repeats)
-		b.WriteString("| tx size | payload | publisher | seconds | rows/s | first record s | rows/s after it | MB/s | ÷ pg_recvlogical | run ÷ this | peak RSS MB | CPU s / 10k events | walsender CPU s / 10k events | walsender busy |\n")
-		b.WriteString("|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		b.WriteString("| tx size | payload | publisher | seconds | rows/s | first record s | rows/s after it | MB/s | ÷ pg_recvlogical | run ÷ this | peak RSS MB | CPU s / 10k events | walsender CPU s / 10k events | walsender busy | machine (busiest drain) |\n")
+		b.WriteString("|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 		for _, x := range r.Backlog {
 			var recv, run float64
 			for _, y := range r.Backlog {
@@ -296,8 +302,8 @@ func (r *Report) Markdown() string {
 			if x.Rows > 0 && x.ValueBytes > 0 {
 				payload = size(int(x.ValueBytes / int64(x.Rows)))
 			}
-			fmt.Fprintf(&b, "| %d | %s | %s | %s | %.0f | %s | %s | %.1f | %s | %s | %.1f | %.3f | %s | %s |\n", x.TxSize, payload, x.Publisher, seconds(x), x.Rate,
-				first, after, x.MBps, ratio(x.Rate, recv), ratio(run, x.Rate), mb(x.PeakRSS), cpuPer10k(x.CPU, int64(x.Rows)), walCPU, walBusy)
+			fmt.Fprintf(&b, "| %d | %s | %s | %s | %.0f | %s | %s | %.1f | %s | %s | %.1f | %.3f | %s | %s | %s |\n", x.TxSize, payload, x.Publisher, seconds(x), x.Rate,
+				first, after, x.MBps, ratio(x.Rate, recv), ratio(run, x.Rate), mb(x.PeakRSS), cpuPer10k(x.CPU, int64(x.Rows)), walCPU, walBusy, x.Machine)
 		}
 		b.WriteString("\n")
 	}
@@ -307,11 +313,11 @@ func (r *Report) Markdown() string {
 			"killed -9 %s after its first record and started again at once (debezium: the JVM and the same connector, resuming from Connect's offset file, or from its slot's position when Connect had stored none) while the load went on for as long again. "+
 			"Every row committed from its first record on arrived (the bench fails otherwise); duplicates are records of an outbox id read before: the kill's replay. "+
 			"Startup is the start to the first record read; restart the new start to the first record the new process produced.\n\n", r.Config.ReplayRate, r.Config.KillAfter)
-		b.WriteString("| publisher | rows/s | rows | killed after s | records read before the kill | duplicates | startup s | restart to first record s | peak RSS MB |\n")
-		b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		b.WriteString("| publisher | rows/s | rows | killed after s | records read before the kill | duplicates | startup s | restart to first record s | peak RSS MB | machine |\n")
+		b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 		for _, x := range r.Replay {
-			fmt.Fprintf(&b, "| %s | %d | %d | %.1f | %d | %d | %.2f | %.2f | %.1f |\n", x.Publisher, x.Rate, x.Rows, x.KilledAfter.Seconds(), x.ReadBeforeKill, x.Duplicates,
-				x.Startup.Seconds(), x.Restart.Seconds(), mb(x.PeakRSS))
+			fmt.Fprintf(&b, "| %s | %d | %d | %.1f | %d | %d | %.2f | %.2f | %.1f | %s |\n", x.Publisher, x.Rate, x.Rows, x.KilledAfter.Seconds(), x.ReadBeforeKill, x.Duplicates,
+				x.Startup.Seconds(), x.Restart.Seconds(), mb(x.PeakRSS), x.Machine)
 		}
 		b.WriteString("\n")
 	}
@@ -423,4 +429,63 @@ func seconds(x BacklogResult) string {
 		s += " (" + strings.Join(parts, ", ") + ")"
 	}
 	return s
+}
+
+// phases returns every phase's label and machine state, in the report's order.
+func (r *Report) phases() (labels []string, states []*MachineState) {
+	for _, x := range r.Replay {
+		labels, states = append(labels, "kill -9 "+x.Publisher), append(states, x.Machine)
+	}
+	for _, x := range r.Steady {
+		labels, states = append(labels, fmt.Sprintf("steady %s at %d rows/s", x.Publisher, x.Rate)), append(states, x.Machine)
+	}
+	for _, x := range r.Backlog {
+		labels, states = append(labels, fmt.Sprintf("backlog %s, %s", x.scenario(), x.Publisher)), append(states, x.Machine)
+	}
+	return labels, states
+}
+
+// BusyPhases returns the labels of the phases whose machine was busy.
+func (r *Report) BusyPhases() []string {
+	var busy []string
+	labels, states := r.phases()
+	for i, m := range states {
+		if m != nil && m.Busy {
+			s := labels[i] + ": " + m.Why
+			if len(m.Top) > 0 {
+				s += " (" + strings.Join(m.Top, ", ") + ")"
+			}
+			busy = append(busy, s)
+		}
+	}
+	return busy
+}
+
+// machineNote says, above the tables, how the machine column reads and which phases ran on a
+// busy machine.
+func (r *Report) machineNote() string {
+	_, states := r.phases()
+	seen := false
+	for _, m := range states {
+		seen = seen || m != nil
+	}
+	if !seen {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "The machine column is what the machine did besides the benchmark while each phase was measured (/proc, sampled once a second): "+
+		"the CPU of other processes (not the benchmark, its publishers, load writers and consumers, nor the PostgreSQL server and Kafka broker it uses), "+
+		"the CPU the hypervisor stole, and the 1-minute load average's range (the benchmark's own work included). "+
+		"A phase is **busy** when others used %.1f cores or more, or steal reached %.0f %%: its absolute figures are those of a share of the machine, "+
+		"and only the ratios of publishers measured side by side compare.\n\n", BusyCores, BusySteal)
+	if busy := r.BusyPhases(); len(busy) > 0 {
+		fmt.Fprintf(&b, "**%d of %d phases ran on a busy machine; do not publish their absolute figures:**\n\n", len(busy), len(states))
+		for _, x := range busy {
+			fmt.Fprintf(&b, "- %s\n", x)
+		}
+		b.WriteString("\n")
+	} else {
+		b.WriteString("No phase ran on a busy machine.\n\n")
+	}
+	return b.String()
 }

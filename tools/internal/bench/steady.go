@@ -38,6 +38,8 @@ type SteadyResult struct {
 	// (pg_stat_replication_slots): transactions larger than logical_decoding_work_mem,
 	// anyone's.
 	SpillBytes int64 `json:"spill_bytes"`
+	// Machine is what the machine did besides the benchmark during the measured part.
+	Machine *MachineState `json:"machine,omitempty"`
 
 	Latencies []time.Duration `json:"-"` // sorted
 }
@@ -110,6 +112,8 @@ func (e *env) steady(ctx context.Context, pub Publisher, rate int) (SteadyResult
 		return fmt.Sprintf("%d rows written, %d consumed", written.Load(), cons.measured.Load())
 	})
 	wal0, _ := e.walPosition(ctx)
+	mw := e.watchMachine()
+	defer mw.stop()
 	elapsed, err := steadyLoad(ctx, e.pool, f, rate, e.cfg.Duration, e.cfg.Writers, &written)
 	if wal1, werr := e.walPosition(ctx); werr == nil && wal0 > 0 {
 		res.WALRate = float64(wal1-wal0) / elapsed.Seconds()
@@ -123,6 +127,7 @@ func (e *env) steady(ctx context.Context, pub Publisher, rate int) (SteadyResult
 		return cons.measured.Load() >= n, nil
 	})
 	stopTicker()
+	res.Machine = mw.stop()
 	if err != nil {
 		return res, err
 	}
