@@ -10,6 +10,12 @@
 // <out>/<UTC date and time>/, points <out>/latest at it, prints the table on stdout and its
 // progress on stderr. Exit codes: 0 done (targets met or not: the table says), 1 a phase
 // failed, 2 bad usage.
+//
+//	go run ./cmd/cdc-bench docs [--report ../results/latest/report.json] [--allow-busy] ../docs/benchmark.md ../README.md
+//
+// rewrites the published figures (the sections between <!-- cdc-bench:NAME begin/end -->
+// markers) from a run's report.json, and refuses a run with phases on a busy machine unless
+// --allow-busy (exit 1).
 package main
 
 import (
@@ -35,6 +41,9 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "docs" {
+		return docs(args[1:], stderr)
+	}
 	var (
 		cfg     bench.Config
 		quick   bool
@@ -218,4 +227,47 @@ func publishers(s string) ([]bench.Publisher, error) {
 		return nil, errors.New("empty list")
 	}
 	return out, nil
+}
+
+// docs is `cdc-bench docs`: the published tables from a report.json.
+func docs(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("cdc-bench docs", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	report := fs.String("report", "results/latest/report.json", "the run's report.json")
+	link := fs.String("link", "", "the run's table.md as the files link it from the repository's root (default results/<the report's directory>/table.md)")
+	allowBusy := fs.Bool("allow-busy", false, "publish a run with phases on a busy machine (its absolute figures are a share of the machine's)")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: cdc-bench docs [--report results/latest/report.json] [--allow-busy] FILE...\n"+
+			"rewrites the sections between <!-- cdc-bench:tables begin --> / <!-- cdc-bench:summary begin --> and their end markers\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() == 0 {
+		fmt.Fprintf(stderr, "cdc-bench docs: name the files to update (e.g. docs/benchmark.md README.md)\n")
+		return 2
+	}
+	rep, err := bench.ReadReport(*report)
+	if err != nil {
+		fmt.Fprintf(stderr, "cdc-bench docs: --report: %v\n", err)
+		return 2
+	}
+	if *link == "" {
+		dir, err := filepath.EvalSymlinks(filepath.Dir(*report))
+		if err != nil {
+			fmt.Fprintf(stderr, "cdc-bench docs: --report: %v\n", err)
+			return 2
+		}
+		*link = "results/" + filepath.Base(dir) + "/table.md"
+	}
+	if err := bench.UpdateDocs(rep, *link, *allowBusy, fs.Args()...); err != nil {
+		fmt.Fprintf(stderr, "cdc-bench docs: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stderr, "cdc-bench docs: %s updated from %s\n", strings.Join(fs.Args(), ", "), *link)
+	return 0
 }
