@@ -56,8 +56,8 @@ type drainRun struct {
 }
 
 // backlog writes cfg.Backlog rows in transactions of txSize with no publisher running, then
-// times pg_recvlogical and each publisher draining them, Repeats times each, interleaved
-// (recv, run, poll, poll, recv, run, ...) so that noise from other load on the machine
+// times pg_recvlogical, the raw producer (RawProducer) and each publisher draining them,
+// Repeats times each, interleaved (recv, producer, run, poll, poll, recv, producer, run, ...) so that noise from other load on the machine
 // falls on all of them alike. Each relay and pg_recvlogical drain has its own slot, made
 // before the rows were written; each poll drain finds the rows pending again.
 //
@@ -144,7 +144,7 @@ func (e *env) backlog(ctx context.Context, txSize, payload, n int) ([]BacklogRes
 	}
 	e.progress("%s: written in %.1fs, WAL end %s, %.1f MB of payload", phase, time.Since(start).Seconds(), end, mb(values))
 
-	names := []string{RecvLogical}
+	names := []string{RecvLogical, RawProducer}
 	for _, pub := range e.cfg.Publishers {
 		names = append(names, pub.Name)
 	}
@@ -156,9 +156,16 @@ func (e *env) backlog(ctx context.Context, txSize, payload, n int) ([]BacklogRes
 			label := fmt.Sprintf("%s: %s (%d/%d)", phase, name, k+1, reps)
 			var r drainRun
 			var err error
-			if name == RecvLogical {
+			switch {
+			case name == RecvLogical:
 				r, err = e.recvLogical(ctx, label, f, slots[name][k], end, n)
-			} else {
+			case name == RawProducer:
+				topic := fmt.Sprintf("%s.%s.%d", f.topic, slug(name), k)
+				if err := e.createTopic(ctx, topic); err != nil {
+					return nil, err
+				}
+				r, err = e.rawProduce(ctx, label, f, topic, n)
+			default:
 				pub := publisherNamed(e.cfg.Publishers, name)
 				slot, topic, target := "", fmt.Sprintf("%s.%s.%d", f.topic, slug(name), k), f
 				if pub.Poll {

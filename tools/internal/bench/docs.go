@@ -115,7 +115,7 @@ func (r *Report) publishers() []string {
 		}
 	}
 	for _, b := range r.Backlog {
-		if b.Publisher != RecvLogical && !slices.Contains(out, b.Publisher) {
+		if b.Publisher != RecvLogical && b.Publisher != RawProducer && !slices.Contains(out, b.Publisher) {
 			out = append(out, b.Publisher)
 		}
 	}
@@ -216,6 +216,13 @@ func (r *Report) DocsTables(link string) string {
 		label := fmt.Sprintf("%s rows in %s: rows/s (÷ pg_recvlogical's %s)", thousands(sc.Rows), sc.scenario(), thousands(int(sc.Rate)))
 		if sc.Payload > 0 {
 			label = fmt.Sprintf("%s rows in %s: MB/s (÷ pg_recvlogical's %.1f)", thousands(sc.Rows), sc.scenario(), sc.MBps)
+		}
+		if raw, ok := backlogOf(RawProducer); ok {
+			if sc.Payload > 0 {
+				label += fmt.Sprintf("; kafka producer alone %.1f MB/s", raw.MBps)
+			} else {
+				label += fmt.Sprintf("; kafka producer alone %s rows/s", thousands(int(raw.Rate)))
+			}
 		}
 		row(label, func(p string) string {
 			x, ok := backlogOf(p)

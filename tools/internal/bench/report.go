@@ -115,6 +115,29 @@ func (r *Report) evaluate() {
 				fmt.Sprintf("%.1f× (%.0f vs %s %.0f rows/s)", x, run.Rate, bestPoll.Publisher, bestPoll.Rate), x >= 2)
 		}
 	}
+	// The large payloads: the relay against the lower of its two limits, the walsender's
+	// (pg_recvlogical) and Kafka's (the same records from memory, RawProducer).
+	for _, x := range r.Backlog {
+		if x.Publisher != "run" || x.Payload == 0 {
+			continue
+		}
+		var recv, raw float64
+		for _, y := range r.Backlog {
+			if y.TxSize == x.TxSize && y.Payload == x.Payload {
+				switch y.Publisher {
+				case RecvLogical:
+					recv = y.MBps
+				case RawProducer:
+					raw = y.MBps
+				}
+			}
+		}
+		if limit := min(recv, raw); recv > 0 && raw > 0 {
+			k := x.MBps / limit
+			add(fmt.Sprintf("backlog, %s: run ≥ 0.9 × min(pg_recvlogical, kafka producer)", x.scenario()),
+				fmt.Sprintf("%.2f× (%.1f MB/s vs pg_recvlogical %.1f, kafka producer %.1f)", k, x.MBps, recv, raw), k >= 0.9)
+		}
+	}
 	var peak int64
 	seen := false
 	for _, s := range r.Steady {
@@ -269,7 +292,7 @@ func (r *Report) Markdown() string {
 			"all of them (sum of the topic's high watermarks, a fresh topic per publisher). Every slot (run, debezium, pg_recvlogical) existed before the rows were written; debezium, which has no offset of its own yet, streams its slot from the slot's position. "+
 			"First record is the start to the first record on Kafka (debezium: adding the connector to its running worker), and rows/s after it leaves that start-up out. "+
 			"MB/s is the record values' bytes (the payloads' JSON text) per second, MB = 2^20 bytes. pg_recvlogical (pgoutput, to /dev/null, "+
-			"--endpos at the end of the backlog) is the limit of one walsender. poll runs with --batch 100 on its own fresh copy of the backlog table. Each drain ran %d times, "+
+			"--endpos at the end of the backlog) is the limit of one walsender; kafka producer is the same records (key, value, the contract's headers) built in memory first and produced by the relay's own producer settings to the same broker, timed until Kafka acknowledged all: the limit of the Kafka side. poll runs with --batch 100 on its own fresh copy of the backlog table. Each drain ran %d times, "+
 			"interleaved with the others; seconds is the median (all runs in brackets) and the ratios are of medians. "+
 			"Walsender CPU is the utime+stime of the Postgres backend that decodes the slot for the drain (median, per 10,000 events) "+
 			"and walsender busy is each drain's walsender CPU ÷ that drain's seconds (median, all drains in brackets): a walsender near 100%% busy is the limit of one slot; poll has no walsender "+
