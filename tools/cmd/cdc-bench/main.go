@@ -72,6 +72,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&pollArg, "poll-args", "", "extra arguments for every `cdc-relay poll`, space-separated (e.g. \"--batch 1000\")")
 	fs.IntVar(&cfg.Writers, "writers", 8, "connections writing the steady load")
 	fs.IntVar(&cfg.Partitions, "partitions", 3, "partitions per benchmark topic")
+	fs.BoolVar(&cfg.Profile, "profile", false, "every cdc-relay publisher writes a CPU profile of its life into <run>/profiles/<log name>.pprof (go tool pprof BINARY FILE)")
 	fs.BoolVar(&cfg.SkipSteady, "skip-steady", false, "leave out the steady-load part")
 	fs.BoolVar(&cfg.SkipBacklog, "skip-backlog", false, "leave out the backlog part")
 	fs.BoolVar(&cfg.SkipReplay, "skip-replay", false, "leave out the kill -9 part")

@@ -81,6 +81,9 @@ type Config struct {
 	// KillAfter is how long after its first record the publisher is killed -9 in the replay
 	// test; the load goes on for as long again after the kill. Default 30s.
 	KillAfter time.Duration
+	// Profile makes every cdc-relay publisher write a CPU profile of its whole life
+	// (CDC_RELAY_CPU_PROFILE) into OutDir/profiles/<its log's name>.pprof.
+	Profile bool
 	// SkipSteady, SkipBacklog and SkipReplay leave a part of the suite out.
 	SkipSteady, SkipBacklog, SkipReplay bool
 	// DebeziumHome holds lib/ (the Connect worker) and plugins/ (Debezium), as

@@ -6,8 +6,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -307,7 +309,15 @@ func (e *env) startPublisher(pub Publisher, f *fixture, slot, topic, logName str
 	if pub.Bin != "" {
 		bin = pub.Bin
 	}
-	return startProc(pub.Name, filepath.Join(e.logDir, logName+".log"), pub.Env, bin, args...)
+	env := pub.Env
+	if e.cfg.Profile {
+		dir := filepath.Join(e.cfg.OutDir, "profiles")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+		env = append(slices.Clone(env), "CDC_RELAY_CPU_PROFILE="+filepath.Join(dir, logName+".pprof"))
+	}
+	return startProc(pub.Name, filepath.Join(e.logDir, logName+".log"), env, bin, args...)
 }
 
 // failer is a process or publisher that reports when it stopped by itself.
