@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
 )
 
 // CDC_RELAY_CPU_PROFILE makes the process write a CPU profile that pprof reads, also when it
