@@ -65,6 +65,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.Backlog, "backlog", 200_000, "rows in the backlog drain test")
 	fs.StringVar(&sizes, "tx-sizes", "1,100", "transaction sizes the backlog is written with, comma-separated")
 	fs.IntVar(&cfg.Repeats, "repeats", 3, "drains of each backlog per publisher, interleaved; the table shows the median")
+	fs.IntVar(&cfg.SteadyRepeats, "steady-repeats", 1, "runs of each steady rate per publisher, interleaved in a rotating order; the table shows the medians and every run (use 3 or more on a machine that is not quiet)")
 	fs.StringVar(&pubs, "publishers", "run,poll:100ms,poll:10ms,debezium,debezium-tuned",
 		"publishers to compare, comma-separated, any subset: run, poll:<interval>, debezium (as shipped) or debezium-tuned ("+strings.Join(bench.DebeziumTuned, " ")+
 			"), each optionally followed by +ARG for extra arguments (debezium: +key=value connector settings, +worker.key=value worker settings), #BINARY for another cdc-relay build and @VAR=value[;VAR=value] for its environment (e.g. run+--linger=2ms#/tmp/cdc-relay-old@GOGC=400, debezium+max.batch.size=512)")

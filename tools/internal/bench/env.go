@@ -36,6 +36,22 @@ type env struct {
 	seq      int
 	cleanups []func(context.Context)
 	workers  map[string]*connectWorker // each debezium publisher's Kafka Connect worker
+	logNames map[string]int            // how often each log name was taken (logName)
+}
+
+// logName returns name the first time, then name-2, name-3, ...: a phase that runs again
+// (SteadyRepeats) keeps the earlier runs' logs and profiles.
+func (e *env) logName(name string) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.logNames == nil {
+		e.logNames = map[string]int{}
+	}
+	e.logNames[name]++
+	if n := e.logNames[name]; n > 1 {
+		return fmt.Sprintf("%s-%d", name, n)
+	}
+	return name
 }
 
 func newEnv(ctx context.Context, cfg Config, bin string) (*env, error) {

@@ -36,6 +36,8 @@ type ReportConfig struct {
 	Backlog    int           `json:"backlog"`
 	TxSizes    []int         `json:"tx_sizes"`
 	Repeats    int           `json:"repeats"`
+	// SteadyRepeats is how many times each publisher ran each steady rate (0: once).
+	SteadyRepeats int `json:"steady_repeats,omitempty"`
 	Writers    int           `json:"writers"`
 	Partitions int           `json:"partitions"`
 	Warmup     time.Duration `json:"warmup_ns"`
@@ -279,6 +281,20 @@ func (r *Report) Markdown() string {
 				max(0, msf(s.ToProduceP50)), max(0, msf(s.ToProduceP99)), mb(s.PeakRSS), cpuPer10k(s.CPU, s.Events), cpu, s.WALRate/(1<<20), s.Machine)
 		}
 		b.WriteString("\n")
+		if r.Config.SteadyRepeats > 1 {
+			fmt.Fprintf(&b, "Each publisher ran each rate %d times, interleaved in a rotating order; the figures above are the medians, every run's (p50 / p99 ms, CPU s per 10k events) here:\n\n", r.Config.SteadyRepeats)
+			for _, s := range r.Steady {
+				parts := make([]string, len(s.Runs))
+				for i, x := range s.Runs {
+					parts[i] = fmt.Sprintf("%.1f / %.1f, %.3f", msf(x.P50), msf(x.P99), x.CPUPer10k)
+					if x.Machine != nil && x.Machine.Busy {
+						parts[i] += " (busy)"
+					}
+				}
+				fmt.Fprintf(&b, "- %s at %d rows/s: %s\n", s.Publisher, s.Rate, strings.Join(parts, "; "))
+			}
+			b.WriteString("\n")
+		}
 		for _, s := range r.Steady {
 			if s.SpillBytes > 0 {
 				fmt.Fprintf(&b, "- %s at %d rows/s: its slot spilled %.1f MB to disk while decoding (a transaction larger than logical_decoding_work_mem, from any session).\n",
