@@ -31,16 +31,16 @@ type Report struct {
 
 // ReportConfig is the part of Config the numbers depend on.
 type ReportConfig struct {
-	Duration   time.Duration `json:"duration_ns"`
-	Rates      []int         `json:"rates"`
-	Backlog    int           `json:"backlog"`
-	TxSizes    []int         `json:"tx_sizes"`
-	Repeats    int           `json:"repeats"`
+	Duration time.Duration `json:"duration_ns"`
+	Rates    []int         `json:"rates"`
+	Backlog  int           `json:"backlog"`
+	TxSizes  []int         `json:"tx_sizes"`
+	Repeats  int           `json:"repeats"`
 	// SteadyRepeats is how many times each publisher ran each steady rate (0: once).
-	SteadyRepeats int `json:"steady_repeats,omitempty"`
-	Writers    int           `json:"writers"`
-	Partitions int           `json:"partitions"`
-	Warmup     time.Duration `json:"warmup_ns"`
+	SteadyRepeats int           `json:"steady_repeats,omitempty"`
+	Writers       int           `json:"writers"`
+	Partitions    int           `json:"partitions"`
+	Warmup        time.Duration `json:"warmup_ns"`
 	// LargeRows rows of LargePayload bytes were drained in 1-row transactions (0: not run).
 	LargeRows    int `json:"large_rows"`
 	LargePayload int `json:"large_payload_bytes"`
