@@ -18,6 +18,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"slices"
@@ -75,7 +76,7 @@ func main() {
 			fmt.Fprintln(os.Stderr, "outbox-demo: --count and --warmup must not be negative")
 			os.Exit(2)
 		}
-		err = orders(ctx, *pgURL, *brokers, *topic, *count, *warmup, *rate, *timeout)
+		err = orders(ctx, os.Stdout, *pgURL, *brokers, *topic, *count, *warmup, *rate, *timeout)
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}
@@ -106,7 +107,7 @@ func setup(ctx context.Context, pgURL, brokers, topic string) error {
 	return nil
 }
 
-func orders(ctx context.Context, pgURL, brokers, topic string, count, warmup, rate int, timeout time.Duration) error {
+func orders(ctx context.Context, out io.Writer, pgURL, brokers, topic string, count, warmup, rate int, timeout time.Duration) error {
 	pool, err := pgxpool.New(ctx, pgURL)
 	if err != nil {
 		return err
@@ -198,7 +199,7 @@ func orders(ctx context.Context, pgURL, brokers, topic string, count, warmup, ra
 	if len(warm) > 0 {
 		first := warm[0]
 		slices.Sort(warm)
-		fmt.Printf("warm-up, %d orders one at a time (cold connections, metadata, first fetch): first %s, p50 %s, max %s\n",
+		fmt.Fprintf(out, "warm-up, %d orders one at a time (cold connections, metadata, first fetch): first %s, p50 %s, max %s\n",
 			len(warm), first.Round(10*time.Microsecond), pct(warm, 0.5), warm[len(warm)-1].Round(10*time.Microsecond))
 	}
 
@@ -214,7 +215,7 @@ func orders(ctx context.Context, pgURL, brokers, topic string, count, warmup, ra
 		}
 		written[id] = true
 	}
-	fmt.Printf("wrote %d orders in %s\n", count, time.Since(began).Round(time.Millisecond))
+	fmt.Fprintf(out, "wrote %d orders in %s\n", count, time.Since(began).Round(time.Millisecond))
 
 	seen := make(map[string]int, count)
 	var lat []time.Duration
@@ -241,18 +242,18 @@ wait:
 	var inTable int64
 	_ = pool.QueryRow(ctx, `SELECT count(*) FROM outbox`).Scan(&inTable)
 	slices.Sort(lat)
-	fmt.Printf("rows in outbox (this run):      %d measured (+%d warm-up)\n", len(written), len(warm))
-	fmt.Printf("rows in outbox (whole table):   %d\n", inTable)
-	fmt.Printf("records on the topic (this run): %d\n", records)
-	fmt.Printf("distinct outbox ids received:   %d\n", len(seen))
+	fmt.Fprintf(out, "rows in outbox (this run):      %d measured (+%d warm-up)\n", len(written), len(warm))
+	fmt.Fprintf(out, "rows in outbox (whole table):   %d\n", inTable)
+	fmt.Fprintf(out, "records on the topic (this run): %d\n", records)
+	fmt.Fprintf(out, "distinct outbox ids received:   %d\n", len(seen))
 	if len(lat) > 0 {
-		fmt.Printf("commit-to-consumer latency:     p50 %s  p99 %s  max %s (after the warm-up)\n",
+		fmt.Fprintf(out, "commit-to-consumer latency:     p50 %s  p99 %s  max %s (after the warm-up)\n",
 			pct(lat, 0.50), pct(lat, 0.99), lat[len(lat)-1].Round(10*time.Microsecond))
 	}
 	if missing := len(written) - len(seen); missing > 0 {
 		return fmt.Errorf("%d committed outbox rows never reached %s", missing, topic)
 	}
-	fmt.Println("OK: every committed outbox row reached Kafka")
+	fmt.Fprintln(out, "OK: every committed outbox row reached Kafka")
 	return nil
 }
 
