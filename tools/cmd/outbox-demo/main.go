@@ -74,7 +74,9 @@ func main() {
 	case "orders":
 		if *warmup < 0 || *count < 0 {
 			fmt.Fprintln(os.Stderr, "outbox-demo: --count and --warmup must not be negative")
-			os.Exit(2)
+			stop()
+			os.Exit(2) //nolint:gocritic // stop() ran just above
+
 		}
 		err = orders(ctx, os.Stdout, *pgURL, *brokers, *topic, *count, *warmup, *rate, *timeout)
 	default:

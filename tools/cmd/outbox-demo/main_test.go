@@ -48,7 +48,7 @@ func TestOrdersReportTheWarmUpApart(t *testing.T) {
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
-		conn.Exec(context.Background(), `DROP PUBLICATION IF EXISTS `+name)
+		_, _ = conn.Exec(context.Background(), `DROP PUBLICATION IF EXISTS `+name)
 	})
 	if out, err := exec.CommandContext(ctx, bin, "slot", "create", "--pg-url", pgURL, "--slot", name, "--publication", name, "--table", "public.outbox").CombinedOutput(); err != nil {
 		t.Fatalf("slot create: %v\n%s", err, out)

@@ -33,9 +33,11 @@ func docsReport(busy bool) *Report {
 func TestUpdateDocs(t *testing.T) {
 	dir := t.TempDir()
 	readme, bench := filepath.Join(dir, "README.md"), filepath.Join(dir, "docs", "benchmark.md")
-	os.MkdirAll(filepath.Dir(bench), 0o755)
-	os.WriteFile(readme, []byte("# x\nbefore\n<!-- cdc-bench:summary begin -->\nold summary\n<!-- cdc-bench:summary end -->\nafter\n"), 0o644)
-	os.WriteFile(bench, []byte("# b\n<!-- cdc-bench:tables begin -->\nold table\n<!-- cdc-bench:tables end -->\nkept\n"), 0o644)
+	if err := os.MkdirAll(filepath.Dir(bench), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, readme, []byte("# x\nbefore\n<!-- cdc-bench:summary begin -->\nold summary\n<!-- cdc-bench:summary end -->\nafter\n"))
+	writeFile(t, bench, []byte("# b\n<!-- cdc-bench:tables begin -->\nold table\n<!-- cdc-bench:tables end -->\nkept\n"))
 
 	err := UpdateDocs(docsReport(true), "results/R/table.md", false, readme, bench)
 	if !errors.Is(err, ErrBusyRun) || !strings.Contains(err.Error(), "steady debezium tuned at 2000 rows/s") {
@@ -90,5 +92,12 @@ func TestMarkdownFlagsBusyPhases(t *testing.T) {
 	}
 	if md := docsReport(false).Markdown(); !strings.Contains(md, "No phase ran on a busy machine.") {
 		t.Errorf("quiet run:\n%s", md)
+	}
+}
+
+func writeFile(t *testing.T, name string, b []byte) {
+	t.Helper()
+	if err := os.WriteFile(name, b, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
