@@ -49,6 +49,13 @@ sim:
 bench:
 	eval "$$(scripts/dev-up.sh)" && go run -C tools ./cmd/cdc-bench --out ../results $(BENCH_FLAGS)
 
+## bench-docs: rewrite docs/benchmark.md's tables and the README's summary from
+## results/latest/report.json (cdc-bench docs). Refuses a run with phases on a busy machine;
+## BENCH_DOCS_FLAGS=--allow-busy publishes it anyway, its busy phases flagged.
+.PHONY: bench-docs
+bench-docs:
+	go run -C tools ./cmd/cdc-bench docs --report ../results/latest/report.json $(BENCH_DOCS_FLAGS) ../docs/benchmark.md ../README.md
+
 ## faults: only the fault-injection suite (e2e/faults), against the private pair of
 ## scripts/faults-up.sh (.dev/faults/: Postgres 54339, Kafka 19192 with an ACL authorizer).
 faults:

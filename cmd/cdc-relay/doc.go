@@ -16,7 +16,8 @@
 //
 // Every flag has an environment twin CDC_RELAY_<FLAG> (dashes become underscores); a flag
 // given on the command line wins. Exit codes: 0 clean shutdown, 1 runtime failure, 2 bad
-// usage or configuration.
+// usage or configuration. CDC_RELAY_CPU_PROFILE=FILE (not a flag's twin) writes a CPU profile
+// of the whole process into FILE when it exits by itself or on SIGTERM (cdc-bench --profile).
 //
 // Contexts and goroutines: main's context ends on SIGINT or SIGTERM, and every command takes
 // it: cancelling it is the clean stop (run and poll flush Kafka and confirm under their own

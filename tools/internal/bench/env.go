@@ -6,8 +6,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -27,12 +29,29 @@ type env struct {
 	adm    *kadm.Client
 	bin    string
 	logDir string
-	prefix string // bench_<random>: every table, slot, publication and topic starts with it
+	prefix string   // bench_<random>: every table, slot, publication and topic starts with it
+	ours   ourProcs // the process trees that are the benchmark's own (MachineState)
 
 	mu       sync.Mutex
 	seq      int
 	cleanups []func(context.Context)
 	workers  map[string]*connectWorker // each debezium publisher's Kafka Connect worker
+	logNames map[string]int            // how often each log name was taken (logName)
+}
+
+// logName returns name the first time, then name-2, name-3, ...: a phase that runs again
+// (SteadyRepeats) keeps the earlier runs' logs and profiles.
+func (e *env) logName(name string) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.logNames == nil {
+		e.logNames = map[string]int{}
+	}
+	e.logNames[name]++
+	if n := e.logNames[name]; n > 1 {
+		return fmt.Sprintf("%s-%d", name, n)
+	}
+	return name
 }
 
 func newEnv(ctx context.Context, cfg Config, bin string) (*env, error) {
@@ -306,11 +325,18 @@ func (e *env) startPublisher(pub Publisher, f *fixture, slot, topic, logName str
 	if pub.Bin != "" {
 		bin = pub.Bin
 	}
-	penv, err := publisherEnv(pub)
+	env, err := publisherEnv(pub)
 	if err != nil {
 		return nil, err
 	}
-	return startProc(pub.Name, filepath.Join(e.logDir, logName+".log"), penv, bin, args...)
+	if e.cfg.Profile {
+		dir := filepath.Join(e.cfg.OutDir, "profiles")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+		env = append(slices.Clone(env), "CDC_RELAY_CPU_PROFILE="+filepath.Join(dir, logName+".pprof"))
+	}
+	return startProc(pub.Name, filepath.Join(e.logDir, logName+".log"), env, bin, args...)
 }
 
 // failer is a process or publisher that reports when it stopped by itself.
