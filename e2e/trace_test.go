@@ -346,3 +346,28 @@ func TestRunTracesADeadLetterIntoTheTable(t *testing.T) {
 	}
 	p.Stop(t)
 }
+
+// Without an OTLP endpoint tracing is off: no tracer provider, so no exporter (the relay says
+// nothing about tracing), and the record carries the row's traceparent and tracestate as they
+// are. The empty variables stand for unset ones, so that an endpoint in the test's own
+// environment cannot turn it on.
+func TestRunWithoutAnEndpointLeavesTheRowsTraceContext(t *testing.T) {
+	t.Parallel()
+	e := testenv.NewRelayEnv(t, true)
+	cons := testenv.Consume(t, e.F.Topic)
+	p := e.Start(t, []string{"OTEL_EXPORTER_OTLP_ENDPOINT=", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=", "OTEL_TRACES_SAMPLER=always_on"})
+	id := e.F.Insert(t, false, testenv.Row{Key: "k1", Payload: `{}`, Headers: rowTraceHeaders(rowSpanID)})[0]
+	rec := cons.WaitFor(t, 60*time.Second, "the record", hasAll([]int64{id}))[0]
+	if got, want := testenv.Header(rec, "traceparent"), "00-"+rowTraceID+"-"+rowSpanID+"-01"; got != want {
+		t.Errorf("traceparent %q, want the row's own %q", got, want)
+	}
+	if got := testenv.Header(rec, "tracestate"); got != rowTraceState {
+		t.Errorf("tracestate %q, want the row's own %q", got, rowTraceState)
+	}
+	if code := p.Stop(t); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	if out := p.Output(); strings.Contains(out, "tracing") {
+		t.Errorf("the relay set up tracing without an endpoint:\n%s", out)
+	}
+}
