@@ -61,7 +61,7 @@ func cmdCutover(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	log := c.logger(stderr)
 	cfg.Conn, cfg.Logger = c.pg, log
-	if err := prod.sink(&cfg.Sink, &c, fs, log); err != nil {
+	if err := prod.sink(&cfg.Sink, &c, fs, log, cfg.Topic); err != nil {
 		return err
 	}
 	crash, err := crashHook(pollCrashEnv, log, "after Kafka acknowledged a batch, before its rows are marked")
@@ -79,7 +79,7 @@ func cmdCutover(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if errors.Is(err, slotstore.ErrSlotExists) {
 			return &usageError{fmt.Errorf("%w: cutover creates the slot; if the relay already runs from it, nothing is left to cut over", err)}
 		}
-		return fmt.Errorf("cutover: %w", pollErr(slotErr(err)))
+		return prod.topicErr(fmt.Errorf("cutover: %w", pollErr(slotErr(err))))
 	}
 	if res.PublicationCreated {
 		fmt.Fprintf(stdout, "created publication %s (insert only)\n", pub)

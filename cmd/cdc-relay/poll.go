@@ -64,7 +64,7 @@ func cmdPoll(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	log := c.logger(stderr)
 	cfg.Conn, cfg.Logger = c.pg, log
-	if err := prod.sink(&cfg.Sink, &c, fs, log); err != nil {
+	if err := prod.sink(&cfg.Sink, &c, fs, log, cfg.Topic); err != nil {
 		return err
 	}
 	if cfg.Batch < 1 {
@@ -91,7 +91,7 @@ func cmdPoll(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if ctx.Err() != nil {
 			return nil
 		}
-		return pollErr(err)
+		return prod.topicErr(pollErr(err))
 	}
 	stopOps, err := ops.startPoll(ctx, reg, p, cfg, log)
 	if err != nil {

@@ -73,7 +73,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	log := c.logger(stderr)
 	dcfg.Tables = tables
-	if err := prod.sink(&scfg, &c, fs, log); err != nil {
+	if err := prod.sink(&scfg, &c, fs, log, dcfg.Topic); err != nil {
 		return err
 	}
 	rcfg.Decoder, rcfg.Sink, rcfg.Logger = dcfg, scfg, log
@@ -134,7 +134,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	log.Info("starting", "slot", c.slot, "publications", []string(pubs), "brokers", []string(prod.brokers))
 	if err := r.Run(ctx); err != nil {
-		return fmt.Errorf("run: %w", err)
+		return prod.topicErr(fmt.Errorf("run: %w", err))
 	}
 	return nil
 }
