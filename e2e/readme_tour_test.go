@@ -119,7 +119,8 @@ func TestReadmeTourRunsVerbatim(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the tour failed: %v\n%s", err, out)
 	}
-	for _, bad := range []string{"level=ERROR", "not acknowledging", "dead-lettering", "dead-lettered until"} {
+	for _, bad := range []string{"level=ERROR", "not acknowledging", "dead-lettering", "dead-lettered until",
+		"min.insync.replicas is 1", "one replica on a cluster"} {
 		if strings.Contains(string(out), bad) {
 			t.Errorf("the tour's output has %q:\n%s", bad, out)
 		}
