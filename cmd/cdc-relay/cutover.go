@@ -53,6 +53,9 @@ func cmdCutover(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if cfg.Batch < 1 {
 		return usageErr("--batch %d: use a positive number of rows", cfg.Batch)
 	}
+	if err := checkRanges(fs, []string{"ack-timeout"}, nil); err != nil {
+		return err
+	}
 	if _, err := slotstore.DeadLetterTableDDL(deadTable); err != nil {
 		return &usageError{fmt.Errorf("--dead-letter-table: %w", err)}
 	}

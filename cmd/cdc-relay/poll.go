@@ -73,6 +73,9 @@ func cmdPoll(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if cfg.Interval <= 0 {
 		return usageErr("--interval %s: use a positive duration", cfg.Interval)
 	}
+	if err := checkRanges(fs, []string{"ack-timeout", "probe-timeout", "max-buffered-bytes", "kafka-timeout", "pending-interval"}, []string{"linger"}); err != nil {
+		return err
+	}
 	crash, err := crashHook(pollCrashEnv, log, "after Kafka acknowledged a batch, before its rows are marked")
 	if err != nil {
 		return err
