@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -134,6 +135,11 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	if err != nil {
 		conn.Close(context.Background())
+		if errors.Is(err, slotstore.ErrSlotMissing) {
+			if tl, terr := serverTimeline(ctx, &c); terr == nil && tl > 1 {
+				return promotedSlotMissing(c.slot, pubs, tables, tl)
+			}
+		}
 		return slotErr(err)
 	}
 	if err := checkTables(tables, published, pubs); err != nil {
