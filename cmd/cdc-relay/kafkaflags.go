@@ -159,8 +159,8 @@ func (p *producerFlags) topicErr(err error) error {
 		what = "the topic of every record (--topic)"
 	}
 	return usageErr("%s %q does not exist in Kafka: create it (kafka-topics.sh --bootstrap-server %s --create --topic %s), "+
-		"or start with --create-topics (and --topic-partitions, --topic-replication-factor) to let the relay create missing topics",
-		what, tm.Topic, strings.Join(p.brokers, ","), tm.Topic)
+		"or start with --create-topics (and --topic-partitions, --topic-replication-factor) to let the relay create missing topics (%w)",
+		what, tm.Topic, strings.Join(p.brokers, ","), tm.Topic, err)
 }
 
 // isSet reports whether the flag was given on the command line or by its environment twin.
