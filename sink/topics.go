@@ -52,9 +52,11 @@ type TopicMissingError struct {
 	Topic string
 }
 
+// Error starts with Kafka's name for the error, UNKNOWN_TOPIC_OR_PARTITION, as a refusal from the
+// broker does: `dead-letters list` and `replay` class a letter by it.
 func (e *TopicMissingError) Error() string {
-	return fmt.Sprintf("topic %q does not exist in Kafka: create it (kafka-topics.sh --create --topic %s), "+
-		"or let the relay create missing topics (--create-topics)", e.Topic, e.Topic)
+	return fmt.Sprintf("%s: topic %q does not exist in Kafka: create it (kafka-topics.sh --create --topic %s), "+
+		"or let the relay create missing topics (--create-topics)", kerr.UnknownTopicOrPartition.Message, e.Topic, e.Topic)
 }
 
 func (e *TopicMissingError) Unwrap() error { return kerr.UnknownTopicOrPartition }
