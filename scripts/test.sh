@@ -23,7 +23,11 @@ go vet -C tools ./...
 	go test -race -count=1 -timeout 40m "${quiet[@]}"
 	# The benchmark's quick run compares latencies: alone, so the other tests' load does not
 	# decide which publisher looks faster.
-	go test -C tools -race -count=1 -timeout 20m ./...
+	mapfile -t tools < <(go list -C tools ./... | grep -v '/helmchart$')
+	go test -C tools -race -count=1 -timeout 20m "${tools[@]}"
+	# The Helm chart (deploy/helm/cdc-relay): linted, rendered, decoded and tied to the binary,
+	# then its rendered pods run against the services; after the benchmark, so as not to load it.
+	go test -C tools -race -count=1 -timeout 10m ./helmchart
 	# PostgreSQL failovers: each test starts its own primary and standby (PostgreSQL 16, 17 and 18
 	# from scripts/pg-install.sh) on free ports and uses the shared Kafka; alone, since the gap
 	# they measure is a latency.

@@ -26,6 +26,7 @@ const (
 	HeaderDLQError    = contract.DLQError    // "dlq-error"
 	HeaderDLQTopic    = contract.DLQTopic    // "dlq-original-topic"
 	HeaderDLQRelation = contract.DLQRelation // "dlq-relation"
+	HeaderDLQClass    = contract.DLQClass    // "dlq-class": LetterClass of the cause
 )
 
 // ReservedHeader reports whether a row's own header may not be named name, because the
@@ -151,13 +152,14 @@ func NewRecord(e Event) *kgo.Record {
 }
 
 // DeadLetter returns the record that parks r on the dead-letter topic: the original key,
-// value and headers, plus the error, the original topic and, when known, the relation.
-// The outbox id and LSN travel in r's own headers.
+// value and headers, plus the error, its class (LetterClass), the original topic and, when
+// known, the relation. The outbox id and LSN travel in r's own headers.
 func DeadLetter(dlqTopic string, r *kgo.Record, relation string, cause error) *kgo.Record {
-	h := make([]kgo.RecordHeader, 0, len(r.Headers)+3)
+	h := make([]kgo.RecordHeader, 0, len(r.Headers)+4)
 	h = append(h, r.Headers...)
 	h = append(h,
 		kgo.RecordHeader{Key: HeaderDLQError, Value: []byte(cause.Error())},
+		kgo.RecordHeader{Key: HeaderDLQClass, Value: []byte(LetterClass(cause))},
 		kgo.RecordHeader{Key: HeaderDLQTopic, Value: []byte(r.Topic)},
 	)
 	if relation != "" {

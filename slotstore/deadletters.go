@@ -40,6 +40,7 @@ func deadLetterDDL(t outbox.Table) string {
     value       bytea,
     headers     jsonb,
     error       text         NOT NULL,
+    class       text,
     lsn         pg_lsn,
     created_at  timestamptz  NOT NULL DEFAULT now()
 )`
