@@ -158,6 +158,12 @@ func (p *producerFlags) topicErr(err error) error {
 	if tm.Topic != p.dlqIs && tm.Topic == p.fixedTopic {
 		what = "the topic of every record (--topic)"
 	}
+	if p.createTopics {
+		return usageErr("%s %q does not exist in Kafka and --create-topics could not create it (the log says why: "+
+			"the principal may lack CREATE on the cluster or topic, or the partitions or replication factor are refused): "+
+			"create it (kafka-topics.sh --bootstrap-server %s --create --topic %s) (%w)",
+			what, tm.Topic, strings.Join(p.brokers, ","), tm.Topic, err)
+	}
 	return usageErr("%s %q does not exist in Kafka: create it (kafka-topics.sh --bootstrap-server %s --create --topic %s), "+
 		"or start with --create-topics (and --topic-partitions, --topic-replication-factor) to let the relay create missing topics (%w)",
 		what, tm.Topic, strings.Join(p.brokers, ","), tm.Topic, err)
