@@ -89,6 +89,12 @@ func TestDeadLetterTopicMustExistOrBeCreated(t *testing.T) {
 	if td, err := adm.ListTopics(ctx, noDLQ); err != nil || td[noDLQ].Err == nil {
 		t.Errorf("the relay created %s without --create-topics (%v)", noDLQ, err)
 	}
+	// A creation Kafka refuses (5 replicas on one broker) is said, with the broker's reason.
+	_, errOut, code = testenv.Run(t, 60*time.Second, e.Bin, e.Env, "run", "--dlq-topic", noDLQ, "--metrics-addr", "",
+		"--create-topics", "--topic-replication-factor", "5")
+	if code != 2 || !strings.Contains(errOut, "--create-topics could not create it") || !strings.Contains(errOut, "INVALID_REPLICATION_FACTOR") {
+		t.Errorf("a dead-letter topic Kafka refuses to create: exit %d, want 2 saying why\n%s", code, errOut)
+	}
 
 	p := testenv.Start(t, e.Bin, e.Env, "run", "--dlq-topic", newDLQ, "--status-interval", "1s", "--metrics-addr", "",
 		"--create-topics", "--topic-partitions", "2")
