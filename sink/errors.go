@@ -59,12 +59,13 @@ func Rejected(err error) bool {
 // with the same configuration cannot fix: a certificate that is not trusted or does not name the
 // broker, TLS against a plaintext listener or the reverse, refused credentials, or a broker that
 // closed every connection at its first read for the whole attempt (a listener spoken to in the
-// wrong protocol). Anything else (a broker that is down, not answering, restarting) is worth
+// wrong protocol), a topic of Config.Topics that does not exist. Anything else (a broker that is down, not answering, restarting) is worth
 // waiting for.
 func Permanent(err error) bool {
 	var firstEOF *kgo.ErrFirstReadEOF
+	var missing *TopicMissingError
 	_, permanent := connectHint(err)
-	return permanent || errors.As(err, &firstEOF)
+	return permanent || errors.As(err, &firstEOF) || errors.As(err, &missing)
 }
 
 // unreachableError names the brokers that did not answer and what to check.

@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"strings"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -127,6 +128,11 @@ func NewRecord(e Event) *kgo.Record {
 		h = append(h, kgo.RecordHeader{Key: HeaderEventType, Value: []byte(e.EventType)})
 	}
 	for _, rh := range e.Headers {
+		if e.CloudEvents != nil && rh.Key != HeaderContentType && strings.EqualFold(rh.Key, HeaderContentType) {
+			// The binding's datacontenttype is the header content-type, in that case: a row's
+			// Content-Type is its value, under the binding's name (DESIGN.md, "A record names").
+			rh.Key = HeaderContentType
+		}
 		h = append(h, kgo.RecordHeader(rh))
 	}
 	var commitTime []byte

@@ -60,7 +60,9 @@ a test fails when this file is stale. Edit the flags' help in cmd/cdc-relay, not
 Every flag has an environment twin ` + "`CDC_RELAY_<FLAG>`" + ` (upper case, dashes as underscores:
 ` + "`--pg-url` is `CDC_RELAY_PG_URL`" + `); a flag on the command line wins over its twin.
 Exit codes: ` + "`0`" + ` clean shutdown, ` + "`1`" + ` runtime failure (a service unreachable, the slot lost),
-` + "`2`" + ` bad usage or configuration (the message names the flag). ` + "`cdc-relay COMMAND --help`" + ` prints
+` + "`2`" + ` bad usage or configuration, found at start (the message names the flag: an unknown flag, a bad URL,
+a zero or negative interval, timeout or buffer size, a topic name Kafka refuses, a mapped column no
+streamed table has, a dead-letter topic that does not exist, a missing slot or publication). ` + "`cdc-relay COMMAND --help`" + ` prints
 the same lists.
 `)
 	for _, c := range configDocCommands {

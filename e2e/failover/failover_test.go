@@ -208,6 +208,16 @@ func TestBelow17RecoveryProcedure(t *testing.T) {
 	if code != 1 || !strings.Contains(out, "timeline 2 while the relay started on timeline 1") || !strings.Contains(out, "cdc-relay cutover --slot "+f.slot) {
 		t.Fatalf("relay after the promotion: exit %d, want 1 with the timeline and the recovery steps:\n%s", code, out)
 	}
+	// Its supervisor restarts it: the new start finds no slot on a server that was promoted, and
+	// gives the same procedure, not "create it with `cdc-relay slot create`" (a slot created now
+	// would never publish the rows committed since the old slot's confirmed position).
+	restarted := f.relay(t, mh)
+	code, _ = restarted.Wait(t, 60*time.Second)
+	out = restarted.Output()
+	if code != 2 || !strings.Contains(out, "has been promoted (timeline 2") || !strings.Contains(out, "cdc-relay cutover --slot "+f.slot) ||
+		strings.Contains(out, "create it with `cdc-relay slot create") {
+		t.Fatalf("relay restarted after the promotion: exit %d, want 2 with the cutover procedure:\n%s", code, out)
+	}
 
 	// The procedure, with the writer still writing.
 	if out, code := f.cli(t, "cutover", "--pg-url", mh, "--slot", f.slot, "--publication", f.pub, "--table", f.table, "--dlq-topic", f.dlq); code != 0 {

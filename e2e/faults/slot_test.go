@@ -65,8 +65,9 @@ func TestSlotInvalidatedStopsWithAClearError(t *testing.T) {
 	}
 	topic := name + ".events"
 	testenv.CreateTopic(t, topic, 1)
+	testenv.CreateTopic(t, name+".dlq", 1)
 	bin := testenv.Binary(t, true)
-	env := []string{"CDC_RELAY_PG_URL=" + pgURL, "CDC_RELAY_SLOT=" + name, "CDC_RELAY_PUBLICATION=" + name}
+	env := []string{"CDC_RELAY_PG_URL=" + pgURL, "CDC_RELAY_SLOT=" + name, "CDC_RELAY_PUBLICATION=" + name, "CDC_RELAY_DLQ_TOPIC=" + name + ".dlq"}
 	if out, errOut, code := testenv.Run(t, 30*time.Second, bin, env, "slot", "create", "--table", table); code != 0 {
 		t.Fatalf("slot create: exit %d\n%s%s", code, out, errOut)
 	}
