@@ -35,7 +35,7 @@ func TestRowForAMissingTopicIsDeadLetteredAtOnceAndSaysSo(t *testing.T) {
 	f := e.F
 	missing := f.Name + ".missing"
 	adm := kadm.NewClient(testenv.Kafka(t))
-	t.Cleanup(func() { adm.DeleteTopics(context.Background(), missing) })
+	t.Cleanup(func() { _, _ = adm.DeleteTopics(context.Background(), missing) })
 	p := e.Start(t, nil, "--metrics-addr", "")
 	cons := testenv.Consume(t, f.Topic)
 	dlq := testenv.Consume(t, f.DLQ)
@@ -75,7 +75,7 @@ func TestDeadLetterTopicMustExistOrBeCreated(t *testing.T) {
 	ctx := context.Background()
 	adm := kadm.NewClient(testenv.Kafka(t))
 	noDLQ, newDLQ, newTopic := f.Name+".nodlq", f.Name+".newdlq", f.Name+".created"
-	t.Cleanup(func() { adm.DeleteTopics(context.Background(), noDLQ, newDLQ, newTopic) })
+	t.Cleanup(func() { _, _ = adm.DeleteTopics(context.Background(), noDLQ, newDLQ, newTopic) })
 
 	_, errOut, code := testenv.Run(t, 60*time.Second, e.Bin, e.Env, "run", "--dlq-topic", noDLQ, "--metrics-addr", "")
 	if code != 2 {
