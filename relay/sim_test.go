@@ -120,6 +120,11 @@ type harness struct {
 	mem        memSample
 
 	runCtx atomic.Pointer[runState] // the current run, for the server's script
+
+	// vnet, when set, carries every connection in memory (vsim_test.go: the simulation on
+	// virtual time); nil: TCP on 127.0.0.1. tune, when set, changes each run's Config.
+	vnet *kfake.VirtualNetwork
+	tune func(*Config)
 }
 
 type runState struct {
@@ -195,11 +200,11 @@ func runSchedule(t *testing.T, sc *schedule) bool {
 
 func (h *harness) setup() error {
 	var err error
-	h.kafka, err = kfake.NewCluster(kfake.NumBrokers(1))
+	h.kafka, err = kfake.NewCluster(append(h.clusterOpts(), kfake.NumBrokers(1))...)
 	if err != nil {
 		return err
 	}
-	adm := kadm.NewClient(mustClient(kgo.SeedBrokers(h.kafka.ListenAddrs()...)))
+	adm := kadm.NewClient(mustClient(append(h.netOpts(), kgo.SeedBrokers(h.kafka.ListenAddrs()...))...))
 	defer adm.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -218,11 +223,11 @@ func (h *harness) setup() error {
 		}
 		topics = append(topics, tp.name)
 	}
-	h.idx, err = newKafkaIndex(h.kafka.ListenAddrs(), topics)
+	h.idx, err = newKafkaIndex(h.kafka.ListenAddrs(), topics, h.netOpts()...)
 	if err != nil {
 		return err
 	}
-	h.srv, err = simwal.New("sim_slot", 0x1000000)
+	h.srv, err = h.newServer("sim_slot", 0x1000000)
 	if err != nil {
 		return err
 	}
@@ -278,7 +283,7 @@ func (h *harness) script(e simwal.Event) simwal.Action {
 func (h *harness) config() Config {
 	conn := h.srv.ConnConfig()
 	conn.ConnectTimeout = 5 * time.Second
-	return Config{
+	cfg := Config{
 		Replication: replication.Config{
 			Conn: conn, Slot: "sim_slot", Publications: []string{"pub"}, StatusInterval: h.sc.statusInterval,
 			MinBackoff: 2 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, StandbyRetry: 10 * time.Millisecond,
@@ -294,6 +299,11 @@ func (h *harness) config() Config {
 		StartupTimeout:  5 * time.Second,
 		Logger:          h.log,
 	}
+	cfg.Sink.Opts = append(cfg.Sink.Opts, h.netOpts()...)
+	if h.tune != nil {
+		h.tune(&cfg)
+	}
+	return cfg
 }
 
 // newRelay is a relay.New with the scripted table in place of PostgreSQL's.
