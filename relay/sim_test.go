@@ -123,8 +123,10 @@ type harness struct {
 
 	// vnet, when set, carries every connection in memory (vsim_test.go: the simulation on
 	// virtual time); nil: TCP on 127.0.0.1. tune, when set, changes each run's Config.
-	vnet *kfake.VirtualNetwork
-	tune func(*Config)
+	// On virtual time every tick costs a wake-up, so hours of it want a coarser sample.
+	vnet        *kfake.VirtualNetwork
+	tune        func(*Config)
+	sampleEvery time.Duration // how often invariant (e) samples; 0: every millisecond
 }
 
 type runState struct {
@@ -223,7 +225,7 @@ func (h *harness) setup() error {
 		}
 		topics = append(topics, tp.name)
 	}
-	h.idx, err = newKafkaIndex(h.kafka.ListenAddrs(), topics, h.netOpts()...)
+	h.idx, err = newKafkaIndex(h.kafka.ListenAddrs(), topics, h.indexOpts()...)
 	if err != nil {
 		return err
 	}
@@ -444,9 +446,9 @@ func (h *harness) run(i int, run *simRun, txns []simTxnSpec) {
 	select {
 	case err = <-errc:
 		h.checkFinalStatus(fmt.Sprintf("run %d", i+1), r, rs.session0)
-	case <-time.After(30 * time.Second):
-		h.violate("g", "run %d: Run did not return within 30s of its start (canceled at %s or after %d messages; the sessions sent %d)",
-			i+1, cancelAt, run.cancelMsgs, rs.sent.Load())
+	case <-time.After(cancelAt + h.sc.shutdown + 30*time.Second):
+		h.violate("g", "run %d: Run did not return within 30s of its cancel and shutdown timeout %s (canceled at %s or after %d messages; the sessions sent %d)",
+			i+1, h.sc.shutdown, cancelAt, run.cancelMsgs, rs.sent.Load())
 		cancel()
 		err = <-errc
 	}
@@ -573,13 +575,19 @@ func (h *harness) installFault(ctx context.Context, f simFault) func() {
 			slow.Store(true)
 			left := atomic.Int64{}
 			left.Store(int64(f.count))
+			removed := make(chan struct{}) // ends a held answer's wait: none outlives the fault
 			h.kafka.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
 				if slow.Load() && left.Add(-1) >= 0 {
-					h.kafka.SleepControl(func() { time.Sleep(f.dur / 4) })
+					h.kafka.SleepControl(func() {
+						select {
+						case <-time.After(f.dur / 4):
+						case <-removed:
+						}
+					})
 				}
 				return nil, nil, false
 			})
-			remove = append(remove, func() { slow.Store(false) })
+			remove = append(remove, func() { slow.Store(false); close(removed) })
 		}
 	}
 	t := time.AfterFunc(f.after, install)

@@ -63,8 +63,8 @@ type seenRec struct {
 }
 
 func newKafkaIndex(brokers, topics []string, opts ...kgo.Opt) (*kafkaIndex, error) {
-	cl, err := kgo.NewClient(append(opts, kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topics...),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(20*time.Millisecond))...)
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topics...),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(20 * time.Millisecond)}, opts...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -215,7 +215,7 @@ type memSample struct {
 }
 
 // sample is invariant (e): it reads the relay's own dead-letter accounting (letterBudget.held)
-// every millisecond until stopped. The relay lets a letter through when none is held, so one
+// every h.samplePeriod() until stopped. The relay lets a letter through when none is held, so one
 // letter alone may be larger than the byte limit.
 func (h *harness) sample(r *Relay) (stop func()) {
 	done := make(chan struct{})
@@ -232,7 +232,7 @@ func (h *harness) sample(r *Relay) (stop func()) {
 	maxRecords, maxBytes := simMemFactor*h.sc.maxRecords+1, int64(simMemFactor*h.sc.maxBytes+largest)
 	go func() {
 		defer close(finished)
-		tick := time.NewTicker(time.Millisecond)
+		tick := time.NewTicker(h.samplePeriod())
 		defer tick.Stop()
 		reported := false
 		for {

@@ -1,6 +1,8 @@
 package relay
 
 import (
+	"time"
+
 	"github.com/jackc/pglogrepl"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -26,6 +28,15 @@ func (h *harness) netOpts() []kgo.Opt {
 	return []kgo.Opt{kgo.Dialer(h.vnet.DialContext)}
 }
 
+// indexOpts are the kafkaIndex's: on virtual time its fetches, which franz-go sends all the
+// time in the background, wait up to a minute for records instead of 20ms (a wake-up each).
+func (h *harness) indexOpts() []kgo.Opt {
+	if h.vnet == nil {
+		return nil
+	}
+	return append(h.netOpts(), kgo.FetchMaxWait(time.Minute))
+}
+
 func (h *harness) newServer(slot string, start pglogrepl.LSN) (*simwal.Server, error) {
 	if h.vnet == nil {
 		return simwal.New(slot, start)
@@ -35,4 +46,11 @@ func (h *harness) newServer(slot string, start pglogrepl.LSN) (*simwal.Server, e
 		return nil, err
 	}
 	return simwal.NewOn(ln, h.vnet.DialContext, slot, start), nil
+}
+
+func (h *harness) samplePeriod() time.Duration {
+	if h.sampleEvery == 0 {
+		return time.Millisecond
+	}
+	return h.sampleEvery
 }

@@ -1,0 +1,99 @@
+package relay
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// vschedule is a schedule of sim_test.go (newSchedule: every kind it has, unchanged) plus what
+// only virtual time affords, drawn from a random stream of its own so that the base schedule
+// stays the seed's: the settings users change (--confirm-delay, --status-interval, the reconnect
+// back-off, franz-go's retry back-off) and, in one schedule of three, long faults: PostgreSQL
+// unreachable for minutes, Kafka refusing every produce for minutes to an hour, the slot held
+// by another process for minutes, produce answers held for up to an hour.
+type vschedule struct {
+	sc *schedule
+
+	long         bool
+	confirmDelay time.Duration // replication.Config.ConfirmDelay: 0 the default (100ms), <0 off
+	minBackoff   time.Duration // replication.Config.MinBackoff / MaxBackoff
+	maxBackoff   time.Duration
+	standbyRetry time.Duration // replication.Config.StandbyRetry (the harness's 10ms: 0)
+	kafkaRetry   time.Duration // franz-go's retry back-off
+	sample       time.Duration // invariant (e)'s sampling period (harness.sample)
+}
+
+func newVSchedule(seed uint64) *vschedule {
+	sc := newSchedule(seed)
+	rng := rand.New(rand.NewPCG(seed^0x7173, seed+0x5eed))
+	vs := &vschedule{sc: sc, minBackoff: 2 * time.Millisecond, maxBackoff: 20 * time.Millisecond, kafkaRetry: 3 * time.Millisecond}
+	vs.confirmDelay = []time.Duration{0, -1, time.Millisecond, 20 * time.Millisecond, time.Second}[rng.IntN(5)]
+	vs.long = rng.IntN(3) == 0
+	if !vs.long {
+		return vs
+	}
+	// Long: timers of production size, so that minutes of outage cost tens of retries, not
+	// millions.
+	sc.statusInterval = []time.Duration{time.Second, 10 * time.Second}[rng.IntN(2)]
+	vs.minBackoff, vs.maxBackoff = 250*time.Millisecond, 30*time.Second
+	vs.standbyRetry = 2 * time.Second
+	vs.kafkaRetry = 250 * time.Millisecond
+	vs.sample = 100 * time.Millisecond
+	sc.shutdown = []time.Duration{time.Second, 30 * time.Second}[rng.IntN(2)]
+	for i := range sc.runs {
+		run := &sc.runs[i]
+		end := run.cancelAfter
+		if run.outageFor > 0 {
+			run.outageFor = time.Duration(1+rng.IntN(30)) * time.Minute
+			end = max(end, run.outageAt+run.outageFor)
+		}
+		if run.holdSlot > 0 {
+			run.holdSlot = time.Duration(1+rng.IntN(10)) * time.Minute
+			end = max(end, run.holdSlot)
+		}
+		for j := range run.faults {
+			f := &run.faults[j]
+			switch f.kind {
+			case faultDown, faultDLQRefused:
+				f.dur = time.Duration(1+rng.IntN(60)) * time.Minute
+			case faultSlow:
+				f.dur = time.Duration(1+rng.IntN(60)) * time.Minute // answers held dur/4
+			default:
+				continue
+			}
+			f.after = time.Duration(rng.IntN(10)) * time.Second
+			end = max(end, f.after+f.dur)
+		}
+		// Most long runs are canceled after their faults ended (the recovery is what is
+		// checked); the others in the middle of them.
+		if rng.IntN(4) != 0 {
+			run.cancelAfter = end + time.Duration(rng.IntN(60))*time.Second
+		} else {
+			run.cancelAfter = time.Duration(rng.Int64N(int64(end) + 1))
+		}
+		run.commitDelay *= 1000 // ms → s
+	}
+	return vs
+}
+
+// tune applies the settings to a run's Config.
+func (vs *vschedule) tune(c *Config) {
+	c.Replication.ConfirmDelay = vs.confirmDelay
+	c.Replication.MinBackoff, c.Replication.MaxBackoff = vs.minBackoff, vs.maxBackoff
+	if vs.standbyRetry > 0 {
+		c.Replication.StandbyRetry = vs.standbyRetry
+	}
+	d := vs.kafkaRetry
+	c.Sink.Opts = append(c.Sink.Opts, kgo.RetryBackoffFn(func(int) time.Duration { return d }))
+}
+
+func (vs *vschedule) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "  virtual time: long %v, confirm delay %s, reconnect back-off %s..%s, standby retry %s, Kafka retry back-off %s\n",
+		vs.long, vs.confirmDelay, vs.minBackoff, vs.maxBackoff, vs.standbyRetry, vs.kafkaRetry)
+	return b.String()
+}
