@@ -33,9 +33,60 @@ func newVSchedule(seed uint64) *vschedule {
 	vs := &vschedule{sc: sc, minBackoff: 2 * time.Millisecond, maxBackoff: 20 * time.Millisecond, kafkaRetry: 3 * time.Millisecond}
 	vs.confirmDelay = []time.Duration{0, -1, time.Millisecond, 20 * time.Millisecond, time.Second}[rng.IntN(5)]
 	vs.long = rng.IntN(3) == 0
-	if !vs.long {
-		return vs
+	if vs.long {
+		vs.lengthen(rng)
 	}
+	vs.offBeat()
+	return vs
+}
+
+// offBeat moves every time the harness acts at (cancels, commits, outages, holds, faults) off
+// the relay's own beat by a few odd nanoseconds: on virtual time two timers of round durations
+// often fire at the same instant, and which of them the Go runtime runs first is random, so
+// the trace of a seed would differ between runs (a hold released at 10m while the standby
+// retry asks at 10m). The relay's own timers can still meet each other.
+func (vs *vschedule) offBeat() {
+	const (
+		cancel = 7919 * time.Nanosecond
+		commit = 1013 * time.Nanosecond
+		outage = 3001 * time.Nanosecond
+		hold   = 5003 * time.Nanosecond
+		fault  = 6007 * time.Nanosecond
+	)
+	// The relay's settings too, each by its own amount, so that two of them started at one
+	// instant do not end at one (a confirm delay and a status interval of 20ms).
+	vs.sc.statusInterval += 1009 * time.Nanosecond
+	if vs.confirmDelay > 0 {
+		vs.confirmDelay += 2003 * time.Nanosecond
+	}
+	vs.minBackoff += 307 * time.Nanosecond
+	vs.maxBackoff += 401 * time.Nanosecond
+	vs.kafkaRetry += 503 * time.Nanosecond
+	if vs.standbyRetry > 0 {
+		vs.standbyRetry += 601 * time.Nanosecond
+	}
+	vs.sc.shutdown += 701 * time.Nanosecond
+	for i := range vs.sc.runs {
+		run := &vs.sc.runs[i]
+		run.cancelAfter += cancel
+		if run.commitDelay > 0 {
+			run.commitDelay += commit
+		}
+		if run.outageFor > 0 {
+			run.outageAt += outage
+		}
+		if run.holdSlot > 0 {
+			run.holdSlot += hold
+		}
+		for j := range run.faults {
+			run.faults[j].after += fault
+		}
+	}
+}
+
+// lengthen gives a schedule timers of production size and long faults.
+func (vs *vschedule) lengthen(rng *rand.Rand) {
+	sc := vs.sc
 	// Long: timers of production size, so that minutes of outage cost tens of retries, not
 	// millions.
 	sc.statusInterval = []time.Duration{time.Second, 10 * time.Second}[rng.IntN(2)]
@@ -77,7 +128,6 @@ func newVSchedule(seed uint64) *vschedule {
 		}
 		run.commitDelay *= 1000 // ms → s
 	}
-	return vs
 }
 
 // tune applies the settings to a run's Config.

@@ -25,7 +25,9 @@ func (h *harness) netOpts() []kgo.Opt {
 	if h.vnet == nil {
 		return nil
 	}
-	return []kgo.Opt{kgo.Dialer(h.vnet.DialContext)}
+	// kfake asks for client telemetry (KIP-714), which costs a compressed push per interval,
+	// a tenth of a short schedule's CPU; the relay's production clients keep it.
+	return []kgo.Opt{kgo.Dialer(h.vnet.DialContext), kgo.DisableClientMetrics()}
 }
 
 // indexOpts are the kafkaIndex's: on virtual time its fetches, which franz-go sends all the
