@@ -9,12 +9,12 @@ package relay
 // bound in it depends on the machine's load. vschedule adds what only virtual time affords:
 // outages of minutes to hours and the settings users change (vschedule.go).
 //
-//	go test -count=1 -run 'VSim$' ./relay                          # the default count
-//	go test -count=1 -run 'VSim$' ./relay -vsim.n 1000000          # more (or CDC_RELAY_VSIM_N)
-//	go test -count=1 -run 'VSim$' ./relay -vsim.seed 1234 -vsim.v  # replay one seed, with the relay's log
+//	go test -count=1 -run 'SimVirtual$' ./relay                          # the default count
+//	go test -count=1 -run 'SimVirtual$' ./relay -vsim.n 1000000          # more (or CDC_RELAY_VSIM_N)
+//	go test -count=1 -run 'SimVirtual$' ./relay -vsim.seed 1234 -vsim.v  # replay one seed, with the relay's log
 //
 // A failure prints the seed, the schedule and the replay command. Every schedule prints (with
-// -vsim.trace) or checks (TestVSimDeterministic) the hash of its trace (vtrace_test.go).
+// -vsim.trace) or checks (TestSimVirtualDeterministic) the hash of its trace (vtrace_test.go).
 
 import (
 	"flag"
@@ -78,7 +78,7 @@ func vsimSetup(t *testing.T) {
 	})
 }
 
-func TestVSim(t *testing.T) {
+func TestSimVirtual(t *testing.T) {
 	vsimSetup(t)
 	seeds := vsimSeeds()
 	workers := *vsimWorkers
@@ -118,7 +118,7 @@ func TestVSim(t *testing.T) {
 	t.Logf("%d schedules in %s (%.0f schedules/s, %d workers), %s of virtual time", len(seeds), el.Round(time.Millisecond),
 		float64(len(seeds))/el.Seconds(), workers, time.Duration(virtual.Load()).Round(time.Second))
 	if n := failed.Load(); n > 0 {
-		t.Errorf("%d of %d schedules failed; replay one with: go test -count=1 -run 'VSim$' ./relay -vsim.seed N -vsim.v", n, len(seeds))
+		t.Errorf("%d of %d schedules failed; replay one with: go test -count=1 -run 'SimVirtual$' ./relay -vsim.seed N -vsim.v", n, len(seeds))
 	}
 }
 
@@ -175,7 +175,7 @@ func runVSchedule(t *testing.T, seed uint64) (res vresult) {
 		if res.ok {
 			return
 		}
-		report = fmt.Sprintf("seed %d: %d invariant violations:\n  %s\nschedule:\n%s%s\ntrace %s\nreplay: go test -count=1 -run 'VSim$' ./relay -vsim.seed %d -vsim.v",
+		report = fmt.Sprintf("seed %d: %d invariant violations:\n  %s\nschedule:\n%s%s\ntrace %s\nreplay: go test -count=1 -run 'SimVirtual$' ./relay -vsim.seed %d -vsim.v",
 			seed, len(h.violations), strings.Join(h.violations, "\n  "), sc, vs, res.hash, seed)
 		if *vsimVerbose {
 			h.logw.mu.Lock()

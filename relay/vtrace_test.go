@@ -118,7 +118,7 @@ func traceInts(w hash.Hash, tag byte, vs ...int64) {
 	w.Write(b)
 }
 
-// TestVSimDeterministic runs each of -vsim.n seeds (default 20) twice. The schedule must be the
+// TestSimVirtualDeterministic runs each of -vsim.n seeds (default 20) twice. The schedule must be the
 // same both times (a pure function of the seed: fails otherwise). The traces are compared and
 // the agreement logged, not required: the Go runtime picks at random among goroutines woken at
 // the same virtual instant (and among ready select cases), so a connection drop scripted at a
@@ -126,7 +126,7 @@ func traceInts(w hash.Hash, tag byte, vs ...int64) {
 // about one seed in five gives a different trace on a second run (vschedule.offBeat keeps the
 // harness's own times off the relay's beat). CDC_RELAY_VSIM_DUMP=dir writes each run's events
 // to dir, to see where two runs part.
-func TestVSimDeterministic(t *testing.T) {
+func TestSimVirtualDeterministic(t *testing.T) {
 	vsimSetup(t)
 	n := *vsimN
 	if n == 0 {
@@ -142,7 +142,7 @@ func TestVSimDeterministic(t *testing.T) {
 			same++
 			continue
 		}
-		t.Logf("seed %d: traces %s (%d events) and %s (%d events); see where they part: CDC_RELAY_VSIM_DUMP=/tmp/d go test -count=2 -run 'VSim$' ./relay -vsim.seed %d",
+		t.Logf("seed %d: traces %s (%d events) and %s (%d events); see where they part: CDC_RELAY_VSIM_DUMP=/tmp/d go test -count=2 -run 'SimVirtual$' ./relay -vsim.seed %d",
 			seed, r1.hash, r1.events, r2.hash, r2.events, seed)
 	}
 	t.Logf("%d of %d seeds gave the same trace twice", same, n)
