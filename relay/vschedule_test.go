@@ -12,7 +12,7 @@ import (
 // vschedule is a schedule of sim_test.go (newSchedule: every kind it has, unchanged) plus what
 // only virtual time affords, drawn from a random stream of its own so that the base schedule
 // stays the seed's: the settings users change (--confirm-delay, --status-interval, the reconnect
-// back-off, franz-go's retry back-off) and, in one schedule of three, long faults: PostgreSQL
+// back-off, franz-go's retry back-off) and, in one schedule of four, long faults: PostgreSQL
 // unreachable for minutes, Kafka refusing every produce for minutes to an hour, the slot held
 // by another process for minutes, produce answers held for up to an hour.
 type vschedule struct {
@@ -32,7 +32,7 @@ func newVSchedule(seed uint64) *vschedule {
 	rng := rand.New(rand.NewPCG(seed^0x7173, seed+0x5eed))
 	vs := &vschedule{sc: sc, minBackoff: 2 * time.Millisecond, maxBackoff: 20 * time.Millisecond, kafkaRetry: 3 * time.Millisecond}
 	vs.confirmDelay = []time.Duration{0, -1, time.Millisecond, 20 * time.Millisecond, time.Second}[rng.IntN(5)]
-	vs.long = rng.IntN(3) == 0
+	vs.long = rng.IntN(4) == 0
 	if vs.long {
 		vs.lengthen(rng)
 	}
@@ -92,8 +92,8 @@ func (vs *vschedule) lengthen(rng *rand.Rand) {
 	sc.statusInterval = []time.Duration{time.Second, 10 * time.Second}[rng.IntN(2)]
 	vs.minBackoff, vs.maxBackoff = 250*time.Millisecond, 30*time.Second
 	vs.standbyRetry = 2 * time.Second
-	vs.kafkaRetry = 250 * time.Millisecond
-	vs.sample = 100 * time.Millisecond
+	vs.kafkaRetry = time.Second // franz-go's default back-off ends at 1s
+	vs.sample = 500 * time.Millisecond
 	sc.shutdown = []time.Duration{time.Second, 30 * time.Second}[rng.IntN(2)]
 	for i := range sc.runs {
 		run := &sc.runs[i]

@@ -18,6 +18,7 @@ package relay
 
 import (
 	"flag"
+	"io"
 	"fmt"
 	"log/slog"
 	"os"
@@ -150,7 +151,11 @@ func runVSchedule(t *testing.T, seed uint64) (res vresult) {
 		vs := newVSchedule(seed)
 		sc := vs.sc
 		h := &harness{t: bt, sc: sc, logw: &lockedBuf{}, store: &tableStore{}, vnet: &kfake.VirtualNetwork{}, tune: vs.tune, sampleEvery: vs.sample}
-		h.log = slog.New(slog.NewTextHandler(h.logw, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		var w io.Writer = io.Discard // formatting the log is a twentieth of a schedule: -vsim.v only
+		if *vsimVerbose {
+			w = h.logw
+		}
+		h.log = slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		began := time.Now()
 		if err := h.setup(); err != nil {
 			report = fmt.Sprintf("seed %d: setup: %v", seed, err)
