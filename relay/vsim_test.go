@@ -18,8 +18,8 @@ package relay
 
 import (
 	"flag"
-	"io"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"runtime"
