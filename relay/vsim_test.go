@@ -7,7 +7,7 @@ package relay
 // cancels and outages) runs on the bubble's clock, which jumps ahead whenever every goroutine in
 // the bubble is blocked. A schedule takes milliseconds of CPU whatever its virtual length, and no
 // bound in it depends on the machine's load. vschedule adds what only virtual time affords:
-// outages of minutes to hours and the settings users change (vschedule.go).
+// outages of minutes to hours and the settings users change (vschedule_test.go).
 //
 //	go test -count=1 -run 'SimVirtual$' ./relay                          # the default count
 //	go test -count=1 -run 'SimVirtual$' ./relay -vsim.n 1000000          # more (or CDC_RELAY_VSIM_N)
@@ -159,6 +159,7 @@ func runVSchedule(t *testing.T, seed uint64) (res vresult) {
 		began := time.Now()
 		if err := h.setup(); err != nil {
 			report = fmt.Sprintf("seed %d: setup: %v", seed, err)
+			h.close() // nothing of the bubble may outlive it
 			return
 		}
 		txn := 0
