@@ -6,7 +6,6 @@ import (
 	"math"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -42,7 +41,7 @@ import (
 
 // kafkaIndex reads every record of the simulation's topics from kfake.
 type kafkaIndex struct {
-	mu     sync.Mutex
+	mu     chanMutex // held across a fetch: a sync.Mutex waiter would stop a synctest bubble's clock
 	cl     *kgo.Client
 	adm    *kadm.Client
 	topics []string
@@ -68,7 +67,7 @@ func newKafkaIndex(brokers, topics []string, opts ...kgo.Opt) (*kafkaIndex, erro
 	if err != nil {
 		return nil, err
 	}
-	return &kafkaIndex{cl: cl, adm: kadm.NewClient(cl), topics: topics, next: map[string]map[int32]int64{}, byID: map[string][]int{}}, nil
+	return &kafkaIndex{mu: make(chanMutex, 1), cl: cl, adm: kadm.NewClient(cl), topics: topics, next: map[string]map[int32]int64{}, byID: map[string][]int{}}, nil
 }
 
 func (k *kafkaIndex) close() { k.cl.Close() }

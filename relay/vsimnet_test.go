@@ -56,3 +56,14 @@ func (h *harness) samplePeriod() time.Duration {
 	}
 	return h.sampleEvery
 }
+
+// chanMutex is a mutex for what is held across a wait on the bubble's clock (kafkaIndex.refresh
+// holds its lock across fetches, which end on a timer): a goroutine waiting for a sync.Mutex is
+// not durably blocked, so while one waits the clock of a testing/synctest bubble cannot move, and
+// the holder's timer never fires (seed 4380 hung so: a status check refreshing the index while
+// the harness waited to read it). A goroutine waiting on a channel is durably blocked. Make it
+// with make(chanMutex, 1).
+type chanMutex chan struct{}
+
+func (m chanMutex) Lock()   { m <- struct{}{} }
+func (m chanMutex) Unlock() { <-m }
