@@ -246,9 +246,20 @@ func (p *pipe) handle(ctx context.Context, m *replication.Message) error {
 			p.cur = nil
 		case decoder.KindNone:
 			if err != nil {
-				r.stats.BadRows.Add(1)
-				r.cfg.Metrics.ProduceError(metrics.ClassBadRow)
-				r.log.Error("ignored a logical message that cannot be published", "lsn", m.WALStart, "cause", err)
+				// A non-transactional logical message with the outbox prefix: it belongs to no
+				// committed transaction, so it is never published, but its content is kept: it is
+				// dead-lettered as a bad row, as a transaction of its own that ends at the
+				// message's LSN (or, were one open, with that transaction), so the position
+				// passes it only once it is parked.
+				x := p.cur
+				if x == nil {
+					x = r.track.begin()
+				}
+				stamp := sink.NewStamp(out.EndLSN, time.Now()) // no commit time: when the relay read it
+				r.produce(ctx, x, stamp, out, err)
+				if p.cur == nil {
+					r.track.commit(x, out.EndLSN)
+				}
 			}
 		}
 	}

@@ -151,7 +151,7 @@ func runVSchedule(t *testing.T, seed uint64) (res vresult) {
 		vs := newVSchedule(seed)
 		sc := vs.sc
 		h := &harness{t: bt, sc: sc, logw: &lockedBuf{}, store: &tableStore{}, vnet: &kfake.VirtualNetwork{}, tune: vs.tune, sampleEvery: vs.sample}
-		var w io.Writer = io.Discard // formatting the log is a twentieth of a schedule: -vsim.v only
+		w := io.Discard // formatting the log is a twentieth of a schedule: -vsim.v only
 		if *vsimVerbose {
 			w = h.logw
 		}

@@ -27,7 +27,7 @@ import (
 // cause) and every letter the table took, in the order they happened. It returns the hash and
 // the number of events. Run after checkEnd (which read Kafka to its end).
 func (h *harness) traceHash() (string, int) {
-	var sum hash.Hash = sha256.New()
+	sum := sha256.New()
 	if dir := os.Getenv("CDC_RELAY_VSIM_DUMP"); dir != "" { // the events as text, to find where two runs part
 		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("seed-%d-%d.txt", h.sc.seed, time.Now().UnixNano()^rand.Int64())))
 		if err == nil {

@@ -27,7 +27,16 @@ const (
 	DLQError    = "dlq-error"
 	DLQTopic    = "dlq-original-topic"
 	DLQRelation = "dlq-relation"
+	// DLQClass says why a record was parked, decided when it was parked: DLQClassBadRow, or
+	// the name of the Kafka error that refused it (MESSAGE_TOO_LARGE, ...). `dead-letters
+	// replay` reads it, never the prose of dlq-error.
+	DLQClass = "dlq-class"
 )
+
+// DLQClassBadRow is the dlq-class of a row or message that could not become a record:
+// replaying the same bytes cannot fix it, and its record (e.g. a null value, a tombstone on a
+// compacted topic) must never be published.
+const DLQClassBadRow = "bad-row"
 
 // CloudEvents header names (the Kafka protocol binding's binary content mode), written with
 // --format cloudevents. Every name that starts with CEPrefix is reserved, in either format:
