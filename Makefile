@@ -37,9 +37,15 @@ MATRIX_TESTS ?=
 test-matrix:
 	CDC_RELAY_MATRIX_VERSIONS="$(PG_VERSIONS)" CDC_RELAY_MATRIX_TESTS="$(MATRIX_TESTS)" scripts/test-matrix.sh
 
-## sim: N seeded simulation schedules of the relay (scripted walsender, kfake); no services needed.
+## sim: N seeded schedules of the relay's simulation on virtual time (relay/vsim_test.go: scripted
+## walsender, kfake and franz-go in a testing/synctest bubble, all in memory); no services needed.
+## It prints schedules per second; a failure prints the line that replays it. sim-real: N schedules
+## of the same simulation on real sockets and timers (relay/sim_test.go), ~1 s each.
 N ?= 1000
+.PHONY: sim-real
 sim:
+	bash -o pipefail -c "go test -count=1 -timeout 0 -run 'SimVirtual$$' ./relay -vsim.n $(N) -v | grep -v '^=== RUN'"
+sim-real:
 	go test -count=1 -timeout 0 -run 'Sim$$' ./relay -sim.n $(N)
 
 ## bench: run vs poll vs Debezium (as shipped and tuned; jars via scripts/debezium-jars.sh) vs

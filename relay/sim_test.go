@@ -120,6 +120,13 @@ type harness struct {
 	mem        memSample
 
 	runCtx atomic.Pointer[runState] // the current run, for the server's script
+
+	// vnet, when set, carries every connection in memory (vsim_test.go: the simulation on
+	// virtual time); nil: TCP on 127.0.0.1. tune, when set, changes each run's Config.
+	// On virtual time every tick costs a wake-up, so hours of it want a coarser sample.
+	vnet        *kfake.VirtualNetwork
+	tune        func(*Config)
+	sampleEvery time.Duration // how often invariant (e) samples; 0: every millisecond
 }
 
 type runState struct {
@@ -195,11 +202,11 @@ func runSchedule(t *testing.T, sc *schedule) bool {
 
 func (h *harness) setup() error {
 	var err error
-	h.kafka, err = kfake.NewCluster(kfake.NumBrokers(1))
+	h.kafka, err = kfake.NewCluster(append(h.clusterOpts(), kfake.NumBrokers(1))...)
 	if err != nil {
 		return err
 	}
-	adm := kadm.NewClient(mustClient(kgo.SeedBrokers(h.kafka.ListenAddrs()...)))
+	adm := kadm.NewClient(mustClient(append(h.netOpts(), kgo.SeedBrokers(h.kafka.ListenAddrs()...))...))
 	defer adm.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -218,11 +225,11 @@ func (h *harness) setup() error {
 		}
 		topics = append(topics, tp.name)
 	}
-	h.idx, err = newKafkaIndex(h.kafka.ListenAddrs(), topics)
+	h.idx, err = newKafkaIndex(h.kafka.ListenAddrs(), topics, h.indexOpts()...)
 	if err != nil {
 		return err
 	}
-	h.srv, err = simwal.New("sim_slot", 0x1000000)
+	h.srv, err = h.newServer("sim_slot", 0x1000000)
 	if err != nil {
 		return err
 	}
@@ -278,7 +285,7 @@ func (h *harness) script(e simwal.Event) simwal.Action {
 func (h *harness) config() Config {
 	conn := h.srv.ConnConfig()
 	conn.ConnectTimeout = 5 * time.Second
-	return Config{
+	cfg := Config{
 		Replication: replication.Config{
 			Conn: conn, Slot: "sim_slot", Publications: []string{"pub"}, StatusInterval: h.sc.statusInterval,
 			MinBackoff: 2 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, StandbyRetry: 10 * time.Millisecond,
@@ -294,6 +301,11 @@ func (h *harness) config() Config {
 		StartupTimeout:  5 * time.Second,
 		Logger:          h.log,
 	}
+	cfg.Sink.Opts = append(cfg.Sink.Opts, h.netOpts()...)
+	if h.tune != nil {
+		h.tune(&cfg)
+	}
+	return cfg
 }
 
 // newRelay is a relay.New with the scripted table in place of PostgreSQL's.
@@ -434,9 +446,9 @@ func (h *harness) run(i int, run *simRun, txns []simTxnSpec) {
 	select {
 	case err = <-errc:
 		h.checkFinalStatus(fmt.Sprintf("run %d", i+1), r, rs.session0)
-	case <-time.After(30 * time.Second):
-		h.violate("g", "run %d: Run did not return within 30s of its start (canceled at %s or after %d messages; the sessions sent %d)",
-			i+1, cancelAt, run.cancelMsgs, rs.sent.Load())
+	case <-time.After(cancelAt + h.sc.shutdown + 30*time.Second):
+		h.violate("g", "run %d: Run did not return within 30s of its cancel and shutdown timeout %s (canceled at %s or after %d messages; the sessions sent %d)",
+			i+1, h.sc.shutdown, cancelAt, run.cancelMsgs, rs.sent.Load())
 		cancel()
 		err = <-errc
 	}
@@ -563,13 +575,19 @@ func (h *harness) installFault(ctx context.Context, f simFault) func() {
 			slow.Store(true)
 			left := atomic.Int64{}
 			left.Store(int64(f.count))
+			removed := make(chan struct{}) // ends a held answer's wait: none outlives the fault
 			h.kafka.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
 				if slow.Load() && left.Add(-1) >= 0 {
-					h.kafka.SleepControl(func() { time.Sleep(f.dur / 4) })
+					h.kafka.SleepControl(func() {
+						select {
+						case <-time.After(f.dur / 4):
+						case <-removed:
+						}
+					})
 				}
 				return nil, nil, false
 			})
-			remove = append(remove, func() { slow.Store(false) })
+			remove = append(remove, func() { slow.Store(false); close(removed) })
 		}
 	}
 	t := time.AfterFunc(f.after, install)

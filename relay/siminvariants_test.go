@@ -6,7 +6,6 @@ import (
 	"math"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -42,7 +41,7 @@ import (
 
 // kafkaIndex reads every record of the simulation's topics from kfake.
 type kafkaIndex struct {
-	mu     sync.Mutex
+	mu     chanMutex // held across a fetch: a sync.Mutex waiter would stop a synctest bubble's clock
 	cl     *kgo.Client
 	adm    *kadm.Client
 	topics []string
@@ -62,13 +61,13 @@ type seenRec struct {
 	dlqFrom string
 }
 
-func newKafkaIndex(brokers, topics []string) (*kafkaIndex, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topics...),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(20*time.Millisecond))
+func newKafkaIndex(brokers, topics []string, opts ...kgo.Opt) (*kafkaIndex, error) {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topics...),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(20 * time.Millisecond)}, opts...)...)
 	if err != nil {
 		return nil, err
 	}
-	return &kafkaIndex{cl: cl, adm: kadm.NewClient(cl), topics: topics, next: map[string]map[int32]int64{}, byID: map[string][]int{}}, nil
+	return &kafkaIndex{mu: make(chanMutex, 1), cl: cl, adm: kadm.NewClient(cl), topics: topics, next: map[string]map[int32]int64{}, byID: map[string][]int{}}, nil
 }
 
 func (k *kafkaIndex) close() { k.cl.Close() }
@@ -215,7 +214,7 @@ type memSample struct {
 }
 
 // sample is invariant (e): it reads the relay's own dead-letter accounting (letterBudget.held)
-// every millisecond until stopped. The relay lets a letter through when none is held, so one
+// every h.samplePeriod() until stopped. The relay lets a letter through when none is held, so one
 // letter alone may be larger than the byte limit.
 func (h *harness) sample(r *Relay) (stop func()) {
 	done := make(chan struct{})
@@ -232,7 +231,7 @@ func (h *harness) sample(r *Relay) (stop func()) {
 	maxRecords, maxBytes := simMemFactor*h.sc.maxRecords+1, int64(simMemFactor*h.sc.maxBytes+largest)
 	go func() {
 		defer close(finished)
-		tick := time.NewTicker(time.Millisecond)
+		tick := time.NewTicker(h.samplePeriod())
 		defer tick.Stop()
 		reported := false
 		for {

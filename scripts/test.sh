@@ -20,6 +20,9 @@ failover='/e2e/failover$'
 go vet ./...
 go vet -C tools ./...
 scripts/lint.sh
+# The simulation on virtual time, 10,000 schedules without -race (the -race run below runs its
+# default, fewer: -race costs ~10x per schedule); no services, and alone, so it takes both cores.
+go test -count=1 -timeout 15m -run 'SimVirtual$' ./relay -vsim.n 10000
 (
 	eval "$(scripts/dev-up.sh)"
 	mapfile -t quiet < <(go list ./... | grep -Ev "$faults|$failover")

@@ -17,6 +17,11 @@ type Backoff struct {
 	Jitter bool
 }
 
+// Jitter draws a jittered wait's random part, uniform in [0, n). The simulation on virtual time
+// (relay/vsim_test.go) sets it, before any test runs, to a function of n alone, so that a
+// schedule's waits, and so its trace, are the same at every run of its seed.
+var Jitter = rand.N[time.Duration]
+
 // Startup paces the waits for PostgreSQL and Kafka at startup: 1s, 2s, 4s, then 5s.
 var Startup = Backoff{Min: time.Second, Max: 5 * time.Second}
 
@@ -27,7 +32,7 @@ func (b Backoff) Delay(attempt int) time.Duration {
 		d = b.Max
 	}
 	if b.Jitter {
-		d = d/2 + rand.N(d/2+1)
+		d = d/2 + Jitter(d/2+1)
 	}
 	return d
 }

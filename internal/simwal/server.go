@@ -1,9 +1,11 @@
 package simwal
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"sync"
@@ -84,6 +86,7 @@ type Action struct {
 type Server struct {
 	ln   net.Listener
 	slot string
+	dial func(ctx context.Context, network, addr string) (net.Conn, error) // NewOn's; nil: TCP
 	// Script, when set, is consulted before each XLogData message. It runs on a session's
 	// goroutine, must not block, and must be set before the first connection.
 	Script func(Event) Action
@@ -117,15 +120,23 @@ func New(slot string, start pglogrepl.LSN) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{ln: ln, slot: slot, ServerVersion: "15.8", walEnd: start, confirmed: start, nextPID: 1000, xid: 700, live: map[*session]struct{}{}}
+	return newServer(ln, nil, slot, start), nil
+}
+
+func newServer(ln net.Listener, dial func(ctx context.Context, network, addr string) (net.Conn, error), slot string, start pglogrepl.LSN) *Server {
+	s := &Server{ln: ln, dial: dial, slot: slot, ServerVersion: "15.8", walEnd: start, confirmed: start, nextPID: 1000, xid: 700, live: map[*session]struct{}{}}
 	s.wg.Add(1)
 	go s.accept()
-	return s, nil
+	return s
 }
 
 // ConnConfig is the parsed connection configuration of the server (no TLS).
 func (s *Server) ConnConfig() *pgx.ConnConfig {
 	cc, _ := pgx.ParseConfig("postgres://sim@" + s.ln.Addr().String() + "/sim?sslmode=disable") // cannot fail
+	if s.dial != nil {
+		cc.DialFunc = s.dial
+		cc.LookupFunc = func(_ context.Context, host string) ([]string, error) { return []string{host}, nil }
+	}
 	return cc
 }
 
@@ -492,7 +503,8 @@ func (ss *session) read() {
 			s.mu.Lock()
 			ss.readErr = err
 			end := EndEOF
-			if errors.Is(err, net.ErrClosed) { // the server closed the connection itself
+			// The server closed the connection itself (io.ErrClosedPipe: an in-memory one, NewOn).
+			if errors.Is(err, net.ErrClosed) || errors.Is(err, io.ErrClosedPipe) {
 				end = EndServer
 			}
 			ss.endLocked(end)

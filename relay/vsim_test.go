@@ -1,0 +1,197 @@
+package relay
+
+// The simulation on virtual time: the schedules and invariants of sim_test.go, each run inside a
+// testing/synctest bubble with every connection in memory (kfake.VirtualNetwork: net.Pipe), so
+// every timer the relay, franz-go, kfake and the walsender use (confirm delay, status interval,
+// reconnect and retry back-off, the Kafka outage watch, the shutdown timeout, the harness's own
+// cancels and outages) runs on the bubble's clock, which jumps ahead whenever every goroutine in
+// the bubble is blocked. A schedule takes milliseconds of CPU whatever its virtual length, and no
+// bound in it depends on the machine's load. vschedule adds what only virtual time affords:
+// outages of minutes to hours and the settings users change (vschedule_test.go).
+//
+//	go test -count=1 -run 'SimVirtual$' ./relay                          # the default count
+//	go test -count=1 -run 'SimVirtual$' ./relay -vsim.n 1000000          # more (or CDC_RELAY_VSIM_N)
+//	go test -count=1 -run 'SimVirtual$' ./relay -vsim.seed 1234 -vsim.v  # replay one seed, with the relay's log
+//
+// A failure prints the seed, the schedule and the replay command. Every schedule prints (with
+// -vsim.trace) or checks (TestSimVirtualDeterministic) the hash of its trace (vtrace_test.go).
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/cdc-relay/cdc-relay/internal/retry"
+)
+
+var (
+	vsimN       = flag.Int("vsim.n", 0, "virtual-time simulation schedules to run (default vsimDefaultN, or $CDC_RELAY_VSIM_N)")
+	vsimSeed    = flag.Uint64("vsim.seed", 0, "run only this virtual-time simulation seed")
+	vsimBase    = flag.Uint64("vsim.base", 1, "first virtual-time simulation seed")
+	vsimWorkers = flag.Int("vsim.workers", 0, "schedules run at once (default GOMAXPROCS)")
+	vsimVerbose = flag.Bool("vsim.v", false, "log the relay's output of each schedule")
+	vsimTrace   = flag.Bool("vsim.trace", false, "log each schedule's trace hash")
+)
+
+// vsimDefaultN is what go test runs: fewer under -race, whose cost is ~10× per schedule.
+func vsimDefaultN() int {
+	switch {
+	case testing.Short():
+		return 50
+	case raceEnabled:
+		return 300
+	}
+	return 1000
+}
+
+// vresult is what one schedule left: whether its invariants held, its trace hash and length.
+type vresult struct {
+	ok      bool
+	hash    string
+	events  int
+	virtual time.Duration // the bubble's clock at the end
+	real    time.Duration
+}
+
+// vsimSetup makes what a schedule does a function of its seed alone, as far as the process
+// allows: reconnect waits without random jitter (retry.Jitter), and fewer collections (the
+// garbage collector is a fifth of a schedule's CPU at the default).
+func vsimSetup(t *testing.T) {
+	jitter := retry.Jitter
+	retry.Jitter = func(n time.Duration) time.Duration { return n / 2 }
+	gc := debug.SetGCPercent(400)
+	t.Cleanup(func() {
+		retry.Jitter = jitter
+		debug.SetGCPercent(gc)
+	})
+}
+
+func TestSimVirtual(t *testing.T) {
+	vsimSetup(t)
+	seeds := vsimSeeds()
+	workers := *vsimWorkers
+	if workers == 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	start := time.Now()
+	next := make(chan uint64)
+	var wg sync.WaitGroup
+	var failed, virtual atomic.Int64
+	for range min(workers, len(seeds)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for seed := range next {
+				// A million subtests would keep a million results: one subtest per failure only.
+				res := runVSchedule(t, seed)
+				virtual.Add(int64(res.virtual))
+				if res.real > 2*time.Second {
+					t.Logf("seed %d took %s (%s virtual, %d events)", seed, res.real.Round(time.Millisecond), res.virtual.Round(time.Second), res.events)
+				}
+				if !res.ok {
+					failed.Add(1)
+				}
+			}
+		}()
+	}
+	for _, s := range seeds {
+		if t.Failed() && failed.Load() >= 20 {
+			break // enough to go on
+		}
+		next <- s
+	}
+	close(next)
+	wg.Wait()
+	el := time.Since(start)
+	t.Logf("%d schedules in %s (%.0f schedules/s, %d workers), %s of virtual time", len(seeds), el.Round(time.Millisecond),
+		float64(len(seeds))/el.Seconds(), workers, time.Duration(virtual.Load()).Round(time.Second))
+	if n := failed.Load(); n > 0 {
+		t.Errorf("%d of %d schedules failed; replay one with: go test -count=1 -run 'SimVirtual$' ./relay -vsim.seed N -vsim.v", n, len(seeds))
+	}
+}
+
+func vsimSeeds() []uint64 {
+	if *vsimSeed != 0 {
+		return []uint64{*vsimSeed}
+	}
+	n := *vsimN
+	if n == 0 {
+		n, _ = strconv.Atoi(os.Getenv("CDC_RELAY_VSIM_N"))
+	}
+	if n == 0 {
+		n = vsimDefaultN()
+	}
+	seeds := make([]uint64, n)
+	for i := range seeds {
+		seeds[i] = *vsimBase + uint64(i)
+	}
+	return seeds
+}
+
+// runVSchedule runs seed's schedule in a bubble of its own and reports its result. A failure
+// is reported on t with the schedule and the replay command.
+func runVSchedule(t *testing.T, seed uint64) (res vresult) {
+	var report string
+	began := time.Now()
+	defer func() { res.real = time.Since(began) }()
+	synctest.Test(t, func(bt *testing.T) {
+		vs := newVSchedule(seed)
+		sc := vs.sc
+		h := &harness{t: bt, sc: sc, logw: &lockedBuf{}, store: &tableStore{}, vnet: &kfake.VirtualNetwork{}, tune: vs.tune, sampleEvery: vs.sample}
+		w := io.Discard // formatting the log is a twentieth of a schedule: -vsim.v only
+		if *vsimVerbose {
+			w = h.logw
+		}
+		h.log = slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		began := time.Now()
+		if err := h.setup(); err != nil {
+			report = fmt.Sprintf("seed %d: setup: %v", seed, err)
+			h.close() // nothing of the bubble may outlive it
+			return
+		}
+		txn := 0
+		for i := range sc.runs {
+			h.run(i, &sc.runs[i], sc.txns[txn:txn+sc.runs[i].commit])
+			txn += sc.runs[i].commit
+		}
+		h.finalRun(sc.txns[txn:])
+		h.checkEnd()
+		res.hash, res.events = h.traceHash()
+		h.close()
+		res.virtual = time.Since(began)
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		res.ok = len(h.violations) == 0
+		if *vsimTrace {
+			bt.Logf("seed %d: trace %s (%d events, %s virtual)", seed, res.hash, res.events, res.virtual)
+		}
+		if res.ok {
+			return
+		}
+		report = fmt.Sprintf("seed %d: %d invariant violations:\n  %s\nschedule:\n%s%s\ntrace %s\nreplay: go test -count=1 -run 'SimVirtual$' ./relay -vsim.seed %d -vsim.v",
+			seed, len(h.violations), strings.Join(h.violations, "\n  "), sc, vs, res.hash, seed)
+		if *vsimVerbose {
+			h.logw.mu.Lock()
+			report += "\nrelay log:\n" + h.logw.b.String()
+			h.logw.mu.Unlock()
+		}
+	})
+	if report != "" {
+		res.ok = false
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { t.Error(report) })
+	}
+	return res
+}
