@@ -173,8 +173,11 @@ CREATE INDEX ` + base + `_pending_idx ON ` + f.outbox + ` (id) WHERE published_a
 	if _, err := e.pool.Exec(ctx, ddl); err != nil {
 		return nil, fmt.Errorf("bench: create tables %s: %w", base, err)
 	}
-	if err := e.createTopic(ctx, f.topic); err != nil {
-		return nil, err
+	// The relay refuses to start without its dead-letter topic (--dlq-topic): each fixture has one.
+	for _, topic := range []string{f.topic, base + ".dlq"} {
+		if err := e.createTopic(ctx, topic); err != nil {
+			return nil, err
+		}
 	}
 	return f, nil
 }
