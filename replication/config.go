@@ -33,6 +33,13 @@ type Config struct {
 	// StandbyRetry is how often a standby asks for a slot that another process holds.
 	// Default 2s.
 	StandbyRetry time.Duration
+	// ReceiveTimeout ends a session from which nothing arrived for this long, as PostgreSQL's
+	// wal_receiver_timeout does: a network that went silent with the sockets still open
+	// (a partition, a lost host, a NAT or load balancer that dropped the connection's state)
+	// would otherwise leave the stream waiting for good. Every heartbeat status update asks
+	// the server to reply, so a healthy quiet server answers every StatusInterval; it must
+	// be longer than StatusInterval. Default 60s (wal_receiver_timeout's); negative: never.
+	ReceiveTimeout time.Duration
 	// Logger receives connection lifecycle logs. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -62,6 +69,11 @@ func (c Config) Validate() error {
 	if c.StatusInterval < 0 {
 		errs = append(errs, errors.New("replication: intervals must not be negative"))
 	}
+	if d := c.withDefaults(); d.StatusInterval > 0 && d.ReceiveTimeout > 0 && d.ReceiveTimeout <= d.StatusInterval {
+		errs = append(errs, fmt.Errorf("replication: the receive timeout (--receive-timeout %s) must be longer than the status interval "+
+			"(--status-interval %s): a quiet server answers only the heartbeat, once per status interval, so a shorter timeout "+
+			"ends healthy sessions; raise --receive-timeout or lower --status-interval", d.ReceiveTimeout, d.StatusInterval))
+	}
 	return errors.Join(errs...)
 }
 
@@ -80,6 +92,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.StandbyRetry == 0 {
 		c.StandbyRetry = 2 * time.Second
+	}
+	if c.ReceiveTimeout == 0 {
+		c.ReceiveTimeout = 60 * time.Second
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

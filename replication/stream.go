@@ -244,7 +244,6 @@ func (s *Stream) session(ctx context.Context, out chan<- []Message) (bool, error
 	}
 	s.conn = conn
 	s.read.start(conn)
-	s.setWakeConn(conn.Conn())
 	if err := checkServerVersion(conn.ParameterStatus("server_version")); err != nil {
 		return false, err
 	}
@@ -273,9 +272,13 @@ func (s *Stream) session(ctx context.Context, out chan<- []Message) (bool, error
 	if err != nil {
 		return false, classify(fmt.Errorf("start replication: %w", err), s.cfg.Slot)
 	}
+	// A wake may interrupt reads only from now on: its read deadline in the past would fail
+	// the handshake's queries (a wake that came earlier waits in wakeCh for the stream loop).
+	s.setWakeConn(conn.Conn())
 	s.state.Store(int32(StateStreaming))
 	s.log.Info("streaming", "from", start, "publications", s.cfg.Publications)
 	s.nextStatus = time.Time{}
+	s.read.heard = time.Now()
 	return true, s.stream(ctx, out)
 }
 
@@ -357,12 +360,13 @@ func (s *Stream) stream(ctx context.Context, out chan<- []Message) error {
 		default:
 		}
 		if !time.Now().Before(s.nextStatus) {
-			if err := s.sendStatus(); err != nil {
+			if err := s.heartbeat(); err != nil {
 				return err
 			}
 		}
-		// Each read waits until the next status update is due at most.
-		raw, err := s.read.receive(ctx, s.nextStatus)
+		// Each read waits until the next status update is due at most, and no longer than the
+		// receive timeout allows.
+		raw, err := s.read.receive(ctx, s.readDeadline())
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -371,6 +375,9 @@ func (s *Stream) stream(ctx context.Context, out chan<- []Message) error {
 		}
 		switch msg := raw.(type) {
 		case nil: // the read timed out
+			if err := s.checkSilence(); err != nil {
+				return err
+			}
 		case *pgproto3.ErrorResponse:
 			return classify(pgconn.ErrorResponseToPgError(msg), s.cfg.Slot)
 		case *pgproto3.CopyData:
@@ -414,7 +421,7 @@ func (s *Stream) forward(ctx context.Context, out chan<- []Message, batch []Mess
 			return nil
 		default:
 		}
-		t := time.NewTimer(time.Until(s.nextStatus))
+		t := time.NewTimer(time.Until(s.readDeadline()))
 		select {
 		case out <- batch:
 			t.Stop()
@@ -428,23 +435,65 @@ func (s *Stream) forward(ctx context.Context, out chan<- []Message, batch []Mess
 				return err
 			}
 		case <-t.C:
-			if err := s.sendStatus(); err != nil {
+			// Not reading while the pipeline is slow, the stream cannot see the server's
+			// messages, only the socket's queue: anything in it counts as heard (a queue that
+			// fills up may be a backlog the server cannot send more of); only one that stays
+			// empty through the heartbeats' replies for ReceiveTimeout is a silent server.
+			if n, ok := queued(s.read.tcp); !ok || n > 0 || s.read.buffered() {
+				s.read.heard = time.Now()
+			}
+			if err := s.checkSilence(); err != nil {
 				return err
+			}
+			if !time.Now().Before(s.nextStatus) {
+				if err := s.heartbeat(); err != nil {
+					return err
+				}
 			}
 		}
 	}
 }
 
+// readDeadline is when the next read must end at the latest: the next status update, or the
+// moment the server has been silent for ReceiveTimeout.
+func (s *Stream) readDeadline() time.Time {
+	if s.cfg.ReceiveTimeout > 0 {
+		if d := s.read.heard.Add(s.cfg.ReceiveTimeout); d.Before(s.nextStatus) {
+			return d
+		}
+	}
+	return s.nextStatus
+}
+
+// checkSilence ends the session when nothing arrived from the server for ReceiveTimeout
+// (DESIGN.md, "A silent server ends the session").
+func (s *Stream) checkSilence() error {
+	if s.cfg.ReceiveTimeout <= 0 {
+		return nil
+	}
+	if quiet := time.Since(s.read.heard); quiet >= s.cfg.ReceiveTimeout {
+		return &silentError{quiet: quiet, timeout: s.cfg.ReceiveTimeout}
+	}
+	return nil
+}
+
+// heartbeat sends the periodic status update, asking the server to reply: a healthy server
+// answers at once, so only a silent one lets ReceiveTimeout pass without a message.
+func (s *Stream) heartbeat() error { return s.sendStatusReply(true) }
+
 // sendStatus reports the flush position explicitly in all three fields. Reporting the
 // write position no further than the flush position also makes an idle walsender send a
 // keepalive with its current position, which is how a quiet slot learns it may advance.
-func (s *Stream) sendStatus() error {
+func (s *Stream) sendStatus() error { return s.sendStatusReply(false) }
+
+func (s *Stream) sendStatusReply(reply bool) error {
 	pos := s.Flushed()
 	err := pglogrepl.SendStandbyStatusUpdate(context.Background(), s.conn, pglogrepl.StandbyStatusUpdate{
 		WALWritePosition: pos,
 		WALFlushPosition: pos,
 		WALApplyPosition: pos,
 		ClientTime:       time.Now(),
+		ReplyRequested:   reply,
 	})
 	s.nextStatus = time.Now().Add(s.cfg.StatusInterval)
 	if err != nil {
