@@ -58,6 +58,10 @@ type Relay struct {
 	}
 	table parker // the last-resort destination: PostgreSQL's dead-letter table
 	stats Stats
+	// maxTxns bounds the transactions the tracker holds: reading pauses at a Begin beyond it
+	// (held.go). parts follows the producer's partitions, to say which one holds the position.
+	maxTxns int
+	parts   *partWatch
 }
 
 // New validates cfg and builds the parts. Nothing is contacted until Run.
@@ -74,16 +78,19 @@ func New(cfg Config) (*Relay, error) {
 	if err != nil {
 		return nil, err
 	}
+	parts := newPartWatch()
+	cfg.Sink.Opts = append(cfg.Sink.Opts[:len(cfg.Sink.Opts):len(cfg.Sink.Opts)], kgo.WithHooks(parts))
 	snk, err := sink.New(cfg.Sink)
 	if err != nil {
 		return nil, err
 	}
-	r := &Relay{cfg: cfg, log: cfg.Logger, stream: stream, sink: snk, dec: dec}
+	r := &Relay{cfg: cfg, log: cfg.Logger, stream: stream, sink: snk, dec: dec, parts: parts}
 	r.track = newTracker(stream.Ack)
 	r.track.beforeConfirm = cfg.BeforeConfirm
 	r.dlq = newDeadLetters()
 	records, bytes := snk.Limits()
 	r.letters = newLetterBudget(records, bytes, snk.BufferedBoth)
+	r.maxTxns = max(2*records, 1)
 	deadTbl, err := outbox.ParseTable(cfg.DeadLetterTable) // checked by Validate
 	if err != nil {
 		return nil, err
@@ -228,6 +235,10 @@ func (p *pipe) handle(ctx context.Context, m *replication.Message) error {
 		}
 		switch out.Kind {
 		case decoder.KindBegin:
+			// A record held for good must pause reading, not grow the tracker (held.go).
+			if !r.track.hasRoom(r.maxTxns) && !r.waitForRoom(ctx) {
+				return nil // stopped while paused: the pipeline checks why after this message
+			}
 			p.cur = r.track.beginAt(out.CommitTime)
 			p.stamp = nil // made at the first event: most transactions a slot sees may have none
 			r.stats.Transactions.Add(1)
@@ -286,6 +297,7 @@ func (r *Relay) produce(ctx context.Context, x *txn, stamp *sink.Stamp, out deco
 			// pipeline produces nothing after it. Its transaction stays unacknowledged, so the
 			// confirmed position stops before it and the next start replays it.
 		case r.sink.RejectedAlone(rec, err):
+			err = r.sink.Refusal(rec, err) // the limit and the flag, for the letter's reason
 			r.cfg.Metrics.ProduceError(metrics.ClassRejected)
 			r.log.Error("Kafka rejected a record for good: dead-lettering it", "topic", rec.Topic, "outbox_id", string(sink.Header(rec, sink.HeaderOutboxID)), "cause", err)
 			r.park(deadLetter{rec: sink.DeadLetter(r.cfg.DLQTopic, rec, relation, err), txn: x})

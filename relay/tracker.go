@@ -33,10 +33,26 @@ type tracker struct {
 	// that kills the process between Kafka's acknowledgement and the status update).
 	confirm       func(pglogrepl.LSN)
 	beforeConfirm func(pglogrepl.LSN)
+
+	// room is signalled when transactions leave the queue while the pipeline waits for room
+	// (waitRoom): the queue is bounded, so that a record held for good (a dead letter nobody
+	// takes, a partition whose leader is gone) pauses reading instead of growing the queue.
+	room     chan struct{}
+	wantRoom bool
 }
 
 func newTracker(confirm func(pglogrepl.LSN)) *tracker {
-	return &tracker{confirm: confirm, failCh: make(chan struct{})}
+	return &tracker{confirm: confirm, failCh: make(chan struct{}), room: make(chan struct{}, 1)}
+}
+
+// hasRoom reports whether fewer than limit transactions are tracked; if not, the next
+// confirmation signals room.
+func (t *tracker) hasRoom(limit int) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ok := len(t.q)-t.head < limit
+	t.wantRoom = !ok
+	return ok
 }
 
 // begin opens a transaction at the tail.
@@ -149,6 +165,13 @@ func (t *tracker) advance() {
 	}
 	if last == 0 {
 		return
+	}
+	if t.wantRoom {
+		t.wantRoom = false
+		select {
+		case t.room <- struct{}{}:
+		default:
+		}
 	}
 	// The test hook stands between Kafka's acknowledgement and the confirmation, so it only
 	// counts positions that records earned. Transactions without outbox events (another
