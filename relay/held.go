@@ -70,10 +70,14 @@ func (r *Relay) holding() string {
 	if n := r.dlq.len(); n > 0 {
 		parts = append(parts, fmt.Sprintf("the dead-letter topic %s to take %d queued letters", r.cfg.DLQTopic, n))
 	}
-	if stuck := r.parts.stuck(kafkaStallAfter); len(stuck) > 0 {
-		parts = append(parts, "Kafka to acknowledge "+describeStuck(stuck))
-	} else if n := r.sink.Buffered(); n > 0 && len(parts) == 0 {
-		parts = append(parts, fmt.Sprintf("Kafka to acknowledge %d records in flight", n))
+	// The partitions holding records, the longest without progress first: the oldest record
+	// waits on one of them.
+	if held := r.parts.stuck(0); len(held) > 0 {
+		more := ""
+		if len(held) > 3 {
+			held, more = held[:3], fmt.Sprintf(" and %d more partitions", len(held)-3)
+		}
+		parts = append(parts, "Kafka to acknowledge "+describeStuck(held)+more)
 	}
 	if len(parts) == 0 {
 		return "the oldest transaction's records"

@@ -38,8 +38,8 @@ func (r *Relay) watchKafka(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case now := <-tick.C:
-			if n := acked(); down.IsZero() && (n != last || now.Sub(lastAt) < kafkaStallAfter) {
-				// Acknowledgements flow (or did lately): an outage of some partitions only.
+			if down.IsZero() {
+				// Not (yet) an outage of the whole cluster: partitions may be stuck on their own.
 				r.watchPartitions(now, stuckLogged)
 			}
 			if n := acked(); n != last || r.sink.Buffered() == 0 {

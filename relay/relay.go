@@ -284,6 +284,14 @@ func (r *Relay) produce(ctx context.Context, x *txn, stamp *sink.Stamp, out deco
 		return
 	}
 	relation, commitAt := ev.Relation, out.CommitTime
+	if err := r.sink.CheckSize(rec); err != nil {
+		// Larger than the producer may buffer, with its headers: franz-go would fail it at once,
+		// after Produce returned; parked now, it counts against the budget before the next record.
+		r.cfg.Metrics.ProduceError(metrics.ClassRejected)
+		r.log.Error("Kafka rejected a record for good: dead-lettering it", "topic", rec.Topic, "outbox_id", string(sink.Header(rec, sink.HeaderOutboxID)), "cause", err)
+		r.park(deadLetter{rec: sink.DeadLetter(r.cfg.DLQTopic, rec, relation, err), txn: x})
+		return
+	}
 	r.sink.Produce(ctx, rec, func(rec *kgo.Record, err error) {
 		switch {
 		case err == nil:

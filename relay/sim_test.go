@@ -280,7 +280,7 @@ func (h *harness) config() Config {
 	conn.ConnectTimeout = 5 * time.Second
 	return Config{
 		Replication: replication.Config{
-			Conn: conn, Slot: "sim_slot", Publications: []string{"pub"}, StatusInterval: h.sc.statusInterval,
+			Conn: conn, Slot: "sim_slot", Publications: []string{"pub"}, StatusInterval: h.sc.statusInterval, ReceiveTimeout: h.sc.receiveTimeout,
 			MinBackoff: 2 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, StandbyRetry: 10 * time.Millisecond,
 		},
 		Sink: sink.Config{
@@ -364,7 +364,17 @@ func (h *harness) run(i int, run *simRun, txns []simTxnSpec) {
 	r, _ := h.newRelay(run.tableRefuse)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	rs := &runState{run: run, session0: len(h.srv.Sessions()), cancel: cancel, cancelMsgs: int64(run.cancelMsgs)}
+	// A silence is checked before the run may end (invariant k): cancels wait for the check.
+	silenced := make(chan struct{})
+	runDone := make(chan struct{})
+	cancelRun := func() {
+		select {
+		case <-silenced:
+		case <-runDone:
+		}
+		cancel()
+	}
+	rs := &runState{run: run, session0: len(h.srv.Sessions()), cancel: func() { go cancelRun() }, cancelMsgs: int64(run.cancelMsgs)}
 	h.runCtx.Store(rs)
 	defer h.runCtx.Store(nil)
 	if run.holdSlot > 0 {
@@ -398,6 +408,14 @@ func (h *harness) run(i int, run *simRun, txns []simTxnSpec) {
 			mu.Unlock()
 		}()
 	}
+	if run.silenceHold > 0 {
+		time.AfterFunc(run.silenceAt, func() {
+			defer close(silenced)
+			h.silence(runDone, i, r, run.silenceHold)
+		})
+	} else {
+		close(silenced)
+	}
 	fatal := false
 	var handles []func()
 	for _, f := range run.faults {
@@ -411,7 +429,11 @@ func (h *harness) run(i int, run *simRun, txns []simTxnSpec) {
 		handles = append(handles, stop)
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- r.Run(ctx) }()
+	go func() {
+		err := r.Run(ctx)
+		close(runDone)
+		errc <- err
+	}()
 	stopSample := h.sample(r)
 	// The run's commits end before the run does: a commit goroutine left running would commit
 	// this run's transactions after (or between) the next run's, and the WAL order would no
@@ -429,7 +451,7 @@ func (h *harness) run(i int, run *simRun, txns []simTxnSpec) {
 		// cancelMsgs, and a run nobody cancels is not a relay that fails to stop.
 		cancelAt = simCancelFallback
 	}
-	time.AfterFunc(cancelAt, cancel)
+	time.AfterFunc(cancelAt, cancelRun)
 	var err error
 	select {
 	case err = <-errc:
@@ -449,6 +471,34 @@ func (h *harness) run(i int, run *simRun, txns []simTxnSpec) {
 	}
 	if h.srv.Confirmed() == 0 {
 		h.violate("a", "run %d: the slot lost its position", i+1)
+	}
+}
+
+// silence makes the network to the walsender go silent for hold and checks invariant (k): the
+// relay's stream leaves the streaming state within its receive timeout (plus slack).
+func (h *harness) silence(runDone <-chan struct{}, i int, r *Relay, hold time.Duration) {
+	select {
+	case <-runDone:
+		return
+	default:
+	}
+	if h.srv.Silence(hold) == 0 {
+		return // no session streamed at that moment
+	}
+	const slack = 5 * time.Second // a loaded CI machine with -race
+	deadline := time.Now().Add(h.sc.receiveTimeout + slack)
+	for r.stream.State() == replication.StateStreaming {
+		select {
+		case <-runDone:
+			return
+		default:
+		}
+		if time.Now().After(deadline) {
+			h.violate("k", "run %d: still streaming %s after the network to the walsender went silent (receive timeout %s)",
+				i+1, h.sc.receiveTimeout+slack, h.sc.receiveTimeout)
+			return
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 

@@ -35,7 +35,12 @@ import (
 //	(h) no record carries a header of the record contract twice (a row header named like one is
 //	    a bad row, dead-lettered with the reason: issue 10, defect 7);
 //	(i) a run that ends with Run returning ends its replication session with CopyDone, and the
-//	    slot is then exactly at the relay's Confirmed() (the final status counts: defect 9).
+//	    slot is then exactly at the relay's Confirmed() (the final status counts: defect 9);
+//	(j) the tracker never holds more than the relay's maxTxns transactions (twice
+//	    MaxBufferedRecords): a record held for good pauses reading instead of growing it, and a
+//	    record too large with its headers is dead-lettered with a reason naming the flag;
+//	(k) a session whose network went silent (sockets open) leaves the streaming state within
+//	    ReceiveTimeout (plus slack for a loaded machine).
 //
 // Records are identified by (outbox-table, outbox-id), as consumers dedupe them: in two-table
 // schedules public.outbox and other.outbox have the same ids (defect 6).
@@ -234,12 +239,16 @@ func (h *harness) sample(r *Relay) (stop func()) {
 		defer close(finished)
 		tick := time.NewTicker(time.Millisecond)
 		defer tick.Stop()
-		reported := false
+		reported, reportedTxns := false, false
 		for {
 			select {
 			case <-done:
 				return
 			case <-tick.C:
+			}
+			if n := r.track.inFlight(); n > r.maxTxns && !reportedTxns {
+				reportedTxns = true
+				h.violate("j", "the tracker holds %d transactions, over the limit %d (twice MaxBufferedRecords %d)", n, r.maxTxns, h.sc.maxRecords)
 			}
 			n, b := r.letters.held()
 			h.mu.Lock()
@@ -315,6 +324,9 @@ func (h *harness) checkEnd() {
 			}
 			if r.class == rowValid && dead && !injected(errs) {
 				h.violate("d", "valid outbox id %s (key %s, topic %s, %d bytes) was dead-lettered: %q", id, r.key, r.topic, len(r.payload), errs)
+			}
+			if r.class == rowHuge && dead && !slices.ContainsFunc(errs, func(e string) bool { return strings.Contains(e, "--max-buffered-bytes") }) {
+				h.violate("j", "outbox id %s is too large with its headers, dead-lettered without naming --max-buffered-bytes: %q", id, errs)
 			}
 			if r.reserved && dead && !slices.ContainsFunc(errs, func(e string) bool { return strings.Contains(e, "reserved by the record contract") }) {
 				h.violate("b", "outbox id %s has reserved row headers %s, dead-lettered without that reason: %q", id, r.headers, errs)

@@ -68,6 +68,16 @@ func (s *Sink) largerThanBuffer(r *kgo.Record) bool {
 	return RecordSize(r) > int64(s.cfg.MaxBufferedBytes)
 }
 
+// CheckSize returns the error franz-go would fail r with at once, before buffering it, because
+// r alone (key, value and headers) is more than the producer may buffer; nil if it fits. The
+// relay dead-letters such a record itself, so that it counts as a letter at once.
+func (s *Sink) CheckSize(r *kgo.Record) error {
+	if !s.largerThanBuffer(r) {
+		return nil
+	}
+	return s.Refusal(r, fmt.Errorf("%w (uncompressed_bytes=%d)", kerr.MessageTooLarge, RecordSize(r)))
+}
+
 // Refusal is err, the failure of r that RejectedAlone accepted, with the limit r exceeds and the
 // flag that sets it when it is too large: the reason a dead letter carries.
 func (s *Sink) Refusal(r *kgo.Record, err error) error {

@@ -249,16 +249,18 @@ func (s *Server) Refused() int {
 // Silence makes the network between the server and its live replication sessions go silent
 // with the sockets open: they send nothing and take no status update (packets lost both
 // ways), and each holds the slot for hold, its walsender's wal_sender_timeout, before the
-// server ends it. New connections are served as usual.
-func (s *Server) Silence(hold time.Duration) {
+// server ends it. New connections are served as usual. It returns how many sessions it muted.
+func (s *Server) Silence(hold time.Duration) (muted int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for ss := range s.live {
-		if ss.id > 0 && !ss.muted {
+		if ss.id > 0 && !ss.muted && ss.readErr == nil {
 			ss.muted, ss.muteEnd = true, time.Now().Add(hold)
+			muted++
 		}
 	}
 	s.wakeLocked()
+	return muted
 }
 
 // DropAll closes every live session's connection, as a server restart would.
@@ -514,6 +516,18 @@ func (ss *session) replicate(q string) {
 	}()
 	ss.stream(start, done)
 	s.mu.Lock()
+	if ss.muted {
+		// The walsender timed out and let go of the slot, but the network is still silent: the
+		// client never sees the connection close, only its own timeout ends it.
+		ss.endLocked(EndServer)
+		if s.activePID == ss.pid {
+			s.activePID = 0
+		}
+		s.mu.Unlock()
+		<-done
+		ss.conn.Close()
+		return
+	}
 	copyDone := ss.copyDone
 	if ss.readErr == nil { // a Drop, or the server closing: the client did not end it
 		ss.endLocked(EndServer)
@@ -533,6 +547,15 @@ func (ss *session) read() {
 	s := ss.srv
 	for {
 		m, err := ss.be.Receive()
+		s.mu.Lock()
+		muted := ss.muted
+		s.mu.Unlock()
+		if muted { // nothing the client sends arrives: not its status, CopyDone or close
+			if err != nil {
+				return // the session ends when the mute does (stream), as EndServer
+			}
+			continue
+		}
 		if err != nil {
 			s.mu.Lock()
 			ss.readErr = err
@@ -557,12 +580,6 @@ func (ss *session) read() {
 				Apply:          pglogrepl.LSN(binary.BigEndian.Uint64(m.Data[17:])),
 				ReplyRequested: m.Data[33] != 0,
 				At:             time.Now(),
-			}
-			s.mu.Lock()
-			muted := ss.muted
-			s.mu.Unlock()
-			if muted {
-				continue // lost on the way
 			}
 			if st.Flush != 0 && s.OnFlush != nil {
 				s.OnFlush(st)
@@ -691,6 +708,7 @@ func (ss *session) stream(start pglogrepl.LSN, done <-chan struct{}) {
 		select {
 		case <-ss.notify:
 		case <-done:
+			ss.silent() // a muted session holds the slot until the mute ends
 			return
 		case <-time.After(200 * time.Millisecond):
 		}
