@@ -62,6 +62,7 @@ type Relay struct {
 	// (held.go). parts follows the producer's partitions, to say which one holds the position.
 	maxTxns int
 	parts   *partWatch
+	lost    lostSession // lost.go
 }
 
 // New validates cfg and builds the parts. Nothing is contacted until Run.
@@ -70,6 +71,8 @@ func New(cfg Config) (*Relay, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
+	var r *Relay
+	cfg.Replication.OnSessionLost = func(cause error) { r.sessionLost(cause) }
 	stream, err := replication.New(cfg.Replication)
 	if err != nil {
 		return nil, err
@@ -84,7 +87,7 @@ func New(cfg Config) (*Relay, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Relay{cfg: cfg, log: cfg.Logger, stream: stream, sink: snk, dec: dec, parts: parts}
+	r = &Relay{cfg: cfg, log: cfg.Logger, stream: stream, sink: snk, dec: dec, parts: parts}
 	r.track = newTracker(stream.Ack)
 	r.track.beforeConfirm = cfg.BeforeConfirm
 	r.dlq = newDeadLetters()
@@ -219,8 +222,14 @@ type pipe struct {
 
 func (p *pipe) handle(ctx context.Context, m *replication.Message) error {
 	r := p.r
+	if m.Kind != replication.KindReset && r.lost.discard.Load() {
+		return nil // the lost session's: the next session replays it (lost.go)
+	}
 	switch m.Kind {
 	case replication.KindReset:
+		if !r.awaitAbort(ctx) {
+			return nil // stopped while the abort ran
+		}
 		r.dec.Reset()
 		r.track.dropOpen()
 		p.cur = nil
@@ -292,6 +301,11 @@ func (r *Relay) produce(ctx context.Context, x *txn, stamp *sink.Stamp, out deco
 		r.park(deadLetter{rec: sink.DeadLetter(r.cfg.DLQTopic, rec, relation, err), txn: x})
 		return
 	}
+	defer func() {
+		if r.lost.discard.Load() {
+			r.lost.late.Store(true) // produced as the session was being lost: abort it too
+		}
+	}()
 	r.sink.Produce(ctx, rec, func(rec *kgo.Record, err error) {
 		switch {
 		case err == nil:
@@ -300,6 +314,9 @@ func (r *Relay) produce(ctx context.Context, x *txn, stamp *sink.Stamp, out deco
 			r.stats.Bytes.Add(int64(len(rec.Value)))
 			r.cfg.Metrics.Acked(commitAt)
 			r.track.done(x)
+		case errors.Is(err, kgo.ErrAborting):
+			// Aborted: the session was lost (its transaction was forgotten, the next session
+			// replays it), or the relay stops after a failure.
 		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 			// Shutdown while this record waited for buffer space: it was never buffered, and the
 			// pipeline produces nothing after it. Its transaction stays unacknowledged, so the
@@ -410,6 +427,11 @@ func (r *Relay) produceDeadLetters(ctx context.Context) error {
 			continue
 		}
 		r.sink.Produce(ctx, dl.rec, func(rec *kgo.Record, err error) {
+			if errors.Is(err, kgo.ErrAborting) {
+				// The session was lost: the letter's transaction was forgotten and replays.
+				r.letters.remove(rec)
+				return
+			}
 			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 				// Shutdown while it waited for buffer space: queue it again; drain produces it.
 				r.dlq.push(deadLetter{rec: rec, txn: x})

@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/cdc-relay/cdc-relay/replication"
@@ -90,4 +91,89 @@ func (l *lockedBuf) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// A relay that lost the slot (its session ended while Kafka held its records, and another
+// process took the slot) kept retrying its buffered records: once Kafka took them again they
+// landed after the new holder's records of the same key. Now the end of the session aborts
+// what the producer buffers and forgets the transactions: the records of the key that land
+// after the new holder's are only those this relay produces once it holds the slot again.
+func TestSimLostSlotAbortsBufferedRecords(t *testing.T) {
+	t.Parallel()
+	h := fixedHarness(t, 20*time.Millisecond)
+	r, _ := h.newRelay(0)
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- r.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-errc; err != nil {
+			t.Errorf("Run = %v", err)
+		}
+		h.failOnViolations()
+	}()
+	waitFor(t, 10*time.Second, "streaming", func() bool { return r.stream.State() == replication.StateStreaming })
+	// The relay's produce requests (acks=all, idempotent) fail retriably; the new holder's
+	// (acks=1, below) go through.
+	down := h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.NotLeaderForPartition, Count: -1,
+		When: func(req kmsg.Request) bool { return req.(*kmsg.ProduceRequest).Acks == -1 }})
+	var txns []simTxnSpec
+	for i := range 5 {
+		txns = append(txns, oneRow(int64(i+1))...)
+	}
+	h.commit(ctx, txns, 0)
+	waitFor(t, 10*time.Second, "the relay's records buffered", func() bool { return r.sink.Buffered() == 5 })
+
+	h.srv.HoldSlot(4242) // another relay takes the slot the moment this one's session ends
+	h.srv.DropAll()
+	waitFor(t, 10*time.Second, "the relay to wait as a standby", func() bool { return r.stream.State() == replication.StateStandby })
+	newHolder := mustClient(kgo.SeedBrokers(h.kafka.ListenAddrs()...), kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
+	defer newHolder.Close()
+	if err := newHolder.ProduceSync(ctx, &kgo.Record{Topic: "sim.t0", Key: []byte("k"), Value: []byte(`{"from":"the new holder"}`)}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	down.Remove()
+	// Whatever the relay still buffered is delivered or aborted within a few retries.
+	waitFor(t, 10*time.Second, "nothing buffered", func() bool { return r.sink.Buffered() == 0 })
+	time.Sleep(200 * time.Millisecond)
+	after := recordsAfterNewHolder(t, h)
+	if after != 0 {
+		t.Errorf("%d records of the relay that lost the slot landed after the new holder's record of the key", after)
+	}
+	// Back to the relay: it replays from the slot and delivers everything.
+	h.srv.HoldSlot(0)
+	end := h.committed[len(h.committed)-1].txn.EndLSN
+	waitFor(t, 20*time.Second, "the slot confirmed by the relay again", func() bool { return h.srv.Confirmed() >= end })
+}
+
+// recordsAfterNewHolder counts the relay's records (they carry outbox-id) after the first
+// record without one (the new holder's) on sim.t0.
+func recordsAfterNewHolder(t *testing.T, h *harness) int {
+	t.Helper()
+	cl := mustClient(kgo.SeedBrokers(h.kafka.ListenAddrs()...), kgo.ConsumeTopics("sim.t0"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	seen, after := false, 0
+	for ctx.Err() == nil {
+		fs := cl.PollFetches(ctx)
+		n := 0
+		fs.EachRecord(func(rec *kgo.Record) {
+			n++
+			relays := false
+			for _, hd := range rec.Headers {
+				relays = relays || hd.Key == "outbox-id"
+			}
+			switch {
+			case !relays:
+				seen = true
+			case seen:
+				after++
+			}
+		})
+		if n == 0 && seen {
+			break
+		}
+	}
+	return after
 }

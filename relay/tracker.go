@@ -109,6 +109,23 @@ func (t *tracker) dropOpen() {
 	t.mu.Unlock()
 }
 
+// reset forgets every transaction: the replication session ended, another process may hold
+// the slot, and the next session replays everything after the slot's position. Records of the
+// forgotten transactions that are still acknowledged count on detached txns and confirm nothing.
+func (t *tracker) reset() {
+	t.mu.Lock()
+	clear(t.q)
+	t.q, t.head = t.q[:0], 0
+	if t.wantRoom {
+		t.wantRoom = false
+		select {
+		case t.room <- struct{}{}:
+		default:
+		}
+	}
+	t.mu.Unlock()
+}
+
 // idle confirms walEnd if nothing is in flight: every transaction the server sent before
 // this keepalive is delivered, so everything up to its WAL end is safe to release.
 func (t *tracker) idle(walEnd pglogrepl.LSN) {

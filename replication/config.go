@@ -40,6 +40,11 @@ type Config struct {
 	// the server to reply, so a healthy quiet server answers every StatusInterval; it must
 	// be longer than StatusInterval. Default 60s (wal_receiver_timeout's); negative: never.
 	ReceiveTimeout time.Duration
+	// OnSessionLost, when set, is called on Run's goroutine as soon as a session that streamed
+	// ends for any reason but a cancel (the connection, the walsender, a silent network): from
+	// then on another process may hold the slot, before the KindReset that starts the next
+	// session goes down the channel. It must not block for long.
+	OnSessionLost func(cause error)
 	// Logger receives connection lifecycle logs. Default slog.Default().
 	Logger *slog.Logger
 }

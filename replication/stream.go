@@ -81,6 +81,7 @@ type Stream struct {
 
 	flushed    atomic.Uint64 // the position to confirm: only ever raised, by Ack or the slot
 	state      atomic.Int32
+	waiting    atomic.Bool // forward waits for the consumer to take a batch
 	reconnects atomic.Int64
 	read       reader
 	timeline   int32 // the server's timeline when the first session started (IDENTIFY_SYSTEM)
@@ -176,6 +177,11 @@ func (s *Stream) Flushed() pglogrepl.LSN { return pglogrepl.LSN(s.flushed.Load()
 // State returns what the Stream is doing now.
 func (s *Stream) State() State { return State(s.state.Load()) }
 
+// Waiting reports whether the stream waits for the consumer to take a batch (the pipeline is
+// slow or paused). While it waits it does not read, and a silent server is noticed only if the
+// socket's receive queue is empty (DESIGN.md, "A silent server ends the session").
+func (s *Stream) Waiting() bool { return s.waiting.Load() }
+
 // Reconnects counts sessions started after the first.
 func (s *Stream) Reconnects() int64 { return s.reconnects.Load() }
 
@@ -197,6 +203,9 @@ func (s *Stream) Run(ctx context.Context, out chan<- []Message) error {
 		everStreamed = everStreamed || streamed
 		if ctx.Err() != nil {
 			return nil
+		}
+		if streamed && s.cfg.OnSessionLost != nil {
+			s.cfg.OnSessionLost(err)
 		}
 		s.closeConn()
 		var wait time.Duration
@@ -415,12 +424,14 @@ func (s *Stream) stream(ctx context.Context, out chan<- []Message) error {
 // forward hands a batch to the consumer, sending status updates while it waits so the
 // server does not time the connection out while Kafka is slow.
 func (s *Stream) forward(ctx context.Context, out chan<- []Message, batch []Message) error {
+	defer s.waiting.Store(false)
 	for {
 		select {
 		case out <- batch:
 			return nil
 		default:
 		}
+		s.waiting.Store(true)
 		t := time.NewTimer(time.Until(s.readDeadline()))
 		select {
 		case out <- batch:
