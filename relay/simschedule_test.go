@@ -162,7 +162,7 @@ func newSchedule(seed uint64) *schedule {
 	// The contract's edges (silent network, held records, headers counted) from a third stream.
 	erng := rand.New(rand.NewPCG(seed^0xed9e, seed))
 	sc.receiveTimeout = max(25*sc.statusInterval, time.Second) // no false silence on a loaded machine
-	ids := map[string]int64{} // per source: ids are unique per table only
+	ids := map[string]int64{}                                  // per source: ids are unique per table only
 	ntx := 5 + rng.IntN(60)
 	for range ntx {
 		tx := simTxnSpec{gap: rng.IntN(3) * 512}
