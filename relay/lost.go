@@ -20,18 +20,48 @@ import (
 //     the next one; the pipeline waits there for the abort to finish, so that no record of the
 //     next session is aborted.
 //
+// The abort begins only once no Produce call of the old session is in progress (lostSession.
+// produce): a record buffered after the abort would be delivered although earlier records of
+// its key were aborted, and the replay would fill that gap out of order.
+//
 // (DESIGN.md, "A lost session aborts what the producer buffers".)
 type lostSession struct {
 	discard atomic.Bool // the old session's messages are dropped until the next KindReset
-	late    atomic.Bool // a record was produced after the loss was reported: abort again at the reset
 
-	mu   sync.Mutex
-	done chan struct{} // closed when the abort finished; nil if none is running
+	// produce is held (read) by the pipeline from its discard check to the end of its Produce
+	// call, so that once sessionLost holds it, no record of the old session can be buffered
+	// after the abort began. cancel ends the context of that Produce call, so that one waiting
+	// for buffer space (Kafka down) returns at once, its record not buffered.
+	produce sync.RWMutex
+
+	mu     sync.Mutex
+	done   chan struct{} // closed when the abort finished; nil if none ran
+	pctx   context.Context
+	cancel context.CancelFunc
+}
+
+// produceContext returns the context for the pipeline's Produce calls of this session.
+func (l *lostSession) produceContext(ctx context.Context) context.Context {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.pctx == nil || l.pctx.Err() != nil {
+		l.pctx, l.cancel = context.WithCancel(ctx)
+	}
+	return l.pctx
 }
 
 // sessionLost is the stream's OnSessionLost.
 func (r *Relay) sessionLost(cause error) {
 	r.lost.discard.Store(true)
+	r.lost.mu.Lock()
+	if r.lost.cancel != nil {
+		r.lost.cancel() // a Produce waiting for buffer space returns, its record not buffered
+	}
+	r.lost.mu.Unlock()
+	// Wait for a Produce call in progress: its record is buffered (or not) before the abort
+	// begins, so that no record of the old session is delivered after an earlier one was aborted.
+	r.lost.produce.Lock()
+	r.lost.produce.Unlock() //nolint:staticcheck // an empty critical section: a barrier
 	r.track.reset()
 	done := make(chan struct{})
 	r.lost.mu.Lock()
@@ -59,8 +89,7 @@ func (r *Relay) sessionLost(cause error) {
 }
 
 // awaitAbort waits, at the KindReset that starts a new session, until the abort of the lost
-// session's records finished, aborting again if a record was produced after the loss. It
-// returns false if ctx ended first.
+// session's records finished. It returns false if ctx ended first.
 func (r *Relay) awaitAbort(ctx context.Context) bool {
 	r.lost.mu.Lock()
 	done := r.lost.done
@@ -72,11 +101,7 @@ func (r *Relay) awaitAbort(ctx context.Context) bool {
 			return false
 		}
 	}
-	if r.lost.late.Swap(false) {
-		if err := r.sink.Abort(ctx); err != nil {
-			return false
-		}
-	}
 	r.lost.discard.Store(false)
+	r.track.resume()
 	return true
 }

@@ -301,12 +301,12 @@ func (r *Relay) produce(ctx context.Context, x *txn, stamp *sink.Stamp, out deco
 		r.park(deadLetter{rec: sink.DeadLetter(r.cfg.DLQTopic, rec, relation, err), txn: x})
 		return
 	}
-	defer func() {
-		if r.lost.discard.Load() {
-			r.lost.late.Store(true) // produced as the session was being lost: abort it too
-		}
-	}()
-	r.sink.Produce(ctx, rec, func(rec *kgo.Record, err error) {
+	r.lost.produce.RLock()
+	defer r.lost.produce.RUnlock()
+	if r.lost.discard.Load() {
+		return // the session was lost meanwhile (lost.go); its transaction was forgotten
+	}
+	r.sink.Produce(r.lost.produceContext(ctx), rec, func(rec *kgo.Record, err error) {
 		switch {
 		case err == nil:
 			r.letters.signal()

@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -120,6 +121,8 @@ type harness struct {
 	mem        memSample
 
 	runCtx atomic.Pointer[runState] // the current run, for the server's script
+
+	takeovers []takeover // invariant (l), guarded by mu
 }
 
 type runState struct {
@@ -177,6 +180,7 @@ func runSchedule(t *testing.T, sc *schedule) bool {
 	}
 	h.finalRun(sc.txns[txn:])
 	h.checkEnd()
+	h.checkTakeovers()
 
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -408,6 +412,26 @@ func (h *harness) run(i int, run *simRun, txns []simTxnSpec) {
 			mu.Unlock()
 		}()
 	}
+	if run.takeoverFor > 0 {
+		var mu sync.Mutex
+		over := false
+		t := time.AfterFunc(run.takeoverAt, func() {
+			mu.Lock()
+			defer mu.Unlock()
+			if !over {
+				h.takeover(i, r, runDone)
+			}
+		})
+		release := time.AfterFunc(run.takeoverAt+run.takeoverFor, func() { h.srv.HoldSlot(0) })
+		defer func() {
+			t.Stop()
+			release.Stop()
+			mu.Lock()
+			over = true
+			mu.Unlock()
+			h.srv.HoldSlot(0)
+		}()
+	}
 	if run.silenceHold > 0 {
 		time.AfterFunc(run.silenceAt, func() {
 			defer close(silenced)
@@ -472,6 +496,81 @@ func (h *harness) run(i int, run *simRun, txns []simTxnSpec) {
 	if h.srv.Confirmed() == 0 {
 		h.violate("a", "run %d: the slot lost its position", i+1)
 	}
+}
+
+// takeover ends the relay's session with the slot taken by another process, waits for the
+// relay's abort of its buffer to end and records the end offsets then (invariant l).
+func (h *harness) takeover(i int, r *Relay, runDone <-chan struct{}) {
+	for wait := time.Now().Add(300 * time.Millisecond); r.stream.State() != replication.StateStreaming; {
+		if time.Now().After(wait) {
+			return
+		}
+		select {
+		case <-runDone:
+			return
+		case <-time.After(time.Millisecond):
+		}
+	}
+	// Kafka holds the relay's records (its produce requests fail retriably) while it loses the
+	// slot, and takes them again after: a record retried then would land after the new holder's.
+	down := h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.NotLeaderForPartition, Count: -1})
+	defer down.Remove()
+	for wait := time.Now().Add(100 * time.Millisecond); r.sink.Buffered() == 0 && time.Now().Before(wait); {
+		time.Sleep(time.Millisecond) // records to hold, if the run has any left to produce
+	}
+	r.lost.mu.Lock()
+	prev := r.lost.done // an earlier loss's
+	r.lost.mu.Unlock()
+	h.srv.HoldSlot(4343)
+	at := time.Now()
+	h.srv.DropAll()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		r.lost.mu.Lock()
+		done := r.lost.done
+		r.lost.mu.Unlock()
+		if done != prev {
+			select {
+			case <-done:
+			case <-runDone:
+				return
+			case <-time.After(time.Until(deadline)):
+				h.violate("l", "run %d: the abort of the buffer did not end within 20s of losing the slot", i+1)
+				return
+			}
+			break
+		}
+		select {
+		case <-runDone:
+			return
+		case <-time.After(time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return // the session was not lost (it had ended already)
+		}
+	}
+	adm := kadm.NewClient(mustClient(kgo.SeedBrokers(h.kafka.ListenAddrs()...)))
+	defer adm.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var topics []string
+	for _, tp := range h.sc.topics {
+		topics = append(topics, tp.name)
+	}
+	ends, err := adm.ListEndOffsets(ctx, topics...)
+	if err != nil {
+		return
+	}
+	to := takeover{run: i, at: at, ends: map[string]map[int32]int64{}}
+	ends.Each(func(o kadm.ListedOffset) {
+		if to.ends[o.Topic] == nil {
+			to.ends[o.Topic] = map[int32]int64{}
+		}
+		to.ends[o.Topic][o.Partition] = o.Offset
+	})
+	h.mu.Lock()
+	h.takeovers = append(h.takeovers, to)
+	h.mu.Unlock()
 }
 
 // silence makes the network to the walsender go silent for hold and checks invariant (k): the

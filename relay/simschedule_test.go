@@ -119,6 +119,9 @@ type simRun struct {
 	// The network to the walsender goes silent at silenceAt, sockets open; the silent session
 	// holds the slot for silenceHold (its wal_sender_timeout). 0: no silence.
 	silenceAt, silenceHold time.Duration
+	// At takeoverAt another process takes the slot the moment the relay's session ends (the
+	// session is dropped), for takeoverFor. 0: no takeover.
+	takeoverAt, takeoverFor time.Duration
 }
 
 type schedule struct {
@@ -161,8 +164,9 @@ func newSchedule(seed uint64) *schedule {
 	sc.twoTables = crng.IntN(3) != 0
 	// The contract's edges (silent network, held records, headers counted) from a third stream.
 	erng := rand.New(rand.NewPCG(seed^0xed9e, seed))
-	sc.receiveTimeout = max(25*sc.statusInterval, time.Second) // no false silence on a loaded machine
-	ids := map[string]int64{}                                  // per source: ids are unique per table only
+	// Long enough that a loaded machine never looks like a silent network.
+	sc.receiveTimeout = max(25*sc.statusInterval, time.Second)
+	ids := map[string]int64{} // per source: ids are unique per table only
 	ntx := 5 + rng.IntN(60)
 	for range ntx {
 		tx := simTxnSpec{gap: rng.IntN(3) * 512}
@@ -235,6 +239,10 @@ func newSchedule(seed uint64) *schedule {
 			run.silenceAt = time.Duration(erng.IntN(150)) * time.Millisecond
 			run.silenceHold = time.Duration(50+erng.IntN(300)) * time.Millisecond
 		}
+		if erng.IntN(2) == 0 {
+			run.takeoverAt = time.Duration(10+erng.IntN(150)) * time.Millisecond
+			run.takeoverFor = time.Duration(30+erng.IntN(200)) * time.Millisecond
+		}
 		for nf := rng.IntN(4); nf > 0; nf-- {
 			tp := sc.topics[rng.IntN(len(sc.topics))]
 			f := simFault{kind: faultKind(rng.IntN(6)), topic: tp.name, partition: rng.Int32N(tp.partitions),
@@ -290,8 +298,8 @@ func (sc *schedule) String() string {
 		b.WriteByte('\n')
 	}
 	for i, run := range sc.runs {
-		fmt.Fprintf(&b, "  run %d: commit %d (every %s), drops %v, cancel after %d messages / %s, table refuses %d, slot held %s, reply every %d, PostgreSQL down at +%s for %s, silent at +%s for %s\n",
-			i+1, run.commit, run.commitDelay, run.drops, run.cancelMsgs, run.cancelAfter, run.tableRefuse, run.holdSlot, run.replyEvery, run.outageAt, run.outageFor, run.silenceAt, run.silenceHold)
+		fmt.Fprintf(&b, "  run %d: commit %d (every %s), drops %v, cancel after %d messages / %s, table refuses %d, slot held %s, reply every %d, PostgreSQL down at +%s for %s, silent at +%s for %s, taken over at +%s for %s\n",
+			i+1, run.commit, run.commitDelay, run.drops, run.cancelMsgs, run.cancelAfter, run.tableRefuse, run.holdSlot, run.replyEvery, run.outageAt, run.outageFor, run.silenceAt, run.silenceHold, run.takeoverAt, run.takeoverFor)
 		for _, f := range run.faults {
 			fmt.Fprintf(&b, "    fault %s on %s[%d] x%d at +%s for %s: %v\n", f.kind, f.topic, f.partition, f.count, f.after, f.dur, f.err)
 		}

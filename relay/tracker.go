@@ -39,6 +39,9 @@ type tracker struct {
 	// takes, a partition whose leader is gone) pauses reading instead of growing the queue.
 	room     chan struct{}
 	wantRoom bool
+	// lost: the session ended and every transaction was forgotten (reset); until the next
+	// session (resume), nothing is confirmed, not even an idle keepalive's WAL end.
+	lost bool
 }
 
 func newTracker(confirm func(pglogrepl.LSN)) *tracker {
@@ -114,6 +117,7 @@ func (t *tracker) dropOpen() {
 // forgotten transactions that are still acknowledged count on detached txns and confirm nothing.
 func (t *tracker) reset() {
 	t.mu.Lock()
+	t.lost = true
 	clear(t.q)
 	t.q, t.head = t.q[:0], 0
 	if t.wantRoom {
@@ -126,11 +130,18 @@ func (t *tracker) reset() {
 	t.mu.Unlock()
 }
 
+// resume starts confirming again, for the next session.
+func (t *tracker) resume() {
+	t.mu.Lock()
+	t.lost = false
+	t.mu.Unlock()
+}
+
 // idle confirms walEnd if nothing is in flight: every transaction the server sent before
 // this keepalive is delivered, so everything up to its WAL end is safe to release.
 func (t *tracker) idle(walEnd pglogrepl.LSN) {
 	t.mu.Lock()
-	if len(t.q) == t.head && t.failed == nil && walEnd != 0 {
+	if len(t.q) == t.head && t.failed == nil && !t.lost && walEnd != 0 {
 		// No beforeConfirm: the hook is for positions Kafka's acknowledgements earned (see advance).
 		t.confirm(walEnd)
 	}

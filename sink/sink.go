@@ -123,6 +123,12 @@ func (s *Sink) Produce(ctx context.Context, r *kgo.Record, promise func(*kgo.Rec
 		r.Context = context.Background()
 	}
 	s.limits.learn(ctx, s.adm, r.Topic)
+	if err := ctx.Err(); err != nil {
+		// Ended while the topic's limit was read: never buffered (franz-go would load the
+		// partition with the default batch cap, above the topic's max.message.bytes).
+		promise(r, err)
+		return
+	}
 	s.cl.Produce(ctx, r, promise)
 }
 
