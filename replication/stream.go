@@ -488,6 +488,15 @@ func (s *Stream) checkSilence() error {
 	return nil
 }
 
+// heartbeatEvery is the heartbeat's period: StatusInterval, or ReceiveTimeout/2 if that is
+// shorter, so that a quiet server is asked to reply twice within the receive timeout.
+func (s *Stream) heartbeatEvery() time.Duration {
+	if t := s.cfg.ReceiveTimeout / 2; t > 0 && t < s.cfg.StatusInterval {
+		return t
+	}
+	return s.cfg.StatusInterval
+}
+
 // heartbeat sends the periodic status update, asking the server to reply: a healthy server
 // answers at once, so only a silent one lets ReceiveTimeout pass without a message.
 func (s *Stream) heartbeat() error { return s.sendStatusReply(true) }
@@ -506,7 +515,7 @@ func (s *Stream) sendStatusReply(reply bool) error {
 		ClientTime:       time.Now(),
 		ReplyRequested:   reply,
 	})
-	s.nextStatus = time.Now().Add(s.cfg.StatusInterval)
+	s.nextStatus = time.Now().Add(s.heartbeatEvery())
 	if err != nil {
 		return fmt.Errorf("send standby status: %w", err)
 	}

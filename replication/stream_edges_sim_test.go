@@ -85,9 +85,18 @@ func TestSimStreamEndsASessionWhoseServerWentSilent(t *testing.T) {
 // reply. The fake walsender, like PostgreSQL, sends no keepalive of its own once the client
 // has confirmed its WAL end, so without the reply request this session ends every
 // ReceiveTimeout.
+//
+// With a status interval longer than the timeout (an hour here), the heartbeat comes every
+// half timeout instead.
 func TestSimStreamQuietHealthyServerIsNotSilent(t *testing.T) {
+	for _, interval := range []time.Duration{30 * time.Millisecond, time.Hour} {
+		t.Run(interval.String(), func(t *testing.T) { quietHealthyServer(t, interval) })
+	}
+}
+
+func quietHealthyServer(t *testing.T, interval time.Duration) {
 	const timeout = 150 * time.Millisecond
-	srv, s := simStream(t, Config{StatusInterval: 30 * time.Millisecond, ReceiveTimeout: timeout})
+	srv, s := simStream(t, Config{StatusInterval: interval, ReceiveTimeout: timeout})
 	rel := simwal.OutboxRelation(16384)
 	last := srv.Commit(0, []simwal.Change{row(rel, "1")})
 	ctx, cancel := context.WithCancel(context.Background())
