@@ -40,7 +40,7 @@ func (r *Relay) watchKafka(ctx context.Context) error {
 		case now := <-tick.C:
 			if down.IsZero() {
 				// Not (yet) an outage of the whole cluster: partitions may be stuck on their own.
-				r.watchPartitions(now, stuckLogged)
+				r.watchPartitions(now, lastAt, stuckLogged)
 			}
 			if n := acked(); n != last || r.sink.Buffered() == 0 {
 				last, lastAt = n, now
@@ -86,14 +86,18 @@ func (r *Relay) watchKafka(ctx context.Context) error {
 }
 
 // watchPartitions reports partitions that hold records without progress for kafkaStallAfter
-// while others may be acknowledged (a partition whose leader is gone: the relay-wide watch
-// above is reset by the other partitions' acknowledgements): once when it starts, again every
-// heldLogEvery, and when it ends.
-func (r *Relay) watchPartitions(now time.Time, logged map[topicPartition]time.Time) {
+// while others were acknowledged more than a second after they stalled (a partition whose
+// leader is gone: the relay-wide watch above is reset by the other partitions'
+// acknowledgements; when every partition stops at once, that watch reports it alone): once when
+// it starts, again every heldLogEvery, and when it ends. lastAck is the last acknowledgement.
+func (r *Relay) watchPartitions(now, lastAck time.Time, logged map[topicPartition]time.Time) {
 	stuck := r.parts.stuck(kafkaStallAfter)
 	seen := make(map[topicPartition]bool, len(stuck))
 	for _, p := range stuck {
 		seen[p.topicPartition] = true
+		if _, ok := logged[p.topicPartition]; !ok && lastAck.Sub(p.since) <= time.Second {
+			continue // the others stopped with it: an outage of the cluster, not of this partition
+		}
 		last, ok := logged[p.topicPartition]
 		if ok && now.Sub(last) < heldLogEvery {
 			continue
