@@ -5,7 +5,7 @@
 #   make image                                   # = scripts/image.sh: podman build -f Dockerfile bin/image
 #   CDC_RELAY_ENGINE=docker make image           # the same with Docker
 # Runs `cdc-relay run` as nonroot; configure it with CDC_RELAY_PG_URL, CDC_RELAY_BROKERS,
-# CDC_RELAY_SLOT, CDC_RELAY_PUBLICATION (see docker-compose.yml, README "Container image").
+# CDC_RELAY_SLOT, CDC_RELAY_PUBLICATION (see docker-compose.yml, docs/operations.md, "Container image").
 
 FROM scratch
 COPY passwd group /etc/

@@ -3,7 +3,7 @@
 
 COUNT ?= 100
 
-.PHONY: demo test unit sim bench faults faults-full chaos build up down faults-down vet
+.PHONY: demo test unit lint sim bench faults faults-full chaos build up down faults-down vet
 
 ## demo: run the main job end to end on local services: COUNT orders through the relay to Kafka.
 demo:
@@ -13,14 +13,20 @@ demo:
 test:
 	scripts/test.sh
 
-## unit: the tests that need no services (no PostgreSQL, no Kafka, nothing started): the
-## packages below, whose tests use neither internal/testenv nor the services' environment.
-## A package whose tests need the services belongs in make test only (e2e/make_test.go runs
-## this target with the services' addresses pointing nowhere).
-UNIT_PKGS := ./cmd/... ./cutover ./deadletters ./decoder ./internal/... ./metrics ./outbox ./prune ./relay \
-	./replication ./sink
+## lint: golangci-lint (.golangci.yml) on both modules, at the version tools/go.mod pins; the
+## suite's first stage (make test) runs it too.
+lint:
+	scripts/lint.sh
+
+## unit: every test that needs no services (no PostgreSQL, no Kafka, nothing started), in every
+## package: go test ./... with the services' variables unset, so that each test that needs them
+## stops at internal/testenv's gate (testenv.Require) with a one-line skip. CI and
+## CDC_RELAY_REQUIRE_SERVICES are unset too (either turns those skips into failures).
+## e2e/make_test.go runs this target with the services' addresses pointing nowhere.
+UNIT_UNSET := CI CDC_RELAY_REQUIRE_SERVICES CDC_RELAY_PG_URL CDC_RELAY_BROKERS CDC_RELAY_DEV_PG_BIN \
+	CDC_RELAY_TLS_PG_URL CDC_RELAY_TLS_BROKERS CDC_RELAY_MTLS_BROKERS CDC_RELAY_TLS_CA
 unit:
-	go test $(UNIT_PKGS)
+	env $(addprefix -u ,$(UNIT_UNSET)) CDC_RELAY_IN_MAKE_UNIT=1 go test ./...
 
 ## test-matrix: the core end-to-end tests on every supported PostgreSQL, 14 to 18, one after another
 ## (each version's server started by scripts/dev-up.sh, one shared Kafka). PG_VERSIONS=14,18 picks
@@ -43,14 +49,21 @@ sim:
 bench:
 	eval "$$(scripts/dev-up.sh)" && go run -C tools ./cmd/cdc-bench --out ../results $(BENCH_FLAGS)
 
+## bench-docs: rewrite docs/benchmark.md's tables and the README's summary from
+## results/latest/report.json (cdc-bench docs). Refuses a run with phases on a busy machine;
+## BENCH_DOCS_FLAGS=--allow-busy publishes it anyway, its busy phases flagged.
+.PHONY: bench-docs
+bench-docs:
+	go run -C tools ./cmd/cdc-bench docs --report ../results/latest/report.json $(BENCH_DOCS_FLAGS) ../docs/benchmark.md ../README.md
+
 ## faults: only the fault-injection suite (e2e/faults), against the private pair of
 ## scripts/faults-up.sh (.dev/faults/: Postgres 54339, Kafka 19192 with an ACL authorizer).
 faults:
-	eval "$$(scripts/faults-up.sh)" && go test -race -count=1 -p 1 -timeout 30m ./e2e/faults
+	eval "$$(scripts/faults-up.sh)" && CDC_RELAY_REQUIRE_SERVICES=1 go test -race -count=1 -p 1 -timeout 30m ./e2e/faults
 
 ## faults-full: the broker-outage tests with the seed's full 60 s outage.
 faults-full:
-	eval "$$(scripts/faults-up.sh)" && CDC_RELAY_FAULTS_OUTAGE=60s go test -race -count=1 -timeout 30m -run TestBroker ./e2e/faults
+	eval "$$(scripts/faults-up.sh)" && CDC_RELAY_REQUIRE_SERVICES=1 CDC_RELAY_FAULTS_OUTAGE=60s go test -race -count=1 -timeout 30m -run TestBroker ./e2e/faults
 
 ## chaos: the 100,000-row soak: relay kill -9 every few seconds, Kafka paused, Postgres restarted.
 chaos:
@@ -80,7 +93,7 @@ vet:
 	go vet ./...
 	go vet -C tools ./...
 
-## The seed's demo (README "The seed demo"): one target per step, on the local services (each
+## The seed's demo (docs/operations.md, "The seed demo"): one target per step, on the local services (each
 ## step starts them if needed, as demo does), all in scripts/seed-demo.sh; every step ends by itself.
 ##   seed-demo             all the steps in order, with checks; exit 1 if a count is off
 ##   db-init               a fresh schema (orders, outbox, ...), and in cdc mode the slot and publication

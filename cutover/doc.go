@@ -35,7 +35,8 @@
 //     slot up to lsn0 (pg_logical_slot_peek_binary_changes: nothing is consumed): the outbox
 //     ids of the transactions committed after the slot's confirmed position, which the relay
 //     has not confirmed;
-//  3. in A, sets published_at on every pending row except those ids, and commits.
+//  3. in A, sets published_at on every pending row except those ids (an empty array when
+//     there are none, as after a clean stop: never NULL, which would mark nothing), and commits.
 //
 // A row visible in A's snapshot committed before lsn0. If its commit is at or before the
 // confirmed position, the relay delivered it (it confirms only what Kafka acknowledged) and it

@@ -90,7 +90,9 @@ func MarkDelivered(ctx context.Context, conn, peek *pgx.Conn, o MarkOptions) (Ma
 	if err != nil {
 		return res, fmt.Errorf("cutover: peek at slot %s: %w", o.Slot, err)
 	}
-	var undelivered []string
+	// Never nil: pgx sends a nil slice as NULL, and NOT (id = ANY(NULL)) is NULL, which would
+	// mark nothing at all after a clean stop (the peek finds no undelivered row then).
+	undelivered := []string{}
 	for rows.Next() {
 		var lsnText string
 		var data []byte

@@ -1,7 +1,6 @@
 package deadletters
 
 import (
-	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -18,6 +17,7 @@ const HeaderReplayedAt = contract.ReplayedAt
 // State is what has been done to a letter.
 type State string
 
+// The states: a letter is pending until it is replayed or discarded.
 const (
 	Pending   State = "pending"
 	Replayed  State = "replayed"
@@ -34,32 +34,45 @@ type Letter struct {
 	Value    []byte
 	Headers  []kgo.RecordHeader // as parked: the original ones plus dlq-*
 	Error    string
-	LSN      string
-	Seen     time.Time // when it was parked
-	Slot     string    // table letters only
+	// Class is why it was parked, as the relay decided it then (the dlq-class header, the
+	// table's class column): contract.DLQClassBadRow, or the Kafka error that refused it.
+	// "" for a letter an older relay parked without one: see Unclassified.
+	Class string
+	LSN   string
+	Seen  time.Time // when it was parked
+	Slot  string    // table letters only
 
 	Partition int32 // topic letters only
 	Offset    int64
+	TopicID   string // topic letters only: the dead-letter topic's ID ("" if the broker has none)
 
 	State     State
 	HandledAt time.Time // when replayed or discarded
 }
 
-// kafkaCode finds the Kafka error name in a dead-letter error (e.g. MESSAGE_TOO_LARGE).
-var kafkaCode = regexp.MustCompile(`\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b`)
+// ReasonUnclassified is the Reason of a letter parked without a class (Unclassified).
+const ReasonUnclassified = "unclassified"
 
-// Reason is a short name for why the letter was parked: the Kafka error (MESSAGE_TOO_LARGE,
-// UNKNOWN_TOPIC_OR_PARTITION, ...) or, for a row that could not become a record, "bad row".
+// Reason is a short name for why the letter was parked, from its recorded class (never from
+// the error's text): the Kafka error (MESSAGE_TOO_LARGE, UNKNOWN_TOPIC_OR_PARTITION, ...), "bad
+// row" for a row that could not become a record, or "unclassified".
 func (l *Letter) Reason() string {
-	if c := kafkaCode.FindString(l.Error); c != "" {
-		return c
+	switch l.Class {
+	case "":
+		return ReasonUnclassified
+	case contract.DLQClassBadRow:
+		return "bad row"
 	}
-	return "bad row"
+	return l.Class
 }
 
 // BadRow reports whether the letter is a row that could not become a record: no Kafka refusal
 // caused it, and replaying the same bytes cannot fix it.
-func (l *Letter) BadRow() bool { return l.Reason() == "bad row" }
+func (l *Letter) BadRow() bool { return l.Class == contract.DLQClassBadRow }
+
+// Unclassified reports whether the letter carries no class: an older relay parked it, and
+// whether it is a bad row (whose record must never be published) is not known.
+func (l *Letter) Unclassified() bool { return l.Class == "" }
 
 // Size is what the record takes in a batch of its own, as the sink counts it.
 func (l *Letter) Size(headers []kgo.RecordHeader) int64 {
@@ -116,37 +129,52 @@ func (l *Letter) fill() {
 	if l.Error == "" {
 		l.Error = header(l.Headers, contract.DLQError)
 	}
+	if l.Class == "" {
+		l.Class = header(l.Headers, contract.DLQClass)
+	}
 	if l.LSN == "" {
 		l.LSN = header(l.Headers, contract.LSN)
 	}
 }
 
-// Group is the letters of one event (source table, outbox id, original topic) parked for one
+// eventKey tells one event from another: a letter parked twice for one event (a relay that
+// replayed from its slot) has the same source, outbox id, topic, cdc-lsn (its transaction's),
+// key and value; an outbox id reused after TRUNCATE ... RESTART IDENTITY comes with another
+// transaction's cdc-lsn, and from `poll` (no cdc-lsn) with other bytes, most likely.
+type eventKey struct{ source, outboxID, topic, lsn, key, value string }
+
+func (l *Letter) event() eventKey {
+	return eventKey{l.Source, l.OutboxID, l.Topic, l.LSN, string(l.Key), string(l.Value)}
+}
+
+// Group is the letters of one event (Letter.event: source table, outbox id, original topic,
+// cdc-lsn, key and value) parked for one
 // reason in one state: the same event may be parked more than once (a relay that replayed
 // from its slot, a replay refused again).
 type Group struct {
-	Reason, Source, OutboxID, Topic string
-	State                           State
-	First, Last                     time.Time
-	Letters                         []*Letter
+	Reason, Source, OutboxID, Topic, LSN string
+	State                                State
+	First, Last                          time.Time
+	Letters                              []*Letter
 }
 
 // GroupLetters groups letters, in the order of their first letter.
 func GroupLetters(ls []*Letter) []*Group {
 	type key struct {
-		reason, source, id, topic string
-		state                     State
+		reason string
+		event  eventKey
+		state  State
 	}
 	idx := map[key]*Group{}
 	var out []*Group
 	for _, l := range ls {
-		k := key{l.Reason(), l.Source, l.OutboxID, l.Topic, l.State}
+		k := key{l.Reason(), l.event(), l.State}
 		if l.OutboxID == "" { // nothing to tell two such letters apart by: each its own group
-			k.id = "\x00" + l.ID
+			k.event.outboxID = "\x00" + l.ID
 		}
 		g := idx[k]
 		if g == nil {
-			g = &Group{Reason: k.reason, Source: l.Source, OutboxID: l.OutboxID, Topic: l.Topic, State: l.State, First: l.Seen, Last: l.Seen}
+			g = &Group{Reason: k.reason, Source: l.Source, OutboxID: l.OutboxID, Topic: l.Topic, LSN: l.LSN, State: l.State, First: l.Seen, Last: l.Seen}
 			idx[k] = g
 			out = append(out, g)
 		}

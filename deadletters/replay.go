@@ -67,6 +67,7 @@ const (
 	CauseNotWritable  = "not writable"
 	CauseBadRow       = "bad row"
 	CauseNoTopic      = "no original topic"
+	CauseUnclassified = "unclassified"
 )
 
 // Replayer sends letters back to their original topics.
@@ -76,6 +77,13 @@ type Replayer struct {
 	Out    io.Writer
 	DryRun bool
 	Now    func() time.Time
+	// ReplayUnclassified also replays letters without a class (parked by a relay older than
+	// the dlq-class header); otherwise they are refused, since any of them may be a bad row.
+	ReplayUnclassified bool
+	// Known is every letter of the store, handled ones included (Store.Load). A pending letter
+	// of an event that a letter in Known was already replayed for (the relay parked the event
+	// again after a restart replayed its transaction) is marked replayed without being sent.
+	Known []*Letter
 
 	topics map[string]topicState
 }
@@ -90,6 +98,10 @@ type topicState struct {
 func (r *Replayer) check(ctx context.Context, l *Letter, rec *kgo.Record) (why, cause string) {
 	if l.BadRow() {
 		return fmt.Sprintf("a bad row (%s): replaying the same bytes cannot fix it; correct the row and insert it into the outbox again, then discard this letter", l.Error), CauseBadRow
+	}
+	if l.Unclassified() && !r.ReplayUnclassified {
+		return fmt.Sprintf("parked by an older relay without a class (%s): it may be a bad row, whose record must not be published; "+
+			"check it with `dead-letters show %s`, then replay it with --replay-unclassified or discard it", l.Error, l.ID), CauseUnclassified
 	}
 	if l.Topic == "" {
 		return "the letter names no original topic", CauseNoTopic
@@ -169,8 +181,9 @@ type sent struct {
 }
 
 // Replay replays the selected letters (pending ones; the others count as skipped), in the
-// order given. Letters of one event (same source, outbox id and topic) go once and are marked
-// together. A letter is marked replayed only after Kafka acknowledged it.
+// order given. Letters of one event (Letter.Event: same source, outbox id, topic, cdc-lsn, key
+// and value) go once and are marked together. A letter is marked replayed only after Kafka
+// acknowledged it.
 func (r *Replayer) Replay(ctx context.Context, letters []*Letter) (Tally, error) {
 	var t Tally
 	now := time.Now
@@ -179,14 +192,35 @@ func (r *Replayer) Replay(ctx context.Context, letters []*Letter) (Tally, error)
 	}
 	at := now()
 	var todo []*sent
-	byEvent := map[[3]string]*sent{}
+	byEvent := map[eventKey]*sent{}
+	replayed := map[eventKey]*Letter{}
+	for _, l := range r.Known {
+		if l.State == Replayed && l.OutboxID != "" {
+			replayed[l.event()] = l
+		}
+	}
+	var errs []error
 	for _, l := range letters {
 		if l.State != Pending {
 			t.Skipped++
 			fmt.Fprintf(r.Out, "skipped  %s outbox-id %s: already %s at %s\n", l.ID, l.OutboxID, l.State, l.HandledAt.UTC().Format(time.RFC3339))
 			continue
 		}
-		k := [3]string{l.Source, l.OutboxID, l.Topic}
+		k := l.event()
+		if first := replayed[k]; first != nil && l.OutboxID != "" {
+			t.Skipped++
+			if r.DryRun {
+				fmt.Fprintf(r.Out, "would skip %s outbox-id %s: the same event as letter %s, replayed already\n", l.ID, l.OutboxID, first.ID)
+				continue
+			}
+			if _, err := r.Store.Mark(ctx, l, Replayed); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			fmt.Fprintf(r.Out, "skipped  %s outbox-id %s: the same event as letter %s, replayed at %s: marked replayed, not sent again\n",
+				l.ID, l.OutboxID, first.ID, first.HandledAt.UTC().Format(time.RFC3339))
+			continue
+		}
 		if s := byEvent[k]; s != nil && l.OutboxID != "" {
 			s.dups = append(s.dups, l)
 			continue
@@ -233,7 +267,6 @@ func (r *Replayer) Replay(ctx context.Context, letters []*Letter) (Tally, error)
 		return t, fmt.Errorf("wait for Kafka to acknowledge the replayed records: %w (nothing unacknowledged was marked: run replay again)", err)
 	}
 	wg.Wait()
-	var errs []error
 	for _, s := range todo {
 		switch {
 		case s.err != nil && sink.Rejected(s.err):

@@ -49,11 +49,11 @@ func TestParseID(t *testing.T) {
 	}
 }
 
-func letter(id, outboxID, topic, errText string, seen time.Time, st State) *Letter {
+func letter(id, outboxID, topic, class, errText string, seen time.Time, st State) *Letter {
 	l := &Letter{ID: id, Seen: seen, State: st, Headers: []kgo.RecordHeader{
 		{Key: "outbox-id", Value: []byte(outboxID)}, {Key: "outbox-table", Value: []byte("public.outbox")},
 		{Key: "correlation-id", Value: []byte("c")},
-		{Key: "dlq-error", Value: []byte(errText)}, {Key: "dlq-original-topic", Value: []byte(topic)},
+		{Key: "dlq-error", Value: []byte(errText)}, {Key: "dlq-class", Value: []byte(class)}, {Key: "dlq-original-topic", Value: []byte(topic)},
 	}}
 	l.fill()
 	return l
@@ -62,11 +62,11 @@ func letter(id, outboxID, topic, errText string, seen time.Time, st State) *Lett
 func TestSelectionAndGroups(t *testing.T) {
 	t0 := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
 	ls := []*Letter{
-		letter("0:0", "1", "orders", "MESSAGE_TOO_LARGE: too big", t0, Pending),
-		letter("0:1", "2", "missing", "UNKNOWN_TOPIC_OR_PARTITION: no", t0.Add(time.Hour), Pending),
-		letter("0:2", "1", "orders", "MESSAGE_TOO_LARGE: too big", t0.Add(2*time.Hour), Pending), // parked again
-		letter("0:3", "3", "orders", "payload is NULL", t0.Add(3*time.Hour), Pending),
-		letter("0:4", "4", "orders", "MESSAGE_TOO_LARGE: too big", t0.Add(4*time.Hour), Replayed),
+		letter("0:0", "1", "orders", "MESSAGE_TOO_LARGE", "MESSAGE_TOO_LARGE: too big", t0, Pending),
+		letter("0:1", "2", "missing", "UNKNOWN_TOPIC_OR_PARTITION", "UNKNOWN_TOPIC_OR_PARTITION: no", t0.Add(time.Hour), Pending),
+		letter("0:2", "1", "orders", "MESSAGE_TOO_LARGE", "MESSAGE_TOO_LARGE: too big", t0.Add(2*time.Hour), Pending), // parked again
+		letter("0:3", "3", "orders", "bad-row", "payload is NULL", t0.Add(3*time.Hour), Pending),
+		letter("0:4", "4", "orders", "MESSAGE_TOO_LARGE", "MESSAGE_TOO_LARGE: too big", t0.Add(4*time.Hour), Replayed),
 	}
 	ids := func(ls []*Letter) string {
 		var s []string

@@ -41,6 +41,7 @@ type TopicStore struct {
 	Timeout time.Duration
 }
 
+// Name says which store this is, for messages.
 func (s *TopicStore) Name() string { return "dead-letter topic " + s.Topic }
 
 // Prepare creates the marks table if it is missing.
@@ -57,6 +58,15 @@ func (s *TopicStore) Load(ctx context.Context) ([]*Letter, error) {
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	lctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	// The topic's ID tells this topic from one of the same name deleted before it, whose
+	// offsets the marks table may still hold.
+	var topicID string
+	tds, err := adm.ListTopics(lctx, s.Topic)
+	if err == nil {
+		if td, ok := tds[s.Topic]; ok && td.Err == nil && td.ID != (kadm.TopicID{}) {
+			topicID = td.ID.String()
+		}
+	}
 	starts, err := adm.ListStartOffsets(lctx, s.Topic)
 	var ends kadm.ListedOffsets
 	if err == nil {
@@ -123,12 +133,15 @@ func (s *TopicStore) Load(ctx context.Context) ([]*Letter, error) {
 					return
 				}
 				l := &Letter{
-					ID: fmt.Sprintf("%d:%d", r.Partition, r.Offset), Partition: r.Partition, Offset: r.Offset,
+					ID: fmt.Sprintf("%d:%d", r.Partition, r.Offset), Partition: r.Partition, Offset: r.Offset, TopicID: topicID,
 					Key: r.Key, Value: r.Value, Headers: r.Headers, Seen: r.Timestamp, State: Pending,
 				}
 				l.fill()
-				if m, ok := marks[[2]int64{int64(r.Partition), r.Offset}]; ok {
-					l.State, l.HandledAt = m.state, m.at
+				for _, m := range marks[[2]int64{int64(r.Partition), r.Offset}] {
+					if m.marks(l) {
+						l.State, l.HandledAt = m.state, m.at
+						break
+					}
 				}
 				out = append(out, l)
 				if r.Offset+1 >= end {
@@ -149,34 +162,63 @@ func (s *TopicStore) Load(ctx context.Context) ([]*Letter, error) {
 	return out, nil
 }
 
+// mark is one row of the marks table.
 type mark struct {
-	state State
-	at    time.Time
+	state      State
+	at         time.Time // marked_at
+	topicID    string
+	letterTime *time.Time // nil: -infinity, a mark written before letter_time existed
+	outboxID   string
+	lsn        string // the letter's cdc-lsn; "" when it had none or the mark predates the column
 }
 
-func (s *TopicStore) loadMarks(ctx context.Context) (map[[2]int64]mark, error) {
-	rows, err := s.Conn.Query(ctx, `SELECT "partition", "offset", state, marked_at FROM `+s.Marks.Sanitize()+` WHERE topic = $1`, s.Topic)
+// marks reports whether m is the mark of l (at the same partition and offset of the topic's
+// name): the same topic ID, record timestamp and cdc-lsn. A mark without a topic ID (a broker
+// without IDs) needs the same timestamp; one written before either was kept needs the same
+// outbox id and may not be older than the letter, or a topic deleted and re-created would hand
+// its marks to new letters.
+func (m mark) marks(l *Letter) bool {
+	if m.lsn != "" && m.lsn != l.LSN {
+		return false
+	}
+	switch {
+	case m.letterTime == nil:
+		return m.topicID == "" && m.outboxID == l.OutboxID && !m.at.Before(l.Seen)
+	case m.topicID != "" || l.TopicID != "":
+		return m.topicID == l.TopicID && m.letterTime.Equal(l.Seen)
+	}
+	return m.letterTime.Equal(l.Seen)
+}
+
+func (s *TopicStore) loadMarks(ctx context.Context) (map[[2]int64][]mark, error) {
+	rows, err := s.Conn.Query(ctx, `SELECT "partition", "offset", state, marked_at, topic_id,
+		CASE WHEN letter_time = '-infinity' THEN NULL ELSE letter_time END, coalesce(outbox_id, ''), coalesce(lsn, '')
+		FROM `+s.Marks.Sanitize()+` WHERE topic = $1`, s.Topic)
 	if err != nil {
 		return nil, fmt.Errorf("read the marks table %s: %w", s.Marks, err)
 	}
 	defer rows.Close()
-	m := map[[2]int64]mark{}
+	ms := map[[2]int64][]mark{}
 	for rows.Next() {
 		var p int32
 		var off int64
 		var st string
-		var at time.Time
-		if err := rows.Scan(&p, &off, &st, &at); err != nil {
+		var m mark
+		if err := rows.Scan(&p, &off, &st, &m.at, &m.topicID, &m.letterTime, &m.outboxID, &m.lsn); err != nil {
 			return nil, err
 		}
-		m[[2]int64{int64(p), off}] = mark{State(st), at}
+		m.state = State(st)
+		k := [2]int64{int64(p), off}
+		ms[k] = append(ms[k], m)
 	}
-	return m, rows.Err()
+	return ms, rows.Err()
 }
 
+// Mark records st for l in the marks table; it reports false when l was marked already.
 func (s *TopicStore) Mark(ctx context.Context, l *Letter, st State) (bool, error) {
-	tag, err := s.Conn.Exec(ctx, `INSERT INTO `+s.Marks.Sanitize()+` (topic, "partition", "offset", outbox_id, state)
-		VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`, s.Topic, l.Partition, l.Offset, l.OutboxID, string(st))
+	tag, err := s.Conn.Exec(ctx, `INSERT INTO `+s.Marks.Sanitize()+` (topic, topic_id, "partition", "offset", letter_time, outbox_id, lsn, state)
+		VALUES ($1, $2, $3, $4, $5, $6, nullif($7, ''), $8) ON CONFLICT DO NOTHING`,
+		s.Topic, l.TopicID, l.Partition, l.Offset, l.Seen, l.OutboxID, l.LSN, string(st))
 	if err != nil {
 		return false, fmt.Errorf("mark letter %s %s in %s: %w", l.ID, st, s.Marks, err)
 	}
@@ -191,6 +233,7 @@ type TableStore struct {
 	Slot  string // only this slot's rows when set
 }
 
+// Name says which store this is, for messages.
 func (s *TableStore) Name() string { return "dead-letter table " + s.Table.String() }
 
 // Prepare adds the state columns if they are missing; it reports whether the table exists.
@@ -198,9 +241,10 @@ func (s *TableStore) Prepare(ctx context.Context) (bool, error) {
 	return slotstore.New(s.Conn).MigrateDeadLetterTable(ctx, s.Table.String())
 }
 
+// Load reads every letter of the table.
 func (s *TableStore) Load(ctx context.Context) ([]*Letter, error) {
 	rows, err := s.Conn.Query(ctx, `SELECT id, slot, coalesce(outbox_id, ''), coalesce(topic, ''), key, value,
-		coalesce(headers::text, '{}'), error, coalesce(lsn::text, ''), created_at, replayed_at, discarded_at
+		coalesce(headers::text, '{}'), error, coalesce(class, headers->>'dlq-class', ''), coalesce(lsn::text, ''), created_at, replayed_at, discarded_at
 		FROM `+s.Table.Sanitize()+` WHERE ($1 = '' OR slot = $1) ORDER BY created_at, id`, s.Slot)
 	if err != nil {
 		return nil, fmt.Errorf("read the dead-letter table %s: %w", s.Table, err)
@@ -214,7 +258,7 @@ func (s *TableStore) Load(ctx context.Context) ([]*Letter, error) {
 			replayed, dd *time.Time
 		)
 		l := &Letter{State: Pending}
-		if err := rows.Scan(&id, &l.Slot, &l.OutboxID, &l.Topic, &l.Key, &l.Value, &hj, &l.Error, &l.LSN, &l.Seen, &replayed, &dd); err != nil {
+		if err := rows.Scan(&id, &l.Slot, &l.OutboxID, &l.Topic, &l.Key, &l.Value, &hj, &l.Error, &l.Class, &l.LSN, &l.Seen, &replayed, &dd); err != nil {
 			return nil, fmt.Errorf("read the dead-letter table %s: %w", s.Table, err)
 		}
 		l.ID = strconv.FormatInt(id, 10)
@@ -276,6 +320,7 @@ func orderHeaders(m map[string]string) []kgo.RecordHeader {
 	return h
 }
 
+// Mark records st for l in its row; it reports false when l was marked already.
 func (s *TableStore) Mark(ctx context.Context, l *Letter, st State) (bool, error) {
 	col := "replayed_at"
 	if st == Discarded {

@@ -13,6 +13,7 @@ import (
 // Kind says what one pgoutput message means for the relay.
 type Kind uint8
 
+// The kinds, one a message.
 const (
 	KindNone   Kind = iota // nothing to publish (relation, type, origin, update, delete, truncate, other tables, foreign messages)
 	KindBegin              // a transaction starts
@@ -47,11 +48,15 @@ type Event struct {
 
 // Output is what one pgoutput message means for the relay.
 type Output struct {
-	Kind       Kind
-	Xid        uint32
-	CommitLSN  pglogrepl.LSN // LSN of the transaction's commit record (Begin.FinalLSN); set on Begin, Event and Commit
-	EndLSN     pglogrepl.LSN // Commit only: Commit.TransactionEndLSN, the position to confirm once the transaction is delivered
-	CommitTime time.Time     // from Begin (UTC); set on Begin, Event and Commit
+	Kind      Kind
+	Xid       uint32
+	CommitLSN pglogrepl.LSN // LSN of the transaction's commit record (Begin.FinalLSN); set on Begin, Event and Commit
+	// EndLSN is set on Commit: Commit.TransactionEndLSN, the position to confirm once the
+	// transaction is delivered; and on a non-transactional logical message (KindNone with a
+	// *outbox.RowError): the message's own LSN (its record's end), past which a restart does
+	// not send it again.
+	EndLSN     pglogrepl.LSN
+	CommitTime time.Time // from Begin (UTC); set on Begin, Event and Commit
 	// Event is set for KindEvent. It is also set, as far as it could be read, with KindNone and a
 	// *outbox.RowError for a non-transactional logical message with the outbox prefix, so that it can be
 	// dead-lettered.
@@ -172,7 +177,7 @@ func (d *Decoder) commitMessage(walStart pglogrepl.LSN, r *reader) (Output, erro
 		return Output{}, protocolError(walStart, pglogrepl.MessageTypeCommit, errTruncated)
 	}
 	if !d.inTx {
-		return Output{}, protocolError(walStart, pglogrepl.MessageTypeCommit, errors.New("Commit without Begin"))
+		return Output{}, protocolError(walStart, pglogrepl.MessageTypeCommit, errors.New("Commit without Begin")) //nolint:staticcheck // ST1005: starts with the pgoutput message's name
 	}
 	out := d.txOutput(KindCommit)
 	out.EndLSN = end

@@ -359,9 +359,9 @@ func TestRowErrorMessage(t *testing.T) {
 	}
 }
 
-// A row header named like a contract header is refused, never added beside the relay's own
-// (issue 10, defect 7): the reason names every reserved header, and the Event keeps the row's
-// other headers for the dead letter.
+// A row header named like a contract header is refused, never added beside the relay's own:
+// the reason names every reserved header, and the Event keeps the row's other headers for the
+// dead letter.
 func TestReservedHeaderNames(t *testing.T) {
 	d := newDecoder(t, Config{})
 	openTx(t, d)

@@ -1,7 +1,8 @@
 // Package decoder turns pgoutput messages (protocol version 1, messages=true) into outbox events.
 //
-// The replication package hands every XLogData payload to Decoder.Decode together with its
-// WALStart. Decode answers with an Output saying what the message means for the relay: a
+// The relay's pipeline (package relay) hands every XLogData payload that replication.Stream
+// received to Decoder.Decode together with its WALStart; replication and decoder do not import
+// each other. Decode answers with an Output saying what the message means for the relay: a
 // transaction begins (KindBegin), an outbox event is ready (KindEvent: an INSERT into an outbox
 // table, or a transactional pg_logical_emit_message with the configured prefix), the transaction
 // ends (KindCommit, carrying the end LSN to confirm once its events are delivered), or nothing to
@@ -31,8 +32,8 @@
 // # Purity and ownership
 //
 // The package does no I/O, starts no goroutines and takes no context: it is a state machine
-// over bytes. A Decoder is
-// owned by one goroutine (the one reading the replication stream) and is not safe for concurrent
-// use. Decode takes ownership of data: Event.Payload may alias it, so the
+// over bytes. A Decoder is owned by one goroutine (the relay's pipeline goroutine, which takes
+// the stream's batches off a channel; not the goroutine that reads the connection) and is not
+// safe for concurrent use. Decode takes ownership of data: Event.Payload may alias it, so the
 // caller must not reuse the buffer after the call.
 package decoder

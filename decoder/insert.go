@@ -65,7 +65,7 @@ func (d *Decoder) insertMessage(walStart pglogrepl.LSN, r *reader) (Output, erro
 		return Output{}, protocolError(walStart, pglogrepl.MessageTypeInsert, errTruncated)
 	}
 	if !d.inTx {
-		return Output{}, protocolError(walStart, pglogrepl.MessageTypeInsert, errors.New("Insert outside a transaction"))
+		return Output{}, protocolError(walStart, pglogrepl.MessageTypeInsert, errors.New("Insert outside a transaction")) //nolint:staticcheck // ST1005: starts with the pgoutput message's name
 	}
 	rel := d.rels[relID]
 	if rel == nil {

@@ -51,8 +51,10 @@ func (d *Decoder) logicalMessage(walStart pglogrepl.LSN, r *reader) (Output, err
 	}
 	col, err := d.messageEvent(&out.Event, lsn, content)
 	if !transactional {
-		// Published at once even if its transaction rolls back: refuse it, but keep what was read.
+		// Published at once even if its transaction rolls back: refuse it, but keep what was
+		// read, and where it is, so that it can be dead-lettered.
 		col, err = "", errNonTransactional
+		out.EndLSN = lsn
 	}
 	if err != nil {
 		return out, &outbox.RowError{LSN: walStart, Relation: d.msgRelation, Column: col, ID: out.Event.ID, Err: err}

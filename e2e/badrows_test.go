@@ -25,7 +25,7 @@ func TestBadRowsAreDeadLetteredAndTheStreamGoesOn(t *testing.T) {
 	if _, err := f.Pool.Exec(ctx, `CREATE TABLE `+odd+` (id bigserial primary key, key text, body jsonb)`); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+odd) })
+	t.Cleanup(func() { _, _ = f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+odd) })
 	e := &testenv.RelayEnv{F: f, Bin: testenv.Binary(t, true), Env: []string{"CDC_RELAY_SLOT=" + f.Slot, "CDC_RELAY_PUBLICATION=" + f.Publication}}
 	if out, errOut, code := testenv.Run(t, 30*time.Second, e.Bin, e.Env, "slot", "create", "--table", f.Table+","+odd); code != 0 {
 		t.Fatalf("slot create: exit %d\n%s%s", code, out, errOut)

@@ -25,7 +25,7 @@ func TestRunConfigurationErrorsExitFastWithAFix(t *testing.T) {
 	if _, err := e.F.Pool.Exec(context.Background(), `CREATE TABLE `+other+` (id bigserial primary key)`); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { e.F.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+other) })
+	t.Cleanup(func() { _, _ = e.F.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+other) })
 	// A server of the test's own with wal_level = replica: the shared one must stay logical.
 	replica := testenv.TempPostgres(t, "wal_level = replica")
 
@@ -51,6 +51,23 @@ func TestRunConfigurationErrorsExitFastWithAFix(t *testing.T) {
 			[]string{`slot "no_such_slot"`, "does not exist", "cdc-relay slot create --slot no_such_slot"}},
 		{"table not in the publication", with("--table", other), nil, 2,
 			[]string{"--table " + other + " is not in publication " + e.F.Publication, "ALTER PUBLICATION"}},
+		// Accepted silently once, then found row by row (or never): each is refused at start.
+		{"dead-letter topic not a Kafka topic name", with("--dlq-topic", "bad!topic"), nil, 2,
+			[]string{"--dlq-topic", `"bad!topic"`, "ASCII letters, digits"}},
+		{"fixed topic not a Kafka topic name", with("--topic", "a b"), nil, 2, []string{"--topic", `"a b"`}},
+		{"a column no streamed table has", with("--column-id", "nosuchcol"), nil, 2,
+			[]string{"--column-id nosuchcol", e.F.Table, "every row would be dead-lettered", "aggregate_id"}},
+		{"an optional column given that no table has", with("--column-headers", "hdrs"), nil, 2, []string{"--column-headers hdrs"}},
+		{"zero status interval", with("--status-interval", "0s"), nil, 2, []string{"--status-interval 0s", "positive duration"}},
+		{"zero slot status interval", with("--slot-status-interval", "0s"), nil, 2, []string{"--slot-status-interval 0s", "positive duration"}},
+		{"negative linger", with("--linger", "-1s"), nil, 2, []string{"--linger -1s", "must not be negative"}},
+		{"zero Kafka timeout", with("--kafka-timeout", "0s"), nil, 2, []string{"--kafka-timeout 0s"}},
+		{"zero shutdown timeout", with("--shutdown-timeout", "0s"), nil, 2, []string{"--shutdown-timeout 0s"}},
+		{"zero PostgreSQL timeout", with("--pg-timeout", "0s"), nil, 2, []string{"--pg-timeout 0s"}},
+		{"zero buffered records", with("--max-buffered-records", "0"), nil, 2, []string{"--max-buffered-records 0", "positive number"}},
+		{"batch max bytes out of range", with("--batch-max-bytes", "100"), nil, 2, []string{"--batch-max-bytes 100", "512 to"}},
+		{"zero topic partitions", with("--create-topics", "--topic-partitions", "0"), nil, 2, []string{"--topic-partitions 0"}},
+		{"partitions without --create-topics", with("--topic-partitions", "3"), nil, 2, []string{"add --create-topics"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -88,9 +105,9 @@ func lastLine(s string) string {
 }
 
 // A relay (re)started while PostgreSQL or Kafka cannot be reached waits for it, saying at each
-// cycle what it waits for and why, instead of exiting into its supervisor's growing back-off
-// (issue 10, defect 8); SIGTERM then ends it cleanly. A server that accepts and never answers
-// is waited for the same way, each attempt bounded by --pg-timeout.
+// cycle what it waits for and why, instead of exiting into its supervisor's growing back-off;
+// SIGTERM then ends it cleanly. A server that accepts and never answers is waited for the same
+// way, each attempt bounded by --pg-timeout.
 func TestRunWaitsForServicesItCannotReach(t *testing.T) {
 	t.Parallel()
 	e := testenv.NewRelayEnv(t, true)

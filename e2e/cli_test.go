@@ -33,12 +33,12 @@ func TestSlotCLILifecycle(t *testing.T) {
 		t.Fatalf("second create should be a reported no-op: exit %d\n%s%s", code, out, errOut)
 	}
 	var n int
-	f.Pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1 AND plugin = 'pgoutput'`, f.Slot).Scan(&n)
+	_ = f.Pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1 AND plugin = 'pgoutput'`, f.Slot).Scan(&n)
 	if n != 1 {
 		t.Fatalf("%d pgoutput slots named %s", n, f.Slot)
 	}
 	var pubInsert, pubUpdate bool
-	f.Pool.QueryRow(context.Background(), `SELECT pubinsert, pubupdate FROM pg_publication WHERE pubname = $1`, f.Publication).Scan(&pubInsert, &pubUpdate)
+	_ = f.Pool.QueryRow(context.Background(), `SELECT pubinsert, pubupdate FROM pg_publication WHERE pubname = $1`, f.Publication).Scan(&pubInsert, &pubUpdate)
 	if !pubInsert || pubUpdate {
 		t.Errorf("publication insert=%v update=%v, want insert only", pubInsert, pubUpdate)
 	}
@@ -70,7 +70,7 @@ func TestSlotCLILifecycle(t *testing.T) {
 		t.Errorf("status --json: %+v", st)
 	}
 
-	out, errOut, code = testenv.Run(t, 30*time.Second, bin, nil, "slot", "status", "--slot", f.Slot+"_missing")
+	_, errOut, code = testenv.Run(t, 30*time.Second, bin, nil, "slot", "status", "--slot", f.Slot+"_missing")
 	if code != 2 || !strings.Contains(errOut, f.Slot+"_missing") || !strings.Contains(errOut, "does not exist") {
 		t.Errorf("status of a missing slot: exit %d, stderr %q; want exit 2 naming the slot", code, errOut)
 	}
@@ -79,9 +79,9 @@ func TestSlotCLILifecycle(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("drop: exit %d\n%s%s", code, out, errOut)
 	}
-	f.Pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1`, f.Slot).Scan(&n)
+	_ = f.Pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1`, f.Slot).Scan(&n)
 	var pubs int
-	f.Pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_publication WHERE pubname = $1`, f.Publication).Scan(&pubs)
+	_ = f.Pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_publication WHERE pubname = $1`, f.Publication).Scan(&pubs)
 	if n != 0 || pubs != 0 {
 		t.Errorf("after drop: %d slots, %d publications", n, pubs)
 	}

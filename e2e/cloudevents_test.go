@@ -23,7 +23,7 @@ const (
 	e2eTracestate  = "congo=t61rcWkgMzE"
 )
 
-// `run --format cloudevents` (issue 14): each record is a valid CloudEvent in binary content
+// `run --format cloudevents`: each record is a valid CloudEvent in binary content
 // mode whose id, source, type, time and data are the row's, parsed by the CloudEvents SDK; the
 // contract headers stay; the producer's traceparent and tracestate reach the record as they
 // are and the inbox hands them to the handler as its span context; a row header named ce_* is
@@ -47,7 +47,8 @@ func TestCloudEventsRunRoundTrip(t *testing.T) {
 		testenv.Row{Key: "order-43", Payload: `{"order_id": 43}`},
 	)
 	bad := e.F.Insert(t, false, testenv.Row{Key: "order-44", Payload: `{}`, Headers: `{"ce_type": "spoofed"}`})[0]
-	recs := cons.WaitFor(t, 60*time.Second, "both events", func(r []*kgo.Record) bool { return len(r) >= 2 })
+	typed := e.F.Insert(t, false, testenv.Row{Key: "order-45", Payload: `"hi"`, Headers: `{"Content-Type": "text/plain"}`})[0]
+	recs := cons.WaitFor(t, 60*time.Second, "the three events", func(r []*kgo.Record) bool { return len(r) >= 3 })
 	byID := map[string]*kgo.Record{}
 	for _, r := range recs {
 		byID[testenv.Header(r, "outbox-id")] = r
@@ -80,6 +81,16 @@ func TestCloudEventsRunRoundTrip(t *testing.T) {
 		}
 	}
 
+	// A row's Content-Type, in any letter case, is the event's datacontenttype under the
+	// binding's header name content-type: once, and no default beside it (a row's
+	// Content-Type once suppressed the default and stayed Content-Type, so a consumer reading
+	// the binding's content-type found none).
+	if r := byID[strconv.FormatInt(typed, 10)]; r == nil {
+		t.Errorf("no record for outbox id %d", typed)
+	} else if testenv.Header(r, "content-type") != "text/plain" || headerCount(r, "content-type") != 1 || headerCount(r, "Content-Type") != 0 {
+		t.Errorf("the Content-Type row's headers: %v", r.Headers)
+	}
+
 	// Trace context: the row's headers as they are, and in the inbox handler's ctx.
 	traced := byID[strconv.FormatInt(ids[0], 10)]
 	if testenv.Header(traced, "traceparent") != e2eTraceparent || testenv.Header(traced, "tracestate") != e2eTracestate {
@@ -90,7 +101,7 @@ func TestCloudEventsRunRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	t.Cleanup(func() { e.F.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+e.F.Name+`_inbox`) })
+	t.Cleanup(func() { _, _ = e.F.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+e.F.Name+`_inbox`) })
 	if err := in.CreateTable(ctx, e.F.Pool); err != nil {
 		t.Fatal(err)
 	}

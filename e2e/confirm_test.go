@@ -7,7 +7,7 @@ import (
 	"github.com/cdc-relay/cdc-relay/internal/testenv"
 )
 
-// The replay window (issue 10): the position Kafka acknowledged reaches PostgreSQL within
+// The replay window: the position Kafka acknowledged reaches PostgreSQL within
 // --confirm-delay (100 ms), not at the next status update. With the heartbeat an hour away,
 // the slot must still move past a delivered row within seconds; before, a kill -9 replayed
 // everything since the last status update (10 s by default).

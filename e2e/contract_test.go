@@ -26,7 +26,7 @@ func headerCount(r *kgo.Record, key string) int {
 	return n
 }
 
-// Outbox ids are unique per table only (issue 10, defect 6). Two outbox tables in two schemas,
+// Outbox ids are unique per table only. Two outbox tables in two schemas,
 // one publication over both, each writes its id 1: both records arrive, told apart by their
 // outbox-table header, and an inbox on the real PostgreSQL processes both, once each.
 func TestContractOutboxTableTellsTwoTablesApart(t *testing.T) {
@@ -44,7 +44,7 @@ func TestContractOutboxTableTellsTwoTablesApart(t *testing.T) {
 		}
 	}
 	t.Cleanup(func() {
-		f.Pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS `+schemaA+`, `+schemaB+` CASCADE`)
+		_, _ = f.Pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS `+schemaA+`, `+schemaB+` CASCADE`)
 	})
 	e := &testenv.RelayEnv{F: f, Bin: testenv.Binary(t, true), Env: []string{"CDC_RELAY_SLOT=" + f.Slot, "CDC_RELAY_PUBLICATION=" + f.Publication}}
 	if out, errOut, code := testenv.Run(t, 30*time.Second, e.Bin, e.Env, "slot", "create", "--table", tableA+","+tableB); code != 0 {
@@ -90,7 +90,7 @@ func TestContractOutboxTableTellsTwoTablesApart(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+effects+`, `+f.Name+`_inbox`)
+		_, _ = f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+effects+`, `+f.Name+`_inbox`)
 	})
 	if err := in.CreateTable(ctx, f.Pool); err != nil {
 		t.Fatal(err)
@@ -120,7 +120,7 @@ func TestContractOutboxTableTellsTwoTablesApart(t *testing.T) {
 	}
 }
 
-// A row's own headers never shadow the contract's (issue 10, defect 7): a row whose headers
+// A row's own headers never shadow the contract's: a row whose headers
 // use outbox-id or cdc-lsn (and a logical message whose headers use outbox-table) is a bad
 // row, parked on the dead-letter topic with the reason, carrying each contract header once;
 // the valid rows around them are delivered normally and the slot moves past all of them.
@@ -181,9 +181,9 @@ func TestContractReservedRowHeadersAreDeadLettered(t *testing.T) {
 		t.Errorf("not dead-lettered: %v", bads)
 	}
 
-	recs := cons.WaitFor(t, 60*time.Second, "the valid rows", hasAll(good))
+	cons.WaitFor(t, 60*time.Second, "the valid rows", hasAll(good))
 	testenv.Eventually(t, 30*time.Second, "the slot to confirm past every row", func() bool { return e.F.SlotConfirmed(t) >= end })
-	recs = cons.Records()
+	recs := cons.Records()
 	assertCleanDelivery(t, recs, good, nil)
 	for _, r := range recs {
 		for _, k := range []string{"outbox-id", "outbox-table", "aggregate-id", "cdc-lsn", "cdc-commit-time"} {

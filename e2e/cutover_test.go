@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"regexp"
 	"sort"
 	"strconv"
@@ -249,4 +250,34 @@ func TestMarkPublishedBackToPollingLosesNothing(t *testing.T) {
 	t.Logf("mark-published: %s", strings.TrimSpace(out))
 	t.Logf("back-to-polling tallies: written %d rows; on Kafka %d records, %d distinct rows; relay delivered %d before its kill -9, %d of them marked, window (delivered, not confirmed) %d; duplicates %d, all from the relay's window: %s",
 		len(committed), len(recs), len(got), len(relayed), marked, len(window), len(dups), strings.Join(dups, ","))
+}
+
+// After a clean stop the slot has confirmed everything the relay delivered, so the peek finds
+// no undelivered row and `outbox mark-published` must mark every pending row. It marked none:
+// the empty list of undelivered ids reached SQL as NULL, and `NOT (id = ANY(NULL))` is NULL, so
+// the poller would have published the whole table again.
+func TestMarkPublishedAfterCleanStopMarksEveryDeliveredRow(t *testing.T) {
+	t.Parallel()
+	e := testenv.NewRelayEnv(t, false)
+	f := e.F
+	cons := testenv.Consume(t, f.Topic)
+	var want []int64
+	for i := 0; i < 10; i++ {
+		want = append(want, f.Insert(t, false, testenv.Row{Key: fmt.Sprintf("k%d", i%3), Payload: `{"n":1}`})...)
+	}
+	relay := e.Start(t, nil)
+	cons.WaitFor(t, 60*time.Second, "the 10 rows", hasAll(want))
+	if code := relay.Stop(t); code != 0 {
+		t.Fatalf("relay exit %d after SIGTERM:\n%s", code, relay.Output())
+	}
+	out, errOut, code := testenv.Run(t, 60*time.Second, e.Bin, e.Env, "outbox", "mark-published", "--table", f.Table)
+	if code != 0 {
+		t.Fatalf("outbox mark-published: exit %d\n%s%s", code, out, errOut)
+	}
+	if pending := idSet(t, f, `published_at IS NULL`); len(pending) != 0 {
+		t.Fatalf("after a clean stop, %d of %d delivered rows are still pending (the poller would publish them again):\n%s", len(pending), len(want), out)
+	}
+	if !strings.Contains(out, "marked 10 rows") {
+		t.Fatalf("mark-published output does not say it marked the 10 rows:\n%s", out)
+	}
 }

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -50,9 +51,9 @@ func TestDeadLettersFromTopicListReplayDiscard(t *testing.T) {
 	later := f.Name + ".later" // created only once the letter is to be replayed
 	testenv.CreateTopicWithConfig(t, small, 1, map[string]string{"max.message.bytes": "2048"})
 	adm := kadm.NewClient(testenv.Kafka(t))
-	t.Cleanup(func() { adm.DeleteTopics(context.Background(), later) })
+	t.Cleanup(func() { _, _ = adm.DeleteTopics(context.Background(), later) })
 	marks := "public." + f.Name + "_marks"
-	t.Cleanup(func() { f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+marks) })
+	t.Cleanup(func() { _, _ = f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+marks) })
 
 	p := e.Start(t, nil)
 	dlq := testenv.Consume(t, f.DLQ)
@@ -91,7 +92,7 @@ func TestDeadLettersFromTopicListReplayDiscard(t *testing.T) {
 	}
 
 	// The causes hold: nothing is sent, and each refusal says why.
-	out, code = dlCLI(t, e.Bin, env, "replay", "--all", "--dry-run")
+	_, code = dlCLI(t, e.Bin, env, "replay", "--all", "--dry-run")
 	if code != 0 {
 		t.Errorf("replay --dry-run: exit %d", code)
 	}
@@ -174,16 +175,16 @@ func TestDeadLettersFromTableReplayDiscard(t *testing.T) {
 	if _, err := f.Pool.Exec(ctx, ddl); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+table) })
+	t.Cleanup(func() { _, _ = f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+table) })
 	later := f.Name + ".later"
 	adm := kadm.NewClient(testenv.Kafka(t))
-	t.Cleanup(func() { adm.DeleteTopics(context.Background(), later) })
+	t.Cleanup(func() { _, _ = adm.DeleteTopics(context.Background(), later) })
 	insert := func(id, topic, key string) {
 		t.Helper()
 		hdrs := `{"outbox-id": "` + id + `", "outbox-table": "public.orders", "aggregate-id": "` + key + `", "cdc-lsn": "0/16B3748",
 			"correlation-id": "c` + id + `", "dlq-error": "UNKNOWN_TOPIC_OR_PARTITION: x", "dlq-original-topic": "` + topic + `"}`
-		_, err := f.Pool.Exec(ctx, `INSERT INTO `+table+` (slot, outbox_id, topic, key, value, headers, error, lsn)
-			VALUES ('s1', $1, $2, $3, $4, $5::jsonb, 'UNKNOWN_TOPIC_OR_PARTITION: x; dead-letter topic d refused it too: TOPIC_AUTHORIZATION_FAILED', '0/16B3748')`,
+		_, err := f.Pool.Exec(ctx, `INSERT INTO `+table+` (slot, outbox_id, topic, key, value, headers, error, class, lsn)
+			VALUES ('s1', $1, $2, $3, $4, $5::jsonb, 'UNKNOWN_TOPIC_OR_PARTITION: x; dead-letter topic d refused it too: TOPIC_AUTHORIZATION_FAILED', 'UNKNOWN_TOPIC_OR_PARTITION', '0/16B3748')`,
 			id, topic, []byte(key), []byte(`{"v": `+id+`}`), hdrs)
 		if err != nil {
 			t.Fatal(err)
@@ -228,5 +229,305 @@ func TestDeadLettersFromTableReplayDiscard(t *testing.T) {
 	}
 	if out, _ := dlCLI(t, bin, env, "list"); !strings.Contains(out, "no dead letters waiting") {
 		t.Errorf("list after replay and discard shows letters")
+	}
+}
+
+// A logical message without a payload whose id reads like a Kafka error code is a bad row.
+// Replay used to classify letters by a pattern over the error text, took ORDER_42_CREATED
+// for a Kafka refusal, and published key k with a null value: a tombstone that deletes the
+// key on a compacted topic. The class is now recorded when the letter is parked (dlq-class),
+// and replay never publishes a bad row.
+func TestDeadLetterReplayNeverPublishesABadRowWhoseIDLooksLikeAnErrorCode(t *testing.T) {
+	t.Parallel()
+	e := testenv.NewRelayEnv(t, false)
+	f := e.F
+	ctx := context.Background()
+	marks := "public." + f.Name + "_marks"
+	t.Cleanup(func() { _, _ = f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+marks) })
+	prefix := f.Name // logical messages reach every slot (DESIGN.md, "Logical messages")
+	p := e.Start(t, nil, "--message-prefix", prefix)
+	dlq := testenv.Consume(t, f.DLQ)
+	if _, err := f.Pool.Exec(ctx, `SELECT pg_logical_emit_message(true, $1, $2::text)`, prefix,
+		`{"id": "ORDER_42_CREATED", "key": "k", "topic": "`+f.Topic+`"}`); err != nil {
+		t.Fatal(err)
+	}
+	letter := dlq.WaitFor(t, 60*time.Second, "the dead letter", func(r []*kgo.Record) bool { return len(r) >= 1 })[0]
+	if code := p.Stop(t); code != 0 {
+		t.Fatalf("relay exit %d:\n%s", code, p.Output())
+	}
+	if c := testenv.Header(letter, "dlq-class"); c != "bad-row" {
+		t.Errorf("the letter's dlq-class is %q, want bad-row (headers %v)", c, letter.Headers)
+	}
+	env := append(append([]string{}, e.Env...), "CDC_RELAY_DLQ_TOPIC="+f.DLQ, "CDC_RELAY_MARKS_TABLE="+marks)
+	if out, code := dlCLI(t, e.Bin, env, "list"); code != 0 || lineWith(out, "ORDER_42_CREATED", "bad row") == "" {
+		t.Errorf("list: exit %d, want the letter listed as a bad row", code)
+	}
+	out, code := dlCLI(t, e.Bin, env, "replay", "--all")
+	if code != 1 || !strings.Contains(out, "replayed 0, refused 1 (bad row: 1)") {
+		t.Errorf("replay --all: exit %d, want the bad row refused", code)
+	}
+	if n := testenv.EndOffset(t, f.Topic); n != 0 {
+		t.Fatalf("replay published %d record(s) of a bad row to %s (a null value is a tombstone on a compacted topic)", n, f.Topic)
+	}
+}
+
+// A dead-letter table made by an older version (no class column) and a letter it holds
+// without a class (no dlq-class header): `dead-letters` adds the column and reads the old row,
+// and replay refuses the letter, which may be a bad row, unless --replay-unclassified says the
+// operator checked it.
+func TestDeadLettersOlderTableKeepsItsLettersAndRefusesUnclassified(t *testing.T) {
+	t.Parallel()
+	f := testenv.NewFixture(t)
+	bin := testenv.Binary(t, false)
+	ctx := context.Background()
+	table := "public." + f.Name + "_dl"
+	// The DDL of the version before the class column.
+	if _, err := f.Pool.Exec(ctx, `CREATE TABLE `+table+` (
+    id          bigserial    PRIMARY KEY,
+    slot        text         NOT NULL,
+    outbox_id   text,
+    topic       text,
+    key         bytea,
+    value       bytea,
+    headers     jsonb,
+    error       text         NOT NULL,
+    lsn         pg_lsn,
+    created_at  timestamptz  NOT NULL DEFAULT now())`); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+table) })
+	hdrs := `{"outbox-id": "7", "outbox-table": "public.orders", "aggregate-id": "k7", "cdc-lsn": "0/16B3748",
+		"dlq-error": "MESSAGE_TOO_LARGE: x", "dlq-original-topic": "` + f.Topic + `"}`
+	if _, err := f.Pool.Exec(ctx, `INSERT INTO `+table+` (slot, outbox_id, topic, key, value, headers, error, lsn)
+		VALUES ('s1', '7', $1, 'k7', '{"v": 7}', $2::jsonb, 'MESSAGE_TOO_LARGE: x; dead-letter topic d refused it too: MESSAGE_TOO_LARGE', '0/16B3748')`,
+		f.Topic, hdrs); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"CDC_RELAY_FROM=table", "CDC_RELAY_DEAD_LETTER_TABLE=" + table}
+	if out, code := dlCLI(t, bin, env, "list"); code != 0 || lineWith(out, " 7 ", "unclassified", f.Topic) == "" {
+		t.Errorf("list: exit %d, want the old letter listed as unclassified", code)
+	}
+	out, code := dlCLI(t, bin, env, "replay", "--all")
+	if code != 1 || !strings.Contains(out, "refused 1 (unclassified: 1)") || !strings.Contains(out, "--replay-unclassified") {
+		t.Errorf("replay --all: exit %d, want the unclassified letter refused with the way to replay it", code)
+	}
+	if n := testenv.EndOffset(t, f.Topic); n != 0 {
+		t.Fatalf("%d records on %s after a refused replay", n, f.Topic)
+	}
+	out, code = dlCLI(t, bin, env, "replay", "--all", "--replay-unclassified")
+	if code != 0 || !strings.Contains(out, "replayed 1, refused 0") {
+		t.Errorf("replay --all --replay-unclassified: exit %d", code)
+	}
+	if n := testenv.EndOffset(t, f.Topic); n != 1 {
+		t.Errorf("%d records on %s after the replay, want 1", n, f.Topic)
+	}
+}
+
+// parkLetter writes a dead letter onto dlq as the relay parks one: key k, value, the outbox
+// id and cdc-lsn, the class, the original topic.
+func parkLetter(t *testing.T, dlq, outboxID, lsn, value, class, orig string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r := &kgo.Record{Topic: dlq, Key: []byte("k"), Value: []byte(value), Headers: []kgo.RecordHeader{
+		{Key: "outbox-id", Value: []byte(outboxID)}, {Key: "outbox-table", Value: []byte("public.orders")},
+		{Key: "cdc-lsn", Value: []byte(lsn)}, {Key: "dlq-error", Value: []byte("refused: " + class)},
+		{Key: "dlq-class", Value: []byte(class)}, {Key: "dlq-original-topic", Value: []byte(orig)},
+	}}
+	if err := testenv.Kafka(t).ProduceSync(ctx, r).FirstErr(); err != nil {
+		t.Fatalf("park a letter on %s: %v", dlq, err)
+	}
+}
+
+// Marks of the dead-letter topic were keyed by (topic, partition, offset): after the topic
+// was deleted and re-created, a new letter at offset 0 inherited the discarded mark of the
+// old one and `list` said "no dead letters waiting". A mark now names the topic's ID and the
+// record's timestamp too.
+func TestDeadLetterMarksDoNotPassToARecreatedTopic(t *testing.T) {
+	t.Parallel()
+	f := testenv.NewFixture(t)
+	bin := testenv.Binary(t, false)
+	marks := "public." + f.Name + "_marks"
+	t.Cleanup(func() { _, _ = f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+marks) })
+	env := []string{"CDC_RELAY_DLQ_TOPIC=" + f.DLQ, "CDC_RELAY_MARKS_TABLE=" + marks}
+	parkLetter(t, f.DLQ, "1", "0/16B3748", `{"n": 1}`, "bad-row", f.Topic)
+	if out, code := dlCLI(t, bin, env, "discard", "--all"); code != 0 || !strings.Contains(out, "discarded 1") {
+		t.Fatalf("discard --all: exit %d", code)
+	}
+	adm := kadm.NewClient(testenv.Kafka(t))
+	ctx := context.Background()
+	if _, err := adm.DeleteTopics(ctx, f.DLQ); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 60*time.Second, "the dead-letter topic re-created", func() bool {
+		_, err := adm.CreateTopic(ctx, 1, 1, nil, f.DLQ)
+		return err == nil
+	})
+	parkLetter(t, f.DLQ, "2", "0/16B4000", `{"n": 2}`, "bad-row", f.Topic)
+	out, code := dlCLI(t, bin, env, "list")
+	if code != 0 || lineWith(out, " 2 ", "bad row", "pending") == "" {
+		t.Errorf("list after the topic was re-created: exit %d, want the new letter waiting", code)
+	}
+}
+
+// A marks table of the version keyed by (topic, partition, offset) is migrated, and its
+// marks still apply to the letters they were made for (same outbox id, marked after the letter
+// was parked), but not to a letter parked after the mark at the same offset.
+func TestDeadLetterMarksOfTheOlderTableStillApply(t *testing.T) {
+	t.Parallel()
+	f := testenv.NewFixture(t)
+	bin := testenv.Binary(t, false)
+	ctx := context.Background()
+	marks := "public." + f.Name + "_marks"
+	t.Cleanup(func() { _, _ = f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+marks) })
+	// The DDL of the version before topic_id and letter_time.
+	if _, err := f.Pool.Exec(ctx, `CREATE TABLE `+marks+` (
+    topic        text         NOT NULL,
+    "partition"  integer      NOT NULL,
+    "offset"     bigint       NOT NULL,
+    outbox_id    text,
+    state        text         NOT NULL CHECK (state IN ('replayed', 'discarded')),
+    marked_at    timestamptz  NOT NULL DEFAULT now(),
+    PRIMARY KEY (topic, "partition", "offset"))`); err != nil {
+		t.Fatal(err)
+	}
+	stale := f.Name + ".stale"
+	testenv.CreateTopic(t, stale, 1)
+	// The old version's marks: one for a letter of f.DLQ made after it was parked, one at
+	// stale's offset 0 made an hour before the letter now there.
+	parkLetter(t, f.DLQ, "1", "0/16B3748", `{"n": 1}`, "bad-row", f.Topic)
+	parkLetter(t, stale, "1", "0/16B3748", `{"n": 1}`, "bad-row", f.Topic)
+	if _, err := f.Pool.Exec(ctx, `INSERT INTO `+marks+` (topic, "partition", "offset", outbox_id, state, marked_at)
+		VALUES ($1, 0, 0, '1', 'discarded', now()), ($2, 0, 0, '1', 'discarded', now() - interval '1 hour')`, f.DLQ, stale); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := dlCLI(t, bin, []string{"CDC_RELAY_DLQ_TOPIC=" + f.DLQ, "CDC_RELAY_MARKS_TABLE=" + marks}, "list", "--all"); code != 0 || lineWith(out, " 1 ", "discarded") == "" {
+		t.Errorf("list --all of %s: exit %d, want its letter discarded by the old mark", f.DLQ, code)
+	}
+	if out, code := dlCLI(t, bin, []string{"CDC_RELAY_DLQ_TOPIC=" + stale, "CDC_RELAY_MARKS_TABLE=" + marks}, "list"); code != 0 || lineWith(out, " 1 ", "pending") == "" {
+		t.Errorf("list of %s: exit %d, want its letter waiting: the old mark predates it", stale, code)
+	}
+}
+
+// Replay sends once the letters of one event, and marks them together. An outbox id reused
+// after TRUNCATE ... RESTART IDENTITY is another event (another transaction's cdc-lsn, other
+// bytes): it was marked replayed with the first without being sent.
+func TestDeadLetterReplaySendsAnEventWithAReusedOutboxID(t *testing.T) {
+	t.Parallel()
+	f := testenv.NewFixture(t)
+	bin := testenv.Binary(t, false)
+	marks := "public." + f.Name + "_marks"
+	t.Cleanup(func() { _, _ = f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+marks) })
+	parkLetter(t, f.DLQ, "1", "0/16B3748", `{"n": "before the truncate"}`, "MESSAGE_TOO_LARGE", f.Topic)
+	parkLetter(t, f.DLQ, "1", "0/16B3748", `{"n": "before the truncate"}`, "MESSAGE_TOO_LARGE", f.Topic) // the same event, parked again
+	parkLetter(t, f.DLQ, "1", "0/2000000", `{"n": "after the truncate"}`, "MESSAGE_TOO_LARGE", f.Topic)
+	env := []string{"CDC_RELAY_DLQ_TOPIC=" + f.DLQ, "CDC_RELAY_MARKS_TABLE=" + marks}
+	out, code := dlCLI(t, bin, env, "replay", "--all")
+	if code != 0 || !strings.Contains(out, "replayed 2, refused 0, skipped 1") {
+		t.Errorf("replay --all: exit %d, want two events replayed and the duplicate marked with the first", code)
+	}
+	recs := testenv.Consume(t, f.Topic).WaitFor(t, 30*time.Second, "the replayed records", func(r []*kgo.Record) bool { return len(r) >= 2 })
+	if n := testenv.EndOffset(t, f.Topic); n != 2 {
+		t.Errorf("%d records on %s, want 2: %v", n, f.Topic, recs)
+	}
+	if out, _ := dlCLI(t, bin, env, "list"); !strings.Contains(out, "no dead letters waiting") {
+		t.Errorf("list after the replay shows letters")
+	}
+}
+
+// An event the relay parks again after a restart replayed its transaction (same cdc-lsn, key
+// and value, a new letter) once an earlier letter of it was replayed: replay marks the new
+// letter replayed and does not send the event a second time.
+func TestDeadLetterReplayDoesNotSendAReplayedEventAgain(t *testing.T) {
+	t.Parallel()
+	f := testenv.NewFixture(t)
+	bin := testenv.Binary(t, false)
+	marks := "public." + f.Name + "_marks"
+	t.Cleanup(func() { _, _ = f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+marks) })
+	env := []string{"CDC_RELAY_DLQ_TOPIC=" + f.DLQ, "CDC_RELAY_MARKS_TABLE=" + marks}
+	parkLetter(t, f.DLQ, "1", "0/16B3748", `{"n": 1}`, "MESSAGE_TOO_LARGE", f.Topic)
+	if out, code := dlCLI(t, bin, env, "replay", "--all"); code != 0 || !strings.Contains(out, "replayed 1, refused 0, skipped 0") {
+		t.Fatalf("first replay: exit %d", code)
+	}
+	parkLetter(t, f.DLQ, "1", "0/16B3748", `{"n": 1}`, "MESSAGE_TOO_LARGE", f.Topic) // parked again by a restarted relay
+	if out, code := dlCLI(t, bin, env, "replay", "--all", "--dry-run"); code != 0 || !strings.Contains(out, "would skip 0:1") {
+		t.Errorf("replay --dry-run: exit %d, want the new letter skipped as the same event", code)
+	}
+	out, code := dlCLI(t, bin, env, "replay", "--all")
+	if code != 0 || !strings.Contains(out, "replayed 0, refused 0, skipped 2") {
+		t.Errorf("second replay: exit %d, want the old letter and the new one of the same event skipped", code)
+	}
+	if n := testenv.EndOffset(t, f.Topic); n != 1 {
+		t.Errorf("%d records on %s, want the event once", n, f.Topic)
+	}
+	if out, _ := dlCLI(t, bin, env, "list"); !strings.Contains(out, "no dead letters waiting") {
+		t.Errorf("list after the replays shows letters")
+	}
+}
+
+// The relay parks into a dead-letter table made by a version before the class column (a role
+// without ownership cannot add it), with the class in the headers column; `dead-letters`
+// migrates the table and reads the class from there, and a relay started after the migration
+// writes the class column too.
+func TestRelayParksIntoAnOlderDeadLetterTable(t *testing.T) {
+	t.Parallel()
+	e := testenv.NewRelayEnv(t, false)
+	f := e.F
+	ctx := context.Background()
+	table := "public." + f.Name + "_dl"
+	if _, err := f.Pool.Exec(ctx, `CREATE TABLE `+table+` (
+    id          bigserial    PRIMARY KEY,
+    slot        text         NOT NULL,
+    outbox_id   text,
+    topic       text,
+    key         bytea,
+    value       bytea,
+    headers     jsonb,
+    error       text         NOT NULL,
+    lsn         pg_lsn,
+    created_at  timestamptz  NOT NULL DEFAULT now())`); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+table) })
+	small, smallDLQ := f.Name+".small", f.Name+".smalldlq" // both refuse a 4 KB record
+	testenv.CreateTopicWithConfig(t, small, 1, map[string]string{"max.message.bytes": "2048"})
+	testenv.CreateTopicWithConfig(t, smallDLQ, 1, map[string]string{"max.message.bytes": "2048"})
+	big := testenv.Row{Key: "big", Topic: small, Payload: `{"pad": "` + strings.Repeat("x", 4096) + `"}`}
+	parked := func(n int) {
+		t.Helper()
+		testenv.Eventually(t, 90*time.Second, fmt.Sprintf("%d letter(s) in %s", n, table), func() bool {
+			var got int
+			_ = f.Pool.QueryRow(ctx, `SELECT count(*) FROM `+table).Scan(&got)
+			return got >= n
+		})
+	}
+	run := func() *testenv.Proc {
+		return e.Start(t, nil, "--dlq-topic", smallDLQ, "--dead-letter-table", table)
+	}
+
+	p := run()
+	first := f.Insert(t, false, big)[0]
+	parked(1)
+	if code := p.Stop(t); code != 0 {
+		t.Fatalf("relay exit %d:\n%s", code, p.Output())
+	}
+	var hclass string
+	if err := f.Pool.QueryRow(ctx, `SELECT coalesce(headers->>'dlq-class', '') FROM `+table+` WHERE outbox_id = $1`, strconv.FormatInt(first, 10)).Scan(&hclass); err != nil || hclass != "MESSAGE_TOO_LARGE" {
+		t.Errorf("the letter in the older table: dlq-class header %q (%v), want MESSAGE_TOO_LARGE", hclass, err)
+	}
+	env := []string{"CDC_RELAY_FROM=table", "CDC_RELAY_DEAD_LETTER_TABLE=" + table}
+	if out, code := dlCLI(t, e.Bin, env, "list"); code != 0 || lineWith(out, "MESSAGE_TOO_LARGE", strconv.FormatInt(first, 10)) == "" {
+		t.Errorf("list: exit %d, want the letter listed as MESSAGE_TOO_LARGE", code)
+	}
+
+	p = run()
+	second := f.Insert(t, false, big)[0]
+	parked(2)
+	if code := p.Stop(t); code != 0 {
+		t.Fatalf("relay exit %d:\n%s", code, p.Output())
+	}
+	var class *string
+	if err := f.Pool.QueryRow(ctx, `SELECT class FROM `+table+` WHERE outbox_id = $1`, strconv.FormatInt(second, 10)).Scan(&class); err != nil || class == nil || *class != "MESSAGE_TOO_LARGE" {
+		t.Errorf("the letter parked after the migration: class %v (%v), want MESSAGE_TOO_LARGE", class, err)
 	}
 }

@@ -41,7 +41,7 @@ func podman(t *testing.T, timeout time.Duration, args ...string) (string, int) {
 	return out.String(), code
 }
 
-// The release image, built and run for real (issue 14): scripts/image.sh (what `make image` runs)
+// The release image, built and run for real: scripts/image.sh (what `make image` runs)
 // builds it with podman, installing podman and runc on a fresh machine; `--help` works in it;
 // `run` in it (host network, the fixture's slot) publishes a row with the contract headers; and
 // SIGTERM through `podman stop` ends it with exit code 0. A machine where podman cannot work fails

@@ -27,7 +27,7 @@ type makeCommand struct {
 
 var (
 	codeSpan = regexp.MustCompile("(?s)`([^`]+)`")
-	fence    = regexp.MustCompile("(?m)^```[a-z]*\n((?s:.*?))^```")
+	fence    = regexp.MustCompile("(?m)^```[a-z]*\n((?s:.*?))^```") //nolint:gocritic // (?m): each ^ is a line's start
 )
 
 // readmeMakeCommands returns every make command in md: inline code spans and lines of fenced
@@ -87,37 +87,43 @@ func cleanMakeEnv(extra ...string) []string {
 	return append(env, extra...)
 }
 
-// TestReadmeMakeTargetsExist fails when README.md shows a make command that the Makefile
-// cannot run (make -n: the recipe is printed, nothing is executed).
+// TestReadmeMakeTargetsExist fails when README.md or a page of docs/ shows a make command that
+// the Makefile cannot run (make -n: the recipe is printed, nothing is executed).
 func TestReadmeMakeTargetsExist(t *testing.T) {
 	root, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
 	}
-	md, err := os.ReadFile(filepath.Join(root, "README.md"))
+	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmds := readmeMakeCommands(string(md))
 	seen := map[string]bool{}
-	for _, c := range cmds {
-		args := append([]string{"-n", "--no-print-directory"}, c.targets...)
-		args = append(args, c.vars...)
-		cmd := exec.Command("make", args...)
-		cmd.Dir = root
-		cmd.Env = cleanMakeEnv()
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Errorf("README.md:%d: make %s: %v\n%s", c.line, strings.Join(append(c.targets, c.vars...), " "), err, out)
+	for _, path := range append([]string{filepath.Join(root, "README.md")}, docs...) {
+		rel, _ := filepath.Rel(root, path)
+		md, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
 		}
-		for _, tg := range c.targets {
-			seen[tg] = true
+		for _, c := range readmeMakeCommands(string(md)) {
+			args := append([]string{"-n", "--no-print-directory"}, c.targets...)
+			args = append(args, c.vars...)
+			cmd := exec.Command("make", args...)
+			cmd.Dir = root
+			cmd.Env = cleanMakeEnv()
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Errorf("%s:%d: make %s: %v\n%s", rel, c.line, strings.Join(append(c.targets, c.vars...), " "), err, out)
+			}
+			for _, tg := range c.targets {
+				seen[tg] = true
+			}
 		}
 	}
-	// The extraction itself: the commands the README is known to show must be among them.
+	// The extraction itself: the commands the README and docs/ are known to show must be among them.
 	for _, want := range []string{"demo", "test", "unit", "test-matrix", "bench", "faults", "faults-full", "chaos", "seed-demo",
-		"db-init", "topic-create", "run-service", "run-publisher", "run-consumer", "dup-count", "end-offsets"} {
+		"db-init", "topic-create", "run-service", "run-publisher", "run-consumer", "dup-count", "end-offsets", "image", "lint"} {
 		if !seen[want] {
-			t.Errorf("README.md no longer shows `make %s` (or the extraction missed it); found %v", want, seen)
+			t.Errorf("neither README.md nor docs/ shows `make %s` any more (or the extraction missed it); found %v", want, seen)
 		}
 	}
 }
@@ -136,10 +142,15 @@ func TestReadmeMakeCommandsExtraction(t *testing.T) {
 	}
 }
 
-// TestMakeUnitNeedsNoServices runs `make unit` with the services' addresses pointing at a port
-// nothing listens on: every test it runs passes without PostgreSQL and Kafka, so a package
-// whose tests need them fails here until it leaves UNIT_PKGS.
+// TestMakeUnitNeedsNoServices runs `make unit` (go test ./... with the services' variables
+// unset) with the services' addresses pointing at a port nothing listens on and CI=true: every
+// test that does not stop at testenv.Require passes without PostgreSQL and Kafka, so a test
+// that reaches a service without asking the gate first fails here; and the pure tests of every
+// package ran, those inside service packages too.
 func TestMakeUnitNeedsNoServices(t *testing.T) {
+	if os.Getenv("CDC_RELAY_IN_MAKE_UNIT") != "" {
+		t.Skip("this test runs make unit: not again inside it")
+	}
 	t.Parallel()
 	root, err := filepath.Abs("..")
 	if err != nil {
@@ -150,15 +161,25 @@ func TestMakeUnitNeedsNoServices(t *testing.T) {
 	cmd := exec.CommandContext(ctx, "make", "--no-print-directory", "unit")
 	cmd.Dir = root
 	cmd.Env = cleanMakeEnv("CDC_RELAY_PG_URL=postgres://nobody@127.0.0.1:1/none?connect_timeout=1",
-		"CDC_RELAY_BROKERS=127.0.0.1:1")
+		"CDC_RELAY_BROKERS=127.0.0.1:1", "CI=true", testenv.RequireServicesEnv+"=1",
+		"GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" -v"))
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("make unit without services: %v\n%s", err, out)
 	}
-	for _, pkg := range []string{"decoder", "outbox", "relay", "sink"} {
+	for _, pkg := range []string{"decoder", "outbox", "relay", "sink", "slotstore", "poller", "inbox"} {
 		if !regexp.MustCompile(`(?m)^ok\s+github.com/cdc-relay/cdc-relay/` + pkg + `\s`).Match(out) {
 			t.Errorf("make unit did not test %s:\n%s", pkg, out)
 		}
+	}
+	// The pure tests inside service packages ran (-v lists them), and a service test skipped.
+	for _, name := range []string{"TestValidateName", "TestIndexName", "TestExtractTrace"} {
+		if !regexp.MustCompile(`(?m)^--- PASS: ` + name).Match(out) {
+			t.Errorf("make unit did not run %s:\n%s", name, out)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^\s*--- SKIP: `).Match(out) || !bytes.Contains(out, []byte("needs PostgreSQL: CDC_RELAY_PG_URL not set")) {
+		t.Errorf("make unit skipped no service test with the gate's reason:\n%s", out)
 	}
 }
 
@@ -178,13 +199,13 @@ func TestSeedMakeTargets(t *testing.T) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		pool.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1 AND NOT active`, name)
-		pool.Exec(ctx, `DROP PUBLICATION IF EXISTS `+pgx.Identifier{name}.Sanitize())
-		pool.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{name}.Sanitize()+` CASCADE`)
+		_, _ = pool.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1 AND NOT active`, name)
+		_, _ = pool.Exec(ctx, `DROP PUBLICATION IF EXISTS `+pgx.Identifier{name}.Sanitize())
+		_, _ = pool.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{name}.Sanitize()+` CASCADE`)
 		adm := kadm.NewClient(testenv.Kafka(t))
-		adm.DeleteTopics(ctx, topic, topic+".dlq")
-		adm.DeleteGroups(ctx, name)
-		os.Remove(filepath.Join(root, ".dev", "seed-"+name+"-publisher.log"))
+		_, _ = adm.DeleteTopics(ctx, topic, topic+".dlq")
+		_, _ = adm.DeleteGroups(ctx, name)
+		_ = os.Remove(filepath.Join(root, ".dev", "seed-"+name+"-publisher.log"))
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()

@@ -4,9 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdc-relay/cdc-relay/internal/testenv"
 )
@@ -100,4 +104,43 @@ func TestLogicalMessagesSurviveARestartWithoutLoss(t *testing.T) {
 		t.Errorf("no duplicates: the kill did not fall between Kafka's acknowledgement and the confirmation")
 	}
 	t.Logf("%d messages, %d records, %d duplicate records, slot confirmed %s at the crash", len(want), len(recs), dups, confirmed)
+}
+
+// A non-transactional outbox message (pg_logical_emit_message(false, ...)) belongs to no
+// committed transaction and is never published. It used to be counted and logged only, its
+// content kept nowhere; it is dead-lettered now, as a bad row with its reason, and the slot
+// confirms past it once it is parked.
+func TestNonTransactionalMessageIsDeadLetteredNotDropped(t *testing.T) {
+	t.Parallel()
+	e := testenv.NewRelayEnv(t, false)
+	prefix := e.F.Name // logical messages reach every slot (DESIGN.md, "Logical messages")
+	ctx := context.Background()
+	dlq := testenv.Consume(t, e.F.DLQ)
+	p := e.Start(t, nil, "--message-prefix", prefix)
+	content := fmt.Sprintf(`{"id": "nt-1", "key": "agg-1", "topic": %q, "payload": {"n": 1}}`, e.F.Topic)
+	var lsnText string
+	if err := e.F.Pool.QueryRow(ctx, `SELECT pg_logical_emit_message(false, $1, $2::text)::text`, prefix, content).Scan(&lsnText); err != nil {
+		t.Fatal(err)
+	}
+	msgLSN, err := pglogrepl.ParseLSN(lsnText)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := dlq.WaitFor(t, 60*time.Second, "the non-transactional message on the dead-letter topic", func(r []*kgo.Record) bool { return len(r) >= 1 })
+	l := recs[0]
+	if testenv.Header(l, "outbox-id") != "nt-1" || testenv.Header(l, "dlq-class") != "bad-row" || string(l.Key) != "agg-1" ||
+		string(l.Value) != `{"n": 1}` || !strings.Contains(testenv.Header(l, "dlq-error"), "non-transactionally") ||
+		testenv.Header(l, "dlq-original-topic") != e.F.Topic || testenv.Header(l, "outbox-table") != "message:"+prefix {
+		t.Errorf("dead letter: key %q value %q headers %v", l.Key, l.Value, l.Headers)
+	}
+	testenv.Eventually(t, 60*time.Second, "the slot to confirm past the message", func() bool { return e.F.SlotConfirmed(t) >= msgLSN })
+	if code := p.Stop(t); code != 0 {
+		t.Fatalf("relay exit %d:\n%s", code, p.Output())
+	}
+	if n := testenv.EndOffset(t, e.F.Topic); n != 0 {
+		t.Errorf("%d records on %s: a non-transactional message was published", n, e.F.Topic)
+	}
+	if !strings.Contains(p.Output(), "dead_lettered=1") {
+		t.Errorf("the relay's final line does not count the dead letter:\n%s", p.Output())
+	}
 }

@@ -20,7 +20,7 @@ func TestRetainedWALAboveThresholdWarns(t *testing.T) {
 	if _, err := e.F.Pool.Exec(ctx, `CREATE TABLE `+other+` AS SELECT g, repeat('x', 200) AS filler FROM generate_series(1, 5000) g`); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { e.F.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+other) })
+	t.Cleanup(func() { _, _ = e.F.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+other) })
 
 	status := func(warn string) string {
 		t.Helper()

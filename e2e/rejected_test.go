@@ -23,7 +23,7 @@ import (
 // payload larger than the dead-letter topic accepts too goes to the PostgreSQL table
 // public.cdc_relay_dead_letters, and only once it is committed there does the slot move past
 // it. The relay's search_path puts a schema of the test's own first, holding a dead-letter
-// table of the same name: the row goes to public's all the same (issue 10).
+// table of the same name: the row goes to public's all the same.
 func TestRejectedRecordsAreDeadLetteredAndTheStreamGoesOn(t *testing.T) {
 	t.Parallel()
 	e := testenv.NewRelayEnv(t, true)
@@ -35,9 +35,9 @@ func TestRejectedRecordsAreDeadLetteredAndTheStreamGoesOn(t *testing.T) {
 	if _, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"max.message.bytes": &cfg}, small); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 		t.Fatalf("create %s: %v", small, err)
 	}
-	t.Cleanup(func() { adm.DeleteTopics(context.Background(), small) })
+	t.Cleanup(func() { _, _ = adm.DeleteTopics(context.Background(), small) })
 	t.Cleanup(func() {
-		f.Pool.Exec(context.Background(), `DELETE FROM public.cdc_relay_dead_letters WHERE slot = $1`, f.Slot)
+		_, _ = f.Pool.Exec(context.Background(), `DELETE FROM public.cdc_relay_dead_letters WHERE slot = $1`, f.Slot)
 	})
 	decoy := f.Name + "_sp"
 	decoyTable := pgx.Identifier{decoy, "cdc_relay_dead_letters"}.Sanitize()
@@ -45,7 +45,7 @@ func TestRejectedRecordsAreDeadLetteredAndTheStreamGoesOn(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		f.Pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS `+pgx.Identifier{decoy}.Sanitize()+` CASCADE`)
+		_, _ = f.Pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS `+pgx.Identifier{decoy}.Sanitize()+` CASCADE`)
 	})
 	ddl, err := slotstore.DeadLetterTableDDL(decoy + ".cdc_relay_dead_letters")
 	if err != nil {

@@ -76,7 +76,7 @@ func TestSchemaChangesMidStream(t *testing.T) {
 	// A second outbox table joins the publication.
 	second := f.Table + "_second"
 	exec(testenv.OutboxDDL(second))
-	t.Cleanup(func() { f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+second) })
+	t.Cleanup(func() { _, _ = f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+second) })
 	exec(`SELECT setval(pg_get_serial_sequence($1, 'id'), 1000)`, second) // ids apart from the first table's
 	if out, errOut, code := testenv.Run(t, 30*time.Second, e.Bin, e.Env, "slot", "create", "--table", f.Table+","+second); code != 0 ||
 		!strings.Contains(out, "added to publication") {

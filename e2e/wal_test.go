@@ -20,7 +20,7 @@ func TestQuietOutboxSlotFollowsOtherTablesWAL(t *testing.T) {
 	if _, err := e.F.Pool.Exec(context.Background(), `CREATE TABLE `+other+` (id bigserial primary key, filler text)`); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { e.F.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+other) })
+	t.Cleanup(func() { _, _ = e.F.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+other) })
 	p := e.Start(t, nil)
 	testenv.Eventually(t, 30*time.Second, "the relay to stream", func() bool { return strings.Contains(p.Output(), "streaming") })
 

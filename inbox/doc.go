@@ -34,14 +34,30 @@
 //
 // A record published before the header existed has none: Handle passes the empty table, so such
 // records deduplicate by outbox id alone, as before. A processed table made before the header
-// (PRIMARY KEY (consumer, outbox_id)) is migrated by CreateTable the first time it runs: the
-// column is added with the empty string for the existing marks, which therefore keep absorbing
-// redeliveries of the old records, and the primary key is rebuilt, holding an exclusive lock on
-// the table while its index builds. To do it ahead of time on a large table:
+// (PRIMARY KEY (consumer, outbox_id)) is migrated in two steps, so that a rolling upgrade never
+// stalls: consumers of the older version insert with ON CONFLICT (consumer, outbox_id), which
+// fails (42P10) on every record once that key is gone.
 //
+//  1. CreateTable, the first time an upgraded consumer runs it, adds the column with the empty
+//     string for the existing marks (which therefore keep absorbing redeliveries of the old
+//     records) and a unique index on (consumer, outbox_table, outbox_id), and keeps the old
+//     primary key. The index build holds a lock that blocks writes to the table. Old and new
+//     consumers then run side by side and dedupe against each other's marks; the old key still
+//     deduplicates by outbox id alone, as the older version does, and Process refuses with
+//     ErrMigrationUnfinished (instead of skipping it) a record whose id only a mark of another
+//     source table holds.
+//  2. Once no consumer of the older version runs, Inbox.FinishMigration drops the old key and
+//     makes the index the primary key (a moment's exclusive lock, no index build).
+//
+// To do it ahead of time on a large table, or by hand (the index name is PostgreSQL's default):
+//
+//	-- step 1, any time
 //	ALTER TABLE inbox_processed ADD COLUMN outbox_table text NOT NULL DEFAULT '';
+//	CREATE UNIQUE INDEX CONCURRENTLY inbox_processed_consumer_outbox_table_outbox_id_idx
+//	    ON inbox_processed (consumer, outbox_table, outbox_id);
+//	-- step 2, once every consumer is upgraded
 //	ALTER TABLE inbox_processed DROP CONSTRAINT inbox_processed_pkey,
-//	    ADD PRIMARY KEY (consumer, outbox_table, outbox_id);
+//	    ADD PRIMARY KEY USING INDEX inbox_processed_consumer_outbox_table_outbox_id_idx;
 //
 // An old mark does not match a record that carries the header: a record the consumer processed
 // from a relay without the header, and that an upgraded relay publishes again (its replay window
@@ -54,10 +70,12 @@
 // # Trace context
 //
 // A producer that writes a W3C traceparent (and tracestate) into the outbox row's headers in its
-// transaction gets them on the record as they are. Handle extracts them (propagation.TraceContext
-// by default, Config.Propagator otherwise) into the ctx it passes to the transaction and the
-// handler, so trace.SpanContextFromContext(ctx) in the handler is the producer's span and a span
-// the handler starts from ctx is its child. HeaderCarrier is the propagation carrier over a
+// transaction gets them on the record as they are, or, when the relay traces
+// (docs/tracing.md), the relay's producer span in their place, itself the producer's span's
+// child. Handle extracts them (propagation.TraceContext by default, Config.Propagator
+// otherwise) into the ctx it passes to the transaction and the handler, so
+// trace.SpanContextFromContext(ctx) in the handler is that span (the producer's, or the
+// relay's under it) and a span the handler starts from ctx is its child. HeaderCarrier is the propagation carrier over a
 // record's headers, for code that does not go through Handle.
 //
 // # Pruning

@@ -58,6 +58,7 @@ type Inbox struct {
 	table    string // quoted
 	bare     string // the name Config.Table gave without a schema; "" when it had one
 	insert   string
+	marked   string // whether a conflict of insert is a mark of this record (see Process)
 	// propagator extracts a record's trace context for Handle.
 	propagator propagation.TextMapPropagator
 }
@@ -82,8 +83,10 @@ func New(cfg Config) (*Inbox, error) {
 		consumer:   cfg.Consumer,
 		propagator: cfg.Propagator,
 		table:      t,
-		insert: `INSERT INTO ` + t + ` (consumer, outbox_table, outbox_id) VALUES ($1, $2, $3)
-ON CONFLICT (consumer, outbox_table, outbox_id) DO NOTHING`,
+		// No conflict target: during a rolling upgrade the table also has the older version's
+		// primary key (consumer, outbox_id) (CreateTable), and a conflict on either is a mark.
+		insert: `INSERT INTO ` + t + ` (consumer, outbox_table, outbox_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
+		marked: `SELECT EXISTS (SELECT 1 FROM ` + t + ` WHERE consumer = $1 AND outbox_id = $3 AND outbox_table IN ($2, ''))`,
 	}
 	if !strings.Contains(cfg.Table, ".") {
 		in.bare = tbl.Name
@@ -91,14 +94,17 @@ ON CONFLICT (consumer, outbox_table, outbox_id) DO NOTHING`,
 	return in, nil
 }
 
-// CreateTable creates the processed table if it does not exist, and migrates a table made by
-// an inbox from before the outbox-table header, keyed by (consumer, outbox_id): it adds the
-// column outbox_table (text, NOT NULL, default the empty string, so existing marks count as
-// marks of records without the header) and makes (consumer, outbox_table, outbox_id) the
-// primary key. The migration runs once, in one transaction, and holds an exclusive lock on
-// the table while the new primary key's index is built; for a large table run it in a quiet
-// moment, or ahead of time (the package documentation gives the statements). On a table
-// already migrated it changes nothing and takes no lock beyond CREATE TABLE IF NOT EXISTS.
+// CreateTable creates the processed table if it does not exist, and takes a table made by an
+// inbox from before the outbox-table header, keyed by (consumer, outbox_id), through the first
+// step of its migration: it adds the column outbox_table (text, NOT NULL, default the empty
+// string, so existing marks count as marks of records without the header) and a unique index
+// on (consumer, outbox_table, outbox_id), and keeps the old primary key, so that consumers of
+// the older version (ON CONFLICT (consumer, outbox_id)) go on working while the rollout runs.
+// FinishMigration is the second step, once none of them runs. The first step runs once, in one
+// transaction, and holds an exclusive lock on the table while the index is built; for a large
+// table run it in a quiet moment, or ahead of time (the package documentation gives the
+// statements). On a table already migrated it changes nothing and takes no lock beyond
+// CREATE TABLE IF NOT EXISTS.
 //
 // A Config.Table without a schema means public.table. Inboxes before cdc-relay named the
 // table that way resolved such a name through the connection's search_path: when the name
@@ -147,23 +153,74 @@ END
 DO ` + tag + `
 DECLARE
     rel regclass := ` + lit + `::regclass;
-    old_pk name;
 BEGIN
-    IF ` + migratedSQL + ` THEN
+    IF ` + keyedSQL + ` THEN
         RETURN;
     END IF;
     EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', rel);
-    IF ` + migratedSQL + ` THEN
+    IF ` + keyedSQL + ` THEN
         RETURN; -- another consumer migrated it while this one waited for the lock
     END IF;
     EXECUTE format('ALTER TABLE %s ADD COLUMN IF NOT EXISTS outbox_table text NOT NULL DEFAULT %L', rel, '');
+    -- The old primary key stays: older consumers' ON CONFLICT (consumer, outbox_id) needs it.
+    EXECUTE format('CREATE UNIQUE INDEX ON %s (consumer, outbox_table, outbox_id)', rel);
+END
+` + tag
+}
+
+// keyedSQL is true when a unique index of the table (its primary key, or the index the first
+// step of the migration adds) includes outbox_table.
+const keyedSQL = `EXISTS (SELECT 1 FROM pg_index i
+        JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
+        WHERE i.indrelid = rel AND i.indisunique AND a.attname = 'outbox_table')`
+
+// FinishMigration is the second step of the migration CreateTable begins on a table made
+// before the outbox-table header: run it once no consumer of the older version runs (their
+// ON CONFLICT (consumer, outbox_id) fails with 42P10 afterwards). It drops the primary key
+// (consumer, outbox_id) and makes (consumer, outbox_table, outbox_id) the primary key, from the
+// unique index CreateTable made. Until then the old key deduplicates by outbox id alone, as the
+// older version does, and Process refuses with ErrMigrationUnfinished a record whose id only a
+// mark of another source table holds. On a table whose primary key includes outbox_table it
+// changes nothing. It holds an exclusive lock on the table for a moment (no index is built).
+func (in *Inbox) FinishMigration(ctx context.Context, db Execer) error {
+	if err := in.CreateTable(ctx, db); err != nil {
+		return err
+	}
+	lit := quoteLiteral(in.table)
+	tag := "$inbox$"
+	for strings.Contains(in.table, tag) {
+		tag = "$inbox" + tag[1:]
+	}
+	_, err := db.Exec(ctx, `DO `+tag+`
+DECLARE
+    rel regclass := `+lit+`::regclass;
+    old_pk name;
+    idx regclass;
+BEGIN
+    EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', rel);
+    IF `+migratedSQL+` THEN
+        RETURN;
+    END IF;
     SELECT conname INTO old_pk FROM pg_constraint WHERE conrelid = rel AND contype = 'p';
     IF old_pk IS NOT NULL THEN
         EXECUTE format('ALTER TABLE %s DROP CONSTRAINT %I', rel, old_pk);
     END IF;
-    EXECUTE format('ALTER TABLE %s ADD PRIMARY KEY (consumer, outbox_table, outbox_id)', rel);
+    SELECT i.indexrelid::regclass INTO idx FROM pg_index i
+        WHERE i.indrelid = rel AND i.indisunique AND i.indpred IS NULL AND i.indexprs IS NULL
+          AND i.indkey::int2[] = (SELECT array_agg(a.attnum ORDER BY o.i) FROM unnest(ARRAY['consumer', 'outbox_table', 'outbox_id']) WITH ORDINALITY o(n, i)
+              JOIN pg_attribute a ON a.attrelid = rel AND a.attname = o.n)
+        LIMIT 1;
+    IF idx IS NOT NULL THEN
+        EXECUTE format('ALTER TABLE %s ADD PRIMARY KEY USING INDEX %s', rel, idx);
+    ELSE
+        EXECUTE format('ALTER TABLE %s ADD PRIMARY KEY (consumer, outbox_table, outbox_id)', rel);
+    END IF;
 END
-` + tag
+`+tag)
+	if err != nil {
+		return fmt.Errorf("inbox: finish the migration of %s: %w", in.table, err)
+	}
+	return nil
 }
 
 // migratedSQL is true when the table's primary key includes outbox_table.
@@ -190,7 +247,21 @@ func (in *Inbox) Process(ctx context.Context, tx pgx.Tx, table, outboxID string,
 		return false, fmt.Errorf("inbox: mark outbox id %s processed: %w", outboxID, err)
 	}
 	if tag.RowsAffected() == 0 {
-		return false, nil // a duplicate: the effect already happened
+		// A duplicate: the effect already happened. Unless the conflict was with the older
+		// version's primary key (consumer, outbox_id), kept during a rolling upgrade, and a
+		// mark of another source table: that is another event (a mark of the empty table is
+		// an older consumer's, which dedupes by id alone: this record's, most likely).
+		if table == "" {
+			return false, nil
+		}
+		var ok bool
+		if err := tx.QueryRow(ctx, in.marked, in.consumer, table, outboxID).Scan(&ok); err != nil {
+			return false, fmt.Errorf("inbox: look up the mark of outbox id %s of %s: %w", outboxID, table, err)
+		}
+		if !ok {
+			return false, fmt.Errorf("%w: outbox id %s of %s conflicts with the mark of another source table; once no consumer of the version before the outbox-table header runs, call Inbox.FinishMigration (or run the statements in the inbox package documentation)", ErrMigrationUnfinished, outboxID, table)
+		}
+		return false, nil
 	}
 	if err := handle(ctx, tx); err != nil {
 		return true, err

@@ -37,8 +37,8 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+f.effects)
-		pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+f.table)
+		_, _ = pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+f.effects)
+		_, _ = pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+f.table)
 	})
 	return f
 }
@@ -116,7 +116,7 @@ func TestProcessRunsTheHandlerOncePerID(t *testing.T) {
 	}
 }
 
-// Outbox ids are unique per table only (issue 10, defect 6): id 1 of a.outbox and id 1 of
+// Outbox ids are unique per table only: id 1 of a.outbox and id 1 of
 // b.outbox are two events, each processed once; a record without the outbox-table header (an
 // older relay's) is a third key, deduplicated by its id alone.
 func TestTheSameIDFromTwoTablesIsTwoEvents(t *testing.T) {
@@ -167,8 +167,8 @@ func TestHandleKeysByTheOutboxTableHeader(t *testing.T) {
 }
 
 // A processed table made by the inbox before the outbox-table header is migrated by
-// CreateTable, once, also when consumers start together; its marks keep deduplicating
-// records without the header.
+// CreateTable (first step), once, also when consumers start together, and FinishMigration;
+// its marks keep deduplicating records without the header.
 func TestCreateTableMigratesAnOldTable(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -200,6 +200,11 @@ func TestCreateTableMigratesAnOldTable(t *testing.T) {
 	if err := in.CreateTable(ctx, f.pool); err != nil { // and again, on the migrated table
 		t.Fatal(err)
 	}
+	for range 2 { // the second changes nothing
+		if err := in.FinishMigration(ctx, f.pool); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var key string
 	if err := f.pool.QueryRow(ctx, `SELECT string_agg(a.attname, ',' ORDER BY k.i)
 		FROM pg_constraint c, unnest(c.conkey) WITH ORDINALITY k(attnum, i), pg_attribute a
@@ -220,14 +225,90 @@ func TestCreateTableMigratesAnOldTable(t *testing.T) {
 	}
 }
 
+// oldConsumerInsert is the statement of the inbox before the outbox-table header, as it
+// shipped (git history of inbox/inbox.go): consumers still running it during a rolling
+// upgrade must keep working once an upgraded one has run CreateTable.
+const oldConsumerInsert = `INSERT INTO %s (consumer, outbox_id) VALUES ($1, $2) ON CONFLICT (consumer, outbox_id) DO NOTHING`
+
+// A rolling upgrade: consumers of the version before the outbox-table header and upgraded ones
+// share the processed table. CreateTable used to rebuild the primary key at once, and every
+// insert of an old consumer then failed (42P10: no unique constraint matches its ON CONFLICT),
+// stalling it on every record. Now the old key stays until FinishMigration: both dedupe against
+// each other's marks, and a record whose id only another table's mark holds is refused with
+// ErrMigrationUnfinished, not skipped.
+func TestRollingUpgradeOldAndNewConsumersSideBySide(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	if _, err := f.pool.Exec(ctx, `CREATE TABLE `+f.table+` (
+    consumer     text,
+    outbox_id    text,
+    processed_at timestamptz DEFAULT now(),
+    PRIMARY KEY (consumer, outbox_id)
+)`); err != nil {
+		t.Fatal(err)
+	}
+	old := func(id string) bool { // the old consumer's mark; true when it was new
+		t.Helper()
+		tag, err := f.pool.Exec(ctx, fmt.Sprintf(oldConsumerInsert, f.table), "billing", id)
+		if err != nil {
+			t.Fatalf("the old consumer's insert of id %s: %v", id, err)
+		}
+		return tag.RowsAffected() == 1
+	}
+	if !old("5") {
+		t.Fatal("old consumer: id 5 not new")
+	}
+	in := f.inbox(t, "billing") // an upgraded consumer starts: CreateTable
+	if !old("7") || old("7") {
+		t.Error("old consumer after the upgraded one's CreateTable: id 7 not marked exactly once")
+	}
+	if f.processFrom(t, in, "billing", "public.outbox", "7") {
+		t.Error("upgraded consumer ran the handler for id 7, which the old consumer processed")
+	}
+	if !f.processFrom(t, in, "billing", "public.outbox", "8") {
+		t.Error("upgraded consumer: id 8 not processed")
+	}
+	if old("8") {
+		t.Error("old consumer processed id 8 again after the upgraded one did")
+	}
+	err := pgx.BeginFunc(ctx, f.pool, func(tx pgx.Tx) error {
+		_, err := in.Process(ctx, tx, "public.other", "8", f.apply("billing", "8"))
+		return err
+	})
+	if !errors.Is(err, inbox.ErrMigrationUnfinished) {
+		t.Errorf("id 8 of another table while the old key stands: %v, want ErrMigrationUnfinished (never a silent skip)", err)
+	}
+	// Every consumer is upgraded: the second step.
+	if err := in.FinishMigration(ctx, f.pool); err != nil {
+		t.Fatal(err)
+	}
+	if !f.processFrom(t, in, "billing", "public.other", "8") || f.processFrom(t, in, "billing", "public.other", "8") {
+		t.Error("after FinishMigration, id 8 of public.other is not processed exactly once")
+	}
+	if f.processFrom(t, in, "billing", "", "5") {
+		t.Error("a record without outbox-table ran again although an old mark has its id")
+	}
+	if n := f.count(t, `SELECT count(*) FROM `+f.effects); n != 2 {
+		t.Errorf("%d effects, want 2 (public.outbox 8, public.other 8)", n)
+	}
+}
+
 // The table's name is quoted everywhere, also inside CreateTable's migration block.
 func TestCreateTableWithAnOddName(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	odd := f.table + `_O'dd $inbox$`
-	t.Cleanup(func() { f.pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+pgx.Identifier{odd}.Sanitize()) })
+	t.Cleanup(func() {
+		_, _ = f.pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+pgx.Identifier{odd}.Sanitize())
+	})
 	in, err := inbox.New(inbox.Config{Consumer: "billing", Table: "public." + odd})
 	if err != nil {
+		t.Fatal(err)
+	}
+	// A table of the version before outbox-table: both migration steps quote the name.
+	if _, err := f.pool.Exec(context.Background(), `CREATE TABLE `+pgx.Identifier{odd}.Sanitize()+` (
+    consumer text, outbox_id text, processed_at timestamptz DEFAULT now(), PRIMARY KEY (consumer, outbox_id))`); err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {
@@ -237,6 +318,12 @@ func TestCreateTableWithAnOddName(t *testing.T) {
 	}
 	if !f.processFrom(t, in, "billing", "a.outbox", "1") || f.processFrom(t, in, "billing", "a.outbox", "1") {
 		t.Error("id 1 not processed exactly once")
+	}
+	if err := in.FinishMigration(context.Background(), f.pool); err != nil {
+		t.Fatal(err)
+	}
+	if !f.processFrom(t, in, "billing", "b.outbox", "1") || f.processFrom(t, in, "billing", "b.outbox", "1") {
+		t.Error("id 1 of b.outbox not processed exactly once after FinishMigration")
 	}
 }
 
@@ -252,7 +339,7 @@ func TestCreateTableRefusesABareNameTheSearchPathFindsElsewhere(t *testing.T) {
 	if _, err := f.pool.Exec(ctx, `CREATE SCHEMA `+sch); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { f.pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS `+sch+` CASCADE`) })
+	t.Cleanup(func() { _, _ = f.pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS `+sch+` CASCADE`) })
 	old, err := inbox.New(inbox.Config{Consumer: "billing", Table: schema + "." + f.table})
 	if err != nil {
 		t.Fatal(err)

@@ -11,7 +11,8 @@ import (
 // HeaderCarrier is an OpenTelemetry propagation.TextMapCarrier over a Kafka record's headers:
 // Get reads the first header named key (ASCII case ignored), Set replaces it or appends one,
 // Keys lists the header names. A producer's traceparent and tracestate, written into the
-// outbox row's headers in the same transaction, reach the record as they are.
+// outbox row's headers in the same transaction, reach the record as they are, or with the
+// relay's own span in their place when the relay traces (docs/tracing.md).
 type HeaderCarrier struct{ Record *kgo.Record }
 
 var _ propagation.TextMapCarrier = HeaderCarrier{}

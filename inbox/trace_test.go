@@ -74,7 +74,7 @@ func TestHeaderCarrier(t *testing.T) {
 	}
 }
 
-// Handle runs the handler with the record's trace context in ctx (issue 14): a span the
+// Handle runs the handler with the record's trace context in ctx: a span the
 // handler starts is a child of the producer's span; a duplicate runs no handler at all.
 func TestHandlePutsTheTraceContextInTheHandlersContext(t *testing.T) {
 	t.Parallel()

@@ -107,7 +107,7 @@ cdc_relay_records_published_total 2
 func TestHandlerServesMetricsHealthAndReadiness(t *testing.T) {
 	reg := metrics.NewRegistry("run", "test")
 	var mu sync.Mutex
-	var notReady error = errors.New("replication is standby, not streaming from the slot")
+	var notReady = errors.New("replication is standby, not streaming from the slot")
 	srv := httptest.NewServer(metrics.Handler(reg, func(ctx context.Context) error {
 		mu.Lock()
 		defer mu.Unlock()

@@ -15,9 +15,9 @@ var WALStatuses = []string{"reserved", "extended", "unreserved", "lost"}
 // Slot holds the replication slot's metrics as PostgreSQL reports them: a slotstore.Observer,
 // which a slotstore.Watcher updates periodically.
 type Slot struct {
-	lag, retained, safe, active, threshold, above, lastOK prometheus.Gauge
-	walStatus                                             *prometheus.GaugeVec
-	errors                                                prometheus.Counter
+	lag, retained, active, threshold, above, lastOK prometheus.Gauge
+	walStatus                                       *prometheus.GaugeVec
+	errors                                          prometheus.Counter
 
 	warn     int64 // retained-WAL threshold in bytes; 0 disables the warning
 	mu       sync.Mutex

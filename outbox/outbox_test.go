@@ -46,7 +46,7 @@ func TestParseHeaders(t *testing.T) {
 	}
 }
 
-// Reserved names make a bad row; the other headers are kept for the dead letter (issue 10, defect 7).
+// Reserved names make a bad row; the other headers are kept for the dead letter.
 func TestParseHeadersRefusesReservedNames(t *testing.T) {
 	for in, want := range map[string]string{
 		`{"outbox-id": "1"}`:                          `headers: "outbox-id" is reserved by the record contract`,

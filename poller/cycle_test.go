@@ -95,7 +95,7 @@ func newTestPoller(t *testing.T, f *fake, rows int) (*Poller, *testenv.Fixture) 
 	if _, err := pool.Exec(ctx, testenv.OutboxDDL(fx.Table)); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+fx.Table) })
+	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+fx.Table) })
 	if _, err := pool.Exec(ctx, `INSERT INTO `+fx.Table+` (aggregate_id, topic, payload)
 		SELECT 'k' || (g % 3), 'events', jsonb_build_object('g', g) FROM generate_series(1, $1) g`, rows); err != nil {
 		t.Fatal(err)
@@ -230,7 +230,7 @@ func TestCreateIndex(t *testing.T) {
 	if _, err := pool.Exec(ctx, testenv.OutboxDDL("public."+name)); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { pool.Exec(context.Background(), `DROP TABLE IF EXISTS public.`+name) })
+	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), `DROP TABLE IF EXISTS public.`+name) })
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -22,7 +22,7 @@ func TestWatchPendingCountsPendingRows(t *testing.T) {
 	if _, err := pool.Exec(ctx, testenv.OutboxDDL(table)); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+table) })
+	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+table) })
 	if _, err := pool.Exec(ctx, `INSERT INTO `+table+` (aggregate_id, topic, payload, created_at, published_at)
 		SELECT 'k', 't', '{}', now() - interval '1 hour' + g * interval '1 second', CASE WHEN g <= 3 THEN now() END
 		FROM generate_series(1, 10) g`); err != nil {

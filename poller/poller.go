@@ -363,6 +363,7 @@ func (p *Poller) publish(ctx context.Context, batch []pending) error {
 			}
 		case batch[r.i].dlq:
 			p.cfg.Metrics.ProduceError(metrics.ClassDeadLetterRefused)
+			sink.TraceFailed(r.rec, r.err)
 			p.abort(ctx)
 			return fmt.Errorf("%w: %s refused outbox id %s: %w (fix the topic; the row stays pending)",
 				ErrDeadLetterRefused, r.rec.Topic, batch[r.i].id, r.err)
@@ -373,6 +374,7 @@ func (p *Poller) publish(ctx context.Context, batch []pending) error {
 			batch[r.i].dlq = true
 			produce(r.i, batch[r.i].rec)
 		default:
+			sink.TraceFailed(r.rec, r.err)
 			p.abort(ctx)
 			return fmt.Errorf("poller: record for %s (outbox id %s) not delivered: %w", r.rec.Topic, batch[r.i].id, r.err)
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -179,7 +180,7 @@ func CreateIndex(ctx context.Context, conn *pgx.Conn, tableName string, c outbox
 // same moment (duplicate name in pg_class).
 func concurrentCreate(err error) bool {
 	var pe *pgconn.PgError
-	return errors.As(err, &pe) && (pe.Code == "42P07" || pe.Code == "23505")
+	return errors.As(err, &pe) && (pe.Code == pgerrcode.DuplicateTable || pe.Code == pgerrcode.UniqueViolation)
 }
 
 func indexState(ctx context.Context, q querier, t outbox.Table, name string) (valid, exists bool, err error) {
@@ -207,7 +208,7 @@ func sqlState(err error) string {
 // prepared statements: rebuild them before the next cycle.
 func schemaChanged(err error) bool {
 	switch sqlState(err) {
-	case "42P01", "42703", "0A000", "42804": // undefined table/column, cached plan changed, datatype mismatch
+	case pgerrcode.UndefinedTable, pgerrcode.UndefinedColumn, pgerrcode.FeatureNotSupported, pgerrcode.DatatypeMismatch: // FeatureNotSupported: a cached plan changed
 		return true
 	}
 	return strings.Contains(err.Error(), "cached plan must not change result type")

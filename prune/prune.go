@@ -19,6 +19,7 @@ import (
 // Mode says which publisher marks rows published.
 type Mode string
 
+// The modes, named by the publisher command and what it marks rows published with.
 const (
 	ModeRun  Mode = "run"  // the replication slot's confirmed position
 	ModePoll Mode = "poll" // the published_at column

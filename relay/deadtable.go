@@ -34,7 +34,8 @@ type deadTable struct {
 	mu    sync.Mutex
 	items []tableLetter
 
-	conn *pgx.Conn // owned by the dead-letter goroutine
+	conn     *pgx.Conn // owned by the dead-letter goroutine
+	hasClass bool      // the table has the class column (tables made before it lack it until migrated)
 }
 
 // parker is the last-resort destination for dead letters that the dead-letter topic refused.
@@ -98,9 +99,15 @@ func (d *deadTable) writeOnce(ctx context.Context, done func(*kgo.Record, *txn))
 		conn, err := pgx.ConnectConfig(cctx, d.connCfg)
 		if err == nil {
 			err = slotstore.New(conn).CreateDeadLetterTable(cctx, d.table.String())
-			if err != nil {
-				conn.Close(context.Background())
-			}
+		}
+		if err == nil {
+			// A table made by an older version has no class column until `dead-letters`
+			// migrates it (that needs its owner); the dlq-class header in headers says it then.
+			err = conn.QueryRow(cctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = 'class' AND NOT attisdropped)`,
+				d.table.Sanitize()).Scan(&d.hasClass)
+		}
+		if err != nil && conn != nil {
+			conn.Close(context.Background())
 		}
 		cancel()
 		if err != nil {
@@ -150,9 +157,13 @@ func (d *deadTable) insert(ctx context.Context, l tableLetter) error {
 	}
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	_, err = d.conn.Exec(wctx, `INSERT INTO `+d.table.Sanitize()+` (slot, outbox_id, topic, key, value, headers, error, lsn)
-		VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8::pg_lsn)`,
-		d.slot, pgText(string(sink.Header(r, sink.HeaderOutboxID))), pgText(string(sink.Header(r, sink.HeaderDLQTopic))), r.Key, r.Value, string(hj), msg, lsn)
+	args := []any{d.slot, pgText(string(sink.Header(r, sink.HeaderOutboxID))), pgText(string(sink.Header(r, sink.HeaderDLQTopic))), r.Key, r.Value, string(hj), msg, lsn}
+	cols, vals := `slot, outbox_id, topic, key, value, headers, error, lsn`, `$1, $2, $3, $4, $5, $6::jsonb, $7, $8::pg_lsn`
+	if d.hasClass {
+		cols, vals = cols+`, class`, vals+`, $9`
+		args = append(args, pgText(string(sink.Header(r, sink.HeaderDLQClass))))
+	}
+	_, err = d.conn.Exec(wctx, `INSERT INTO `+d.table.Sanitize()+` (`+cols+`) VALUES (`+vals+`)`, args...)
 	if err != nil {
 		return fmt.Errorf("insert into %s: %w", d.table, err)
 	}

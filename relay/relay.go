@@ -266,9 +266,20 @@ func (p *pipe) handle(ctx context.Context, m *replication.Message) error {
 			p.cur = nil
 		case decoder.KindNone:
 			if err != nil {
-				r.stats.BadRows.Add(1)
-				r.cfg.Metrics.ProduceError(metrics.ClassBadRow)
-				r.log.Error("ignored a logical message that cannot be published", "lsn", m.WALStart, "cause", err)
+				// A non-transactional logical message with the outbox prefix: it belongs to no
+				// committed transaction, so it is never published, but its content is kept: it is
+				// dead-lettered as a bad row, as a transaction of its own that ends at the
+				// message's LSN (or, were one open, with that transaction), so the position
+				// passes it only once it is parked.
+				x := p.cur
+				if x == nil {
+					x = r.track.begin()
+				}
+				stamp := sink.NewStamp(out.EndLSN, time.Now()) // no commit time: when the relay read it
+				r.produce(ctx, x, stamp, out, err)
+				if p.cur == nil {
+					r.track.commit(x, out.EndLSN)
+				}
 			}
 		}
 	}
@@ -321,6 +332,7 @@ func (r *Relay) produce(ctx context.Context, x *txn, stamp *sink.Stamp, out deco
 			// Shutdown while this record waited for buffer space: it was never buffered, and the
 			// pipeline produces nothing after it. Its transaction stays unacknowledged, so the
 			// confirmed position stops before it and the next start replays it.
+			sink.TraceFailed(rec, err)
 		case r.sink.RejectedAlone(rec, err):
 			err = r.sink.Refusal(rec, err) // the limit and the flag, for the letter's reason
 			r.cfg.Metrics.ProduceError(metrics.ClassRejected)
@@ -331,6 +343,7 @@ func (r *Relay) produce(ctx context.Context, x *txn, stamp *sink.Stamp, out deco
 			// record fits on its own (the topic's limit changed): never confirm past it; the
 			// restart replays it, and sizes batches from the topic's limit read anew.
 			r.cfg.Metrics.ProduceError(metrics.ClassUndelivered)
+			sink.TraceFailed(rec, err)
 			r.track.fail(fmt.Errorf("relay: record for %s (outbox id %s) not delivered: %w", rec.Topic, sink.Header(rec, sink.HeaderOutboxID), err))
 		}
 	})
@@ -351,6 +364,8 @@ func (r *Relay) park(dl deadLetter) {
 
 // parked is called once a dead letter is acknowledged on the topic or committed in the table.
 func (r *Relay) parked(rec *kgo.Record, x *txn) {
+	// Ends the span of a letter committed to the table; one the topic acknowledged ended then.
+	sink.TraceParked(rec, r.cfg.DeadLetterTable)
 	r.letters.remove(rec)
 	r.track.done(x)
 }
@@ -445,6 +460,7 @@ func (r *Relay) produceDeadLetters(ctx context.Context) error {
 					r.dlq.wake()
 					return
 				}
+				sink.TraceFailed(rec, err)
 				r.track.fail(fmt.Errorf("relay: dead-letter topic %s refused outbox id %s: %w (fix the topic; the relay replays from the last confirmed position)",
 					rec.Topic, sink.Header(rec, sink.HeaderOutboxID), err))
 				return

@@ -163,7 +163,7 @@ func (h *harness) violate(inv, format string, args ...any) {
 // runSchedule runs sc and reports whether every invariant held.
 func runSchedule(t *testing.T, sc *schedule) bool {
 	h := &harness{t: t, sc: sc, logw: &lockedBuf{}, store: &tableStore{}}
-	var w io.Writer = io.Discard
+	w := io.Discard
 	if *simVerbose {
 		w = h.logw
 	}

@@ -33,9 +33,9 @@ import (
 //	(f) an idle relay sends no more than its heartbeat status updates;
 //	(g) Run returns nil on a cancel unless a fault that must stop the relay was injected;
 //	(h) no record carries a header of the record contract twice (a row header named like one is
-//	    a bad row, dead-lettered with the reason: issue 10, defect 7);
+//	    a bad row, dead-lettered with the reason);
 //	(i) a run that ends with Run returning ends its replication session with CopyDone, and the
-//	    slot is then exactly at the relay's Confirmed() (the final status counts: defect 9);
+//	    slot is then exactly at the relay's Confirmed() (the final status counts);
 //	(j) the tracker never holds more than the relay's maxTxns transactions (twice
 //	    MaxBufferedRecords): a record held for good pauses reading instead of growing it, and a
 //	    record too large with its headers is dead-lettered with a reason naming the flag;
@@ -46,7 +46,7 @@ import (
 //	    it would come after the new holder's records of the key.
 //
 // Records are identified by (outbox-table, outbox-id), as consumers dedupe them: in two-table
-// schedules public.outbox and other.outbox have the same ids (defect 6).
+// schedules public.outbox and other.outbox have the same ids.
 
 // kafkaIndex reads every record of the simulation's topics from kfake.
 type kafkaIndex struct {

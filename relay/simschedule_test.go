@@ -49,11 +49,11 @@ type simRow struct {
 	reserved bool
 }
 
-// simOtherTable is the second outbox table of two-table schedules (issue 10, defect 6): its
+// simOtherTable is the second outbox table of two-table schedules: its
 // ids are the same numbers as public.outbox's, and records tell them apart by outbox-table.
 const simOtherTable = "other.outbox"
 
-// simReservedHeaders are row headers that use a name of the record contract (defect 7).
+// simReservedHeaders are row headers that use a name of the record contract.
 var simReservedHeaders = []string{
 	`{"outbox-id":"1"}`, `{"cdc-lsn":"x","trace":"t"}`, `{"Outbox-Table":"public.outbox"}`, `{"aggregate-id":"k9"}`,
 	`{"event-type":"e"}`, `{"cdc-commit-time":"1"}`, `{"dlq-error":"none"}`, `{"trace":"t","OUTBOX-ID":"7"}`,
@@ -114,7 +114,7 @@ type simRun struct {
 	holdSlot    time.Duration // the slot is active for another process this long at the start
 	replyEvery  int           // keepalives with reply requested every this many messages (0: none)
 	// PostgreSQL is unreachable (every connection closed at once) from outageAt for outageFor
-	// (0: no outage); early in a run, the relay meets it before it ever streamed (defect 5).
+	// (0: no outage); early in a run, the relay meets it before it ever streamed.
 	outageAt, outageFor time.Duration
 	// The network to the walsender goes silent at silenceAt, sockets open; the silent session
 	// holds the slot for silenceHold (its wal_sender_timeout). 0: no silence.

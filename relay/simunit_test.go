@@ -271,7 +271,7 @@ func TestTrackerCompactsLongQueues(t *testing.T) {
 	}
 }
 
-// Issue 10, defect 5: a relay started as a standby (the slot held by another process) that
+// A relay started as a standby (the slot held by another process) that
 // never streamed waits across a PostgreSQL outage instead of exiting, and takes over once the
 // server is back and the slot is free.
 func TestSimStandbyWaitsAcrossPostgresOutage(t *testing.T) {

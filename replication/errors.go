@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/cdc-relay/cdc-relay/internal/tlshint"
@@ -70,12 +71,12 @@ func IsRetryable(err error) bool {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch {
-		case strings.HasPrefix(pgErr.Code, "08"), // connection exception
-			pgErr.Code == "57P01", // admin_shutdown: pg_terminate_backend, fast shutdown
-			pgErr.Code == "57P02", // crash_shutdown
-			pgErr.Code == "57P03", // cannot_connect_now: starting up, shutting down
-			pgErr.Code == "53300", // too_many_connections
-			pgErr.Code == "53100": // disk_full
+		case pgerrcode.IsConnectionException(pgErr.Code),
+			pgErr.Code == pgerrcode.AdminShutdown, // pg_terminate_backend, fast shutdown
+			pgErr.Code == pgerrcode.CrashShutdown,
+			pgErr.Code == pgerrcode.CannotConnectNow, // starting up, shutting down
+			pgErr.Code == pgerrcode.TooManyConnections,
+			pgErr.Code == pgerrcode.DiskFull:
 			return true
 		}
 		return false
@@ -96,13 +97,13 @@ func classify(err error, slot string) error {
 	}
 	msg := pgErr.Message
 	switch {
-	case pgErr.Code == "55006":
+	case pgErr.Code == pgerrcode.ObjectInUse:
 		return fmt.Errorf("%w: slot %q: %w", ErrSlotActive, slot, err)
-	case pgErr.Code == "42704" && strings.Contains(msg, "publication"):
+	case pgErr.Code == pgerrcode.UndefinedObject && strings.Contains(msg, "publication"):
 		return fmt.Errorf("%w: %w (create it with `cdc-relay slot create`, or fix --publication)", ErrPublicationMissing, err)
-	case pgErr.Code == "42704" && strings.Contains(msg, "replication slot"):
+	case pgErr.Code == pgerrcode.UndefinedObject && strings.Contains(msg, "replication slot"):
 		return fmt.Errorf("%w: slot %q: %w (create it with `cdc-relay slot create --slot %s ...`)", ErrSlotMissing, slot, err, slot)
-	case pgErr.Code == "55000" && strings.Contains(msg, "can no longer get changes"):
+	case pgErr.Code == pgerrcode.ObjectNotInPrerequisiteState && strings.Contains(msg, "can no longer get changes"):
 		return slotLostError(slot, err)
 	}
 	return err

@@ -22,7 +22,9 @@ func TestReaderRaisesAndLowersRcvLowat(t *testing.T) {
 			t.Fatal(err)
 		}
 		var v int
-		rc.Control(func(fd uintptr) { v, err = syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVLOWAT) })
+		if cerr := rc.Control(func(fd uintptr) { v, err = syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVLOWAT) }); cerr != nil {
+			t.Fatal(cerr)
+		}
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -48,6 +48,7 @@ type Message struct {
 // State is what the Stream is doing, for health checks and metrics.
 type State int32
 
+// The states, in the order a Stream goes through them.
 const (
 	StateConnecting State = iota
 	StateStreaming
@@ -143,7 +144,7 @@ func (s *Stream) Ack(lsn pglogrepl.LSN) {
 func (s *Stream) wake() {
 	s.wakeMu.Lock()
 	if s.wakeConn != nil {
-		s.wakeConn.SetReadDeadline(time.Unix(1, 0))
+		_ = s.wakeConn.SetReadDeadline(time.Unix(1, 0))
 	}
 	s.wakeMu.Unlock()
 	select {
@@ -293,7 +294,8 @@ func (s *Stream) session(ctx context.Context, out chan<- []Message) (bool, error
 
 // checkSlot reads the slot over the replication connection (replication=database accepts
 // simple queries), refuses a missing, lost or foreign slot, and returns where to start: the
-// later of the slot's confirmed position and what this process already confirmed.
+// slot's own confirmed position, even when this process already confirmed more (DESIGN.md,
+// "Every session starts from the slot's own confirmed_flush_lsn").
 func (s *Stream) checkSlot(ctx context.Context) (pglogrepl.LSN, error) {
 	q := "SELECT plugin, coalesce(active_pid, 0), coalesce(confirmed_flush_lsn::text, ''), coalesce(wal_status, '') " +
 		"FROM pg_replication_slots WHERE slot_name = '" + s.cfg.Slot + "' AND database = current_database()"
@@ -306,7 +308,7 @@ func (s *Stream) checkSlot(ctx context.Context) (pglogrepl.LSN, error) {
 			return 0, fmt.Errorf("%w: slot %q is not on this server, which is on timeline %d while the relay started on timeline %d: "+
 				"a standby was promoted and the slot stayed on the old primary (before PostgreSQL 17 no logical slot moves to a "+
 				"standby; on 17+ a slot made with `cdc-relay slot create --failover` does, on a standby with slot sync). "+
-				"The relay had confirmed %s there. To recover without loss (README, \"Failover\"): "+
+				"The relay had confirmed %s there. To recover without loss (docs/failover.md): "+
 				"1. run `cdc-relay cutover --slot %s --publication ... --table ...` against the new primary: it creates the slot "+
 				"and publishes every pending outbox row committed before it, the rows the relay had not confirmed among them "+
 				"(duplicates, never loss); 2. then start `cdc-relay run` again (never before cutover finished)",
@@ -561,11 +563,11 @@ func (s *Stream) endCopy(ctx context.Context) error {
 	}
 	nc := s.conn.Conn()
 	if dl, ok := ctx.Deadline(); ok {
-		nc.SetDeadline(dl)
+		_ = nc.SetDeadline(dl)
 	} else {
-		nc.SetDeadline(time.Now().Add(5 * time.Second))
+		_ = nc.SetDeadline(time.Now().Add(5 * time.Second))
 	}
-	defer nc.SetDeadline(time.Time{})
+	defer func() { _ = nc.SetDeadline(time.Time{}) }()
 	if _, err := pglogrepl.SendStandbyCopyDone(ctx, s.conn); err != nil {
 		return fmt.Errorf("end the replication stream: %w", err)
 	}
@@ -592,8 +594,3 @@ func (e *connectError) Error() string {
 	return fmt.Sprintf("connect to PostgreSQL at %s:%d: %v (check that the server runs, that the URL's host, port, user and database are right, and that pg_hba.conf allows a replication connection for this user)", e.host, e.port, e.err)
 }
 func (e *connectError) Unwrap() error { return e.err }
-
-func isConnectError(err error) bool {
-	var ce *connectError
-	return errors.As(err, &ce)
-}

@@ -66,5 +66,5 @@ func TestSimStreamDrainsBacklogAndKeepsStatusWhileBlocked(t *testing.T) {
 	if err := <-errc; err != nil {
 		t.Fatalf("Run = %v", err)
 	}
-	s.Close(context.Background())
+	_ = s.Close(context.Background())
 }

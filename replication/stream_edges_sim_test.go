@@ -104,15 +104,23 @@ func quietHealthyServer(t *testing.T, interval time.Duration) {
 	ch, errc := runSim(ctx, s, 16)
 	collectRunning(t, ch, errc, 3+1)
 	s.Ack(last.EndLSN)
+	consumed := make(chan struct{})
 	go func() { // the consumer: take keepalives and confirm their WAL end, as the relay's idle rule does
-		for b := range ch {
-			for _, m := range b {
-				if m.Kind == KindKeepalive {
-					s.Ack(m.ServerWALEnd)
+		defer close(consumed)
+		for {
+			select {
+			case b := <-ch:
+				for _, m := range b {
+					if m.Kind == KindKeepalive {
+						s.Ack(m.ServerWALEnd)
+					}
 				}
+			case <-ctx.Done():
+				return
 			}
 		}
 	}()
+	defer func() { <-consumed }()
 	time.Sleep(8 * timeout)
 	if n := len(srv.Sessions()); n != 1 || s.Reconnects() != 0 || s.State() != StateStreaming {
 		t.Errorf("%d sessions, %d reconnects, state %s over %s of a quiet healthy server: want one streaming session", n, s.Reconnects(), s.State(), 8*timeout)

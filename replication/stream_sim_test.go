@@ -138,8 +138,10 @@ func TestSimStreamReconnectsAndReplays(t *testing.T) {
 		t.Errorf("reconnects %d", s.Reconnects())
 	}
 	cancel()
-	<-errc
-	s.Close(context.Background())
+	if err := <-errc; err != nil {
+		t.Errorf("Run = %v", err)
+	}
+	_ = s.Close(context.Background())
 }
 
 // A slot held by another process makes the stream a standby until it is released.
@@ -162,12 +164,14 @@ func TestSimStreamWaitsAsStandby(t *testing.T) {
 	srv.HoldSlot(0)
 	collect(t, ch, 4, map[Kind]int{})
 	cancel()
-	<-errc
-	s.Close(context.Background())
+	if err := <-errc; err != nil {
+		t.Errorf("Run = %v", err)
+	}
+	_ = s.Close(context.Background())
 }
 
 // Nothing listening: the stream waits for PostgreSQL, retrying, as a relay (re)started during
-// an outage must (issue 10, defects 5 and 8), and a cancel ends it cleanly.
+// an outage must, and a cancel ends it cleanly.
 func TestSimStreamNoServerWaits(t *testing.T) {
 	srv, s := simStream(t, Config{MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond}, time.Second)
 	srv.Close()
@@ -238,8 +242,10 @@ func TestSimStreamRestartsFromTheSlotWhenItIsBehind(t *testing.T) {
 		t.Errorf("flush position after the reconnect %s, want the slot's %s", f, t1.EndLSN)
 	}
 	cancel()
-	<-errc
-	s.Close(context.Background())
+	if err := <-errc; err != nil {
+		t.Errorf("Run = %v", err)
+	}
+	_ = s.Close(context.Background())
 }
 
 // A server older than 14 ends Run at once with ErrServerTooOld, which names the version and the

@@ -34,12 +34,16 @@ log "fetching Kafka Connect 4.3.1 and Debezium 3.6.1.Final with Maven into $home
 tmp="$home.tmp"
 rm -rf "$tmp"
 mkdir -p "$tmp"
+mvnlog="$home.mvn.log"
+: >"$mvnlog"
 for step in "$worker_pom -Ddebezium.lib.dir=$tmp/lib" "$plugin_pom -Ddebezium.plugin.dir=$tmp/plugins/debezium-postgres"; do
 	# shellcheck disable=SC2086 # the step is a pom and a -D option
 	set -- $step
-	if ! mvn -B -f "$@" dependency:copy-dependencies 2>&1 |
-		{ grep -E --line-buffered '^\[(ERROR|WARNING)\]|BUILD' >&2 || true; }; then
-		die "mvn dependency:copy-dependencies failed (run: mvn -B -f $* dependency:copy-dependencies)"
+	log "mvn dependency:copy-dependencies -f $(basename "$1") (log $mvnlog)"
+	# Maven's output (a line per downloaded file on a fresh machine) goes to the log alone.
+	if ! mvn -B -ntp -f "$@" dependency:copy-dependencies >>"$mvnlog" 2>&1; then
+		grep -E '^\[(ERROR|WARNING)\]' "$mvnlog" | tail -20 >&2 || true
+		die "mvn dependency:copy-dependencies failed: see $mvnlog (run: mvn -B -f $* dependency:copy-dependencies)"
 	fi
 done
 ls "$tmp"/lib/connect-runtime-*.jar "$tmp"/plugins/debezium-postgres/debezium-connector-postgres-*.jar >/dev/null 2>&1 ||

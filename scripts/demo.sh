@@ -28,7 +28,7 @@ bin/cdc-relay slot create --slot "$SLOT" --publication "$PUB" --table public.out
 
 echo "== cdc-relay run" >&2
 log=.dev/demo-relay.log
-bin/cdc-relay run --slot "$SLOT" --publication "$PUB" --status-interval 1s 2>"$log" &
+bin/cdc-relay run --slot "$SLOT" --publication "$PUB" --status-interval 1s --create-topics 2>"$log" &
 relay=$!
 trap 'kill -TERM $relay 2>/dev/null || true' EXIT
 for _ in $(seq 1 300); do

@@ -342,15 +342,15 @@ kafka_jars() {
 	if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then return 0; fi
 	command -v mvn >/dev/null || die "mvn not found (needed to fetch the Kafka jars)"
 	command -v java >/dev/null || die "java not found (needed to run Kafka)"
-	log "fetching the Kafka broker jars with Maven into $KAFKA_LIB (first run on a machine downloads ~100 MB into ~/.m2)"
-	local tmp="$KAFKA_HOME/lib.tmp"
+	local tmp="$KAFKA_HOME/lib.tmp" mvnlog="$KAFKA_HOME/mvn.log"
 	rm -rf "$tmp"
 	mkdir -p "$KAFKA_HOME"
-	# Progress (one line per downloaded file) goes to stderr.
-	if ! mvn -B -f "$KAFKA_POM" -Dkafka.lib.dir="$tmp" dependency:copy-dependencies 2>&1 |
-		{ grep -E --line-buffered '^\[(ERROR|WARNING)\]|Downloaded from|BUILD' >&2 || true; } ||
+	log "fetching the Kafka broker jars with Maven into $KAFKA_LIB (first run on a machine downloads ~100 MB into ~/.m2; log $mvnlog)"
+	# Maven's output (a line per downloaded file on a fresh machine) goes to the log alone.
+	if ! mvn -B -ntp -f "$KAFKA_POM" -Dkafka.lib.dir="$tmp" dependency:copy-dependencies >"$mvnlog" 2>&1 ||
 		! ls "$tmp"/kafka_2.13-*.jar >/dev/null 2>&1; then
-		die "mvn dependency:copy-dependencies failed (run: mvn -B -f $KAFKA_POM -Dkafka.lib.dir=$tmp dependency:copy-dependencies)"
+		grep -E '^\[(ERROR|WARNING)\]' "$mvnlog" | tail -20 >&2 || true
+		die "mvn dependency:copy-dependencies failed: see $mvnlog (run: mvn -B -f $KAFKA_POM -Dkafka.lib.dir=$tmp dependency:copy-dependencies)"
 	fi
 	echo "$want" >"$tmp/.pom.sha256"
 	rm -rf "$KAFKA_LIB"

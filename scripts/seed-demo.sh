@@ -50,9 +50,9 @@ say() { printf '== %s\n' "$*" >&2; }
 # that `publisher &` leaves the publisher's own pid in $!.
 publisher() {
 	if [[ $MODE == cdc ]]; then
-		exec "${relay[@]}" run --slot "$SLOT" --publication "$SLOT" --dlq-topic "$SEED_TOPIC.dlq" --metrics-addr "" "$@" 2>>"$LOG"
+		exec "${relay[@]}" run --slot "$SLOT" --publication "$SLOT" --dlq-topic "$SEED_TOPIC.dlq" --create-topics --metrics-addr "" "$@" 2>>"$LOG"
 	else
-		exec "${relay[@]}" poll --table "$SEED_SCHEMA.outbox" --dlq-topic "$SEED_TOPIC.dlq" --metrics-addr "" "$@" 2>>"$LOG"
+		exec "${relay[@]}" poll --table "$SEED_SCHEMA.outbox" --dlq-topic "$SEED_TOPIC.dlq" --create-topics --metrics-addr "" "$@" 2>>"$LOG"
 	fi
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The full test suite: starts Postgres and Kafka if they are not running, then runs every
-# unit and integration test with the race detector. Integration tests fail (never skip)
-# without the services, so a green run means they ran.
+# The full test suite: vet and lint (scripts/lint.sh) first; then it starts Postgres and Kafka
+# if they are not running and runs every unit and integration test with the race detector.
+# CDC_RELAY_REQUIRE_SERVICES=1: a test whose services are missing fails here (elsewhere it
+# skips, internal/testenv's Require), so a green run means the integration tests ran.
 #
 # Two pairs of services: the shared pair (scripts/dev-up.sh) for everything that leaves the
 # services alone, run in parallel (then the benchmark's quick run alone); and a private pair (scripts/faults-up.sh, with an ACL
@@ -11,19 +12,25 @@
 # repeated there: the first stage ran every test on it. CDC_RELAY_MATRIX_VERSIONS overrides the list.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+export CDC_RELAY_REQUIRE_SERVICES=1
 
 # Two modules: the relay (.) and its tools (tools/: benchmark, chaos soak, demo services).
 faults='/e2e/faults$'
 failover='/e2e/failover$'
 go vet ./...
 go vet -C tools ./...
+scripts/lint.sh
 (
 	eval "$(scripts/dev-up.sh)"
 	mapfile -t quiet < <(go list ./... | grep -Ev "$faults|$failover")
 	go test -race -count=1 -timeout 40m "${quiet[@]}"
 	# The benchmark's quick run compares latencies: alone, so the other tests' load does not
 	# decide which publisher looks faster.
-	go test -C tools -race -count=1 -timeout 20m ./...
+	mapfile -t tools < <(go list -C tools ./... | grep -v '/helmchart$')
+	go test -C tools -race -count=1 -timeout 20m "${tools[@]}"
+	# The Helm chart (deploy/helm/cdc-relay): linted, rendered, decoded and tied to the binary,
+	# then its rendered pods run against the services; after the benchmark, so as not to load it.
+	go test -C tools -race -count=1 -timeout 10m ./helmchart
 	# PostgreSQL failovers: each test starts its own primary and standby (PostgreSQL 16, 17 and 18
 	# from scripts/pg-install.sh) on free ports and uses the shared Kafka; alone, since the gap
 	# they measure is a latency.

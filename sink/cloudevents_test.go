@@ -93,7 +93,9 @@ func TestCloudEventsDefaultsAndOverrides(t *testing.T) {
 		t.Errorf("message event %s", ev)
 	}
 
-	// --ce-source, and a row that says its own content type: that one, once.
+	// --ce-source, and a row that says its own content type, in another letter case: that one,
+	// once, under the binding's name content-type (a consumer that reads the header by the
+	// binding's name found none, and no default either).
 	ce, err := NewCloudEvents(FormatCloudEvents, "https://orders.example.com/outbox", &pgconn.Config{User: "x", Database: "db"})
 	if err != nil {
 		t.Fatal(err)
@@ -106,6 +108,14 @@ func TestCloudEventsDefaultsAndOverrides(t *testing.T) {
 		if strings.EqualFold(h.Key, HeaderContentType) {
 			n++
 		}
+	}
+	if got := string(Header(r, "content-type")); got != "application/cloudevents-data+json" {
+		t.Errorf("header content-type %q, want the row's Content-Type; headers %v", got, r.Headers)
+	}
+	// Without --format cloudevents a row's headers pass as they are.
+	if p := NewRecord(Event{ID: "4", Table: "public.outbox", AggregateID: "k", Topic: "t",
+		Headers: []outbox.Header{{Key: "Content-Type", Value: []byte("x")}}, Stamp: NewStamp(5, at)}); Header(p, "Content-Type") == nil {
+		t.Errorf("the outbox format renamed a row's Content-Type: %v", p.Headers)
 	}
 	ev = cetest.Parse(t, r)
 	if n != 1 || ev.DataContentType() != "application/cloudevents-data+json" || ev.Source() != "https://orders.example.com/outbox" {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Config configures a Sink. Zero fields take the defaults stated.
@@ -33,10 +34,20 @@ type Config struct {
 	// BatchMaxBytes caps a record batch; each topic's batches are capped further at its
 	// max.message.bytes, read before the first record to it. Default DefaultBatchMaxBytes.
 	BatchMaxBytes int
+	// CreateTopics, when set, makes the sink create a topic that does not exist before its
+	// first record (and the Topics at Ping). Nil: a record to a missing topic fails at once
+	// with a *TopicMissingError.
+	CreateTopics *TopicCreation
+	// Topics must exist before anything is produced (the dead-letter topic, a fixed topic):
+	// Ping checks them (creating them with CreateTopics) and fails with a *TopicMissingError.
+	Topics []string
 	// CloudEvents, when set, is the --format cloudevents configuration: the publishers put it
 	// in every sink.Event they build (NewRecord then writes the CloudEvents headers). Nil: the
 	// plain record contract. The Sink itself does not read it.
 	CloudEvents *CloudEvents
+	// Tracing, when set, gives every record a producer span (docs/tracing.md). Default nil:
+	// no spans, no cost beyond one nil check per record.
+	Tracing trace.TracerProvider
 	// Logger receives the sink's warnings. Default slog.Default().
 	Logger *slog.Logger
 	// Opts are passed to kgo.NewClient after the options above, so they win.
@@ -56,6 +67,11 @@ func (c Config) Validate() error {
 	}
 	if c.BatchMaxBytes != 0 && (c.BatchMaxBytes < 512 || c.BatchMaxBytes > 1<<30) {
 		return fmt.Errorf("sink: batch max bytes %d out of range: use 512 to 1 GiB", c.BatchMaxBytes)
+	}
+	if c.CreateTopics != nil {
+		if err := c.CreateTopics.Validate(); err != nil {
+			return err
+		}
 	}
 	if c.MaxBufferedRecords < 0 || c.MaxBufferedBytes < 0 {
 		return fmt.Errorf("sink: buffer limits must be positive (records %d, bytes %d)", c.MaxBufferedRecords, c.MaxBufferedBytes)

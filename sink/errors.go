@@ -6,6 +6,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cdc-relay/cdc-relay/internal/contract"
+	"github.com/cdc-relay/cdc-relay/outbox"
 )
 
 var (
@@ -14,6 +17,24 @@ var (
 	// ErrUnreachable means no seed broker answered a metadata request in time.
 	ErrUnreachable = errors.New("sink: Kafka is unreachable")
 )
+
+// ClassRejected is the class LetterClass gives a refusal that carries no Kafka error code.
+const ClassRejected = "rejected"
+
+// LetterClass is the dlq-class of a record parked for cause, decided from the error's type,
+// never its text: contract.DLQClassBadRow for a row that could not become a record
+// (outbox.RowError), else the name of the Kafka error that refused it (MESSAGE_TOO_LARGE,
+// UNKNOWN_TOPIC_OR_PARTITION, ...), else ClassRejected.
+func LetterClass(cause error) string {
+	if outbox.IsBadRow(cause) {
+		return contract.DLQClassBadRow
+	}
+	var ke *kerr.Error
+	if errors.As(cause, &ke) {
+		return ke.Message
+	}
+	return ClassRejected
+}
 
 // Rejected reports whether err means Kafka refused a record for good: retrying the same
 // record cannot succeed (too large, invalid topic, not authorized, unknown topic after the
@@ -38,12 +59,13 @@ func Rejected(err error) bool {
 // with the same configuration cannot fix: a certificate that is not trusted or does not name the
 // broker, TLS against a plaintext listener or the reverse, refused credentials, or a broker that
 // closed every connection at its first read for the whole attempt (a listener spoken to in the
-// wrong protocol). Anything else (a broker that is down, not answering, restarting) is worth
+// wrong protocol), a topic of Config.Topics that does not exist. Anything else (a broker that is down, not answering, restarting) is worth
 // waiting for.
 func Permanent(err error) bool {
 	var firstEOF *kgo.ErrFirstReadEOF
+	var missing *TopicMissingError
 	_, permanent := connectHint(err)
-	return permanent || errors.As(err, &firstEOF)
+	return permanent || errors.As(err, &firstEOF) || errors.As(err, &missing)
 }
 
 // unreachableError names the brokers that did not answer and what to check.

@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -34,10 +35,16 @@ const DefaultBatchMaxBytes = 1_000_012
 const batchOverhead = 61 + 5*8
 
 type topicLimits struct {
-	def int32
-	log *slog.Logger
-	m   sync.Map // topic → int32
-	mu  sync.Mutex
+	def    int32
+	log    *slog.Logger
+	create *TopicCreation // nil: never create a topic
+	cl     *kgo.Client    // for metadata requests that bypass its cache (topicMetadata)
+	m      sync.Map       // topic → int32
+	mu     sync.Mutex
+	// missing holds, under mu, when the cluster last said a topic does not exist.
+	missing map[string]time.Time
+	// warned holds, under mu, the topics whose absence was logged.
+	warned map[string]bool
 }
 
 // batchMax is franz-go's ProducerBatchMaxBytesFn.
@@ -53,72 +60,160 @@ func (l *topicLimits) known(topic string) bool {
 	return ok
 }
 
-// learn reads topic's max.message.bytes unless it is known, retrying while Kafka does not
-// answer, until ctx ends.
-func (l *topicLimits) learn(ctx context.Context, adm *kadm.Client, topic string) {
+// learn finds out, unless it is known, whether topic exists (creating it when l.create says
+// so) and its max.message.bytes, retrying while Kafka does not answer, until ctx ends. It
+// reports whether the topic does not exist: its records must fail (TopicMissingError).
+func (l *topicLimits) learn(ctx context.Context, adm *kadm.Client, topic string) (missing bool) {
 	if l.known(topic) {
-		return
+		return false
 	}
 	l.mu.Lock() // one describe at a time: the pipeline and the dead-letter goroutine may both ask
 	defer l.mu.Unlock()
+	if l.known(topic) {
+		return false
+	}
+	if at, ok := l.missing[topic]; ok && time.Since(at) < missingRecheck {
+		return true
+	}
 	var warned time.Time
 	for attempt := 0; !l.known(topic); attempt++ {
 		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		limit, err := describeMaxMessageBytes(dctx, adm, topic)
+		missing, err := l.inspect(dctx, adm, topic)
 		cancel()
-		switch {
-		case err == nil:
-			l.m.Store(topic, min(limit, l.def))
-			return
-		case errors.Is(err, kerr.UnknownTopicOrPartition), errors.Is(err, kerr.TopicAuthorizationFailed),
-			errors.Is(err, kerr.ClusterAuthorizationFailed), errors.Is(err, kerr.InvalidTopicException),
-			errors.Is(err, kerr.InvalidRequest), errors.Is(err, kerr.UnsupportedVersion), errors.Is(err, errNoLimit):
-			// Retrying cannot help: produce with the default cap. A missing topic fails its
-			// records anyway; a cap above the topic's limit can only refuse a batch, which the
-			// relay never dead-letters for a record that fits on its own.
-			l.log.Warn("cannot read the topic's max.message.bytes: batches to it are capped at the default; "+
-				"grant DescribeConfigs on the topic (or lower --batch-max-bytes below its limit)",
-				"topic", topic, "batch_max_bytes", l.def, "cause", err)
-			l.m.Store(topic, l.def)
-			return
+		if err == nil {
+			return missing
 		}
 		if ctx.Err() != nil {
-			return
+			return false
 		}
 		if time.Since(warned) > 10*time.Second {
 			warned = time.Now()
 			l.log.Warn("waiting for Kafka to describe a topic before producing to it", "topic", topic, "cause", err)
 		}
 		if !retry.Sleep(ctx, retry.Backoff{Min: 250 * time.Millisecond, Max: 4 * time.Second}.Delay(attempt)) {
-			return
+			return false
 		}
 	}
+	return false
+}
+
+// inspect is one attempt of learn, under l.mu. An error is one worth retrying.
+func (l *topicLimits) inspect(ctx context.Context, adm *kadm.Client, topic string) (missing bool, err error) {
+	facts, err := topicMetadata(ctx, l.cl, topic)
+	if err == nil && facts.missing && l.create != nil {
+		created, err := createTopic(ctx, adm, *l.create, topic)
+		if err != nil {
+			if retriable(err) {
+				return false, err
+			}
+			l.log.Error("cannot create the topic: its records are dead-lettered until it exists",
+				"topic", topic, "partitions", l.create.Partitions, "replication_factor", l.create.ReplicationFactor, "cause", err)
+			l.markMissing(topic, false)
+			return true, nil
+		}
+		if created {
+			l.log.Info("created topic", "topic", topic, "partitions", l.create.Partitions, "replication_factor", l.create.ReplicationFactor)
+		}
+		// The metadata may not show it at once: ask again (a retry if it does not yet).
+		if facts, err = topicMetadata(ctx, l.cl, topic); err == nil && facts.missing {
+			return false, errors.New("the topic just created is not in the cluster's metadata yet")
+		}
+	}
+	switch {
+	case err == nil && facts.missing:
+		l.markMissing(topic, true)
+		return true, nil
+	case err != nil && retriable(err):
+		return false, err
+	}
+	delete(l.missing, topic)
+	metaErr := err // not authorized to describe it, or an invalid name: its records fail in franz-go
+	limit, minISR, err := describeTopicConfigs(ctx, adm, topic)
+	switch {
+	case err == nil:
+		if w := durabilityWarning(facts, minISR); metaErr == nil && w != "" {
+			l.log.Warn(w, "topic", topic, "replication_factor", facts.replication, "min_insync_replicas", minISR, "brokers", facts.brokers)
+		}
+		l.m.Store(topic, min(limit, l.def))
+		return false, nil
+	case retriable(err) && metaErr == nil:
+		return false, err
+	}
+	// Retrying cannot help: produce with the default cap. A record to a topic Kafka refuses
+	// fails anyway; a cap above the topic's limit can only refuse a batch, which the relay
+	// never dead-letters for a record that fits on its own.
+	cause := cmp.Or(metaErr, err)
+	hint := "grant DescribeConfigs on the topic (or lower --batch-max-bytes below its limit)"
+	if errors.Is(cause, kerr.InvalidTopicException) {
+		hint = "the name is not a valid Kafka topic name: its records are dead-lettered"
+	} else if errors.Is(cause, kerr.TopicAuthorizationFailed) {
+		hint = "the relay may not describe the topic (grant Describe, DescribeConfigs and Write on it)"
+	}
+	l.log.Warn("cannot read the topic's max.message.bytes: batches to it are capped at the default; "+hint,
+		"topic", topic, "batch_max_bytes", l.def, "cause", cause)
+	l.m.Store(topic, l.def)
+	return false, nil
+}
+
+// markMissing notes, under l.mu, that topic does not exist, and says so once per topic.
+func (l *topicLimits) markMissing(topic string, warn bool) {
+	if l.missing == nil {
+		l.missing, l.warned = map[string]time.Time{}, map[string]bool{}
+	}
+	l.missing[topic] = time.Now()
+	if warn && !l.warned[topic] {
+		l.warned[topic] = true
+		l.log.Error("topic does not exist in Kafka: its records are dead-lettered until it does; "+
+			"create it (kafka-topics.sh --create --topic NAME), or let the relay create missing topics (--create-topics)",
+			"topic", topic)
+	}
+}
+
+// retriable reports whether a failed admin request is worth asking again: Kafka did not
+// answer, or answered with an error it calls retriable.
+func retriable(err error) bool {
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		return ke.Retriable
+	}
+	var ae *kadm.AuthError
+	return !errors.As(err, &ae) && !errors.Is(err, errNoLimit)
 }
 
 var errNoLimit = errors.New("the broker returned no max.message.bytes")
 
-func describeMaxMessageBytes(ctx context.Context, adm *kadm.Client, topic string) (int32, error) {
+// describeTopicConfigs reads the topic's max.message.bytes and min.insync.replicas ("" when
+// the broker did not say).
+func describeTopicConfigs(ctx context.Context, adm *kadm.Client, topic string) (int32, string, error) {
 	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	rc, err := rcs.On(topic, nil)
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	if rc.Err != nil {
-		return 0, rc.Err
+		return 0, "", rc.Err
 	}
+	var limit int32
+	var minISR string
 	for _, c := range rc.Configs {
-		if c.Key == "max.message.bytes" && c.Value != nil {
+		switch {
+		case c.Key == "max.message.bytes" && c.Value != nil:
 			n, err := strconv.ParseInt(*c.Value, 10, 32)
 			if err != nil || n <= 0 {
-				return 0, errNoLimit
+				return 0, "", errNoLimit
 			}
-			return int32(n), nil
+			limit = int32(n)
+		case c.Key == "min.insync.replicas" && c.Value != nil:
+			minISR = *c.Value
 		}
 	}
-	return 0, errNoLimit
+	if limit == 0 {
+		return 0, "", errNoLimit
+	}
+	return limit, minISR, nil
 }
 
 // tooLargeAlone reports whether r cannot fit in a batch of its own under its topic's cap.

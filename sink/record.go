@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"strings"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -25,6 +26,7 @@ const (
 	HeaderDLQError    = contract.DLQError    // "dlq-error"
 	HeaderDLQTopic    = contract.DLQTopic    // "dlq-original-topic"
 	HeaderDLQRelation = contract.DLQRelation // "dlq-relation"
+	HeaderDLQClass    = contract.DLQClass    // "dlq-class": LetterClass of the cause
 )
 
 // ReservedHeader reports whether a row's own header may not be named name, because the
@@ -126,6 +128,11 @@ func NewRecord(e Event) *kgo.Record {
 		h = append(h, kgo.RecordHeader{Key: HeaderEventType, Value: []byte(e.EventType)})
 	}
 	for _, rh := range e.Headers {
+		if e.CloudEvents != nil && rh.Key != HeaderContentType && strings.EqualFold(rh.Key, HeaderContentType) {
+			// The binding's datacontenttype is the header content-type, in that case: a row's
+			// Content-Type is its value, under the binding's name (DESIGN.md, "A record names").
+			rh.Key = HeaderContentType
+		}
 		h = append(h, kgo.RecordHeader(rh))
 	}
 	var commitTime []byte
@@ -145,19 +152,21 @@ func NewRecord(e Event) *kgo.Record {
 }
 
 // DeadLetter returns the record that parks r on the dead-letter topic: the original key,
-// value and headers, plus the error, the original topic and, when known, the relation.
-// The outbox id and LSN travel in r's own headers.
+// value and headers, plus the error, its class (LetterClass), the original topic and, when
+// known, the relation. The outbox id and LSN travel in r's own headers. The dead letter keeps
+// r's Context, and with it r's producer span (Config.Tracing), which ends when it is parked.
 func DeadLetter(dlqTopic string, r *kgo.Record, relation string, cause error) *kgo.Record {
-	h := make([]kgo.RecordHeader, 0, len(r.Headers)+3)
+	h := make([]kgo.RecordHeader, 0, len(r.Headers)+4)
 	h = append(h, r.Headers...)
 	h = append(h,
 		kgo.RecordHeader{Key: HeaderDLQError, Value: []byte(cause.Error())},
+		kgo.RecordHeader{Key: HeaderDLQClass, Value: []byte(LetterClass(cause))},
 		kgo.RecordHeader{Key: HeaderDLQTopic, Value: []byte(r.Topic)},
 	)
 	if relation != "" {
 		h = append(h, kgo.RecordHeader{Key: HeaderDLQRelation, Value: []byte(relation)})
 	}
-	return &kgo.Record{Topic: dlqTopic, Key: r.Key, Value: r.Value, Headers: h}
+	return &kgo.Record{Topic: dlqTopic, Key: r.Key, Value: r.Value, Headers: h, Context: r.Context}
 }
 
 // Header returns the value of the first header named key, or nil.

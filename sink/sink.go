@@ -19,6 +19,7 @@ type Sink struct {
 	adm    *kadm.Client
 	cfg    Config
 	limits *topicLimits
+	trace  *tracer // nil: tracing off (Config.Tracing)
 }
 
 // New creates the producer. It does not contact Kafka; call Ping to check reachability.
@@ -27,12 +28,13 @@ func New(cfg Config) (*Sink, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	limits := &topicLimits{def: int32(cfg.BatchMaxBytes), log: cfg.Logger}
+	limits := &topicLimits{def: int32(cfg.BatchMaxBytes), log: cfg.Logger, create: cfg.CreateTopics}
 	cl, err := kgo.NewClient(append(cfg.opts(), kgo.ProducerBatchMaxBytesFn(limits.batchMax))...)
 	if err != nil {
 		return nil, fmt.Errorf("sink: configure Kafka client: %w", err)
 	}
-	return &Sink{cl: cl, adm: kadm.NewClient(cl), cfg: cfg, limits: limits}, nil
+	limits.cl = cl
+	return &Sink{cl: cl, adm: kadm.NewClient(cl), cfg: cfg, limits: limits, trace: newTracer(cfg.Tracing, cfg.ClientID)}, nil
 }
 
 // Limits returns the producer's buffer limits: records and bytes.
@@ -101,7 +103,9 @@ func (s *Sink) Client() *kgo.Client { return s.cl }
 // Ping asks the cluster for metadata until it answers or ctx ends, and returns an error
 // that names the brokers when it does not. A failure that retrying cannot fix (a
 // certificate that is not trusted or does not name the broker, TLS against plaintext,
-// refused credentials) ends it at once; the error then says what to check.
+// refused credentials) ends it at once; the error then says what to check. Then it learns
+// about each topic of Config.Topics (creating it if Config.CreateTopics says so) and returns a
+// *TopicMissingError for one that does not exist.
 func (s *Sink) Ping(ctx context.Context) error {
 	err := retry.Backoff{Min: 250 * time.Millisecond, Max: 250 * time.Millisecond}.Until(ctx, func(int) error {
 		pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
@@ -111,18 +115,35 @@ func (s *Sink) Ping(ctx context.Context) error {
 	if err != nil {
 		return &unreachableError{brokers: s.cfg.Brokers, err: err}
 	}
-	return nil
+	for _, t := range s.cfg.Topics {
+		if s.limits.learn(ctx, s.adm, t) {
+			return &TopicMissingError{Topic: t}
+		}
+	}
+	return ctx.Err()
 }
 
 // Produce buffers r and calls promise once Kafka has acknowledged it (err nil) or it has
 // failed for good. It blocks while the producer's buffers are full, until space frees or
 // ctx ends; ctx only bounds that wait: once buffered, a record is never failed because ctx
-// ends (shutdown flushes instead).
+// ends (shutdown flushes instead). A record to a topic that does not exist (and that the sink
+// does not create) fails at once, in this call, with a *TopicMissingError.
+//
+// With Config.Tracing, r gets a producer span that ends when Kafka acknowledges it (see
+// docs/tracing.md): r.Context then carries the span, and r's traceparent header names it.
 func (s *Sink) Produce(ctx context.Context, r *kgo.Record, promise func(*kgo.Record, error)) {
 	if r.Context == nil {
 		r.Context = context.Background()
 	}
-	s.limits.learn(ctx, s.adm, r.Topic)
+	missing := s.limits.learn(ctx, s.adm, r.Topic)
+	if s.trace != nil {
+		promise = s.trace.start(r, promise) // a missing topic's refusal is on the span too
+	}
+	if missing {
+		// Not an outage to wait out: the topic does not exist (topics.go).
+		promise(r, &TopicMissingError{Topic: r.Topic})
+		return
+	}
 	if err := ctx.Err(); err != nil {
 		// Ended while the topic's limit was read: never buffered (franz-go would load the
 		// partition with the default batch cap, above the topic's max.message.bytes).
@@ -130,6 +151,9 @@ func (s *Sink) Produce(ctx context.Context, r *kgo.Record, promise func(*kgo.Rec
 		return
 	}
 	s.cl.Produce(ctx, r, promise)
+	if s.trace != nil {
+		s.trace.buffered(r)
+	}
 }
 
 // Flush waits until every buffered record has been acknowledged or failed, or ctx ends.

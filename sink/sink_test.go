@@ -3,6 +3,7 @@ package sink
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -52,7 +53,7 @@ func TestNewRecordWithoutLSNOrEventType(t *testing.T) {
 }
 
 // Ids are unique per outbox table only: two tables' id 1 must be two records a consumer can
-// tell apart (issue 10, defect 6).
+// tell apart.
 func TestOutboxTableTellsEqualIDsApart(t *testing.T) {
 	stamp := NewStamp(5, time.Unix(1, 0))
 	a := NewRecord(Event{ID: "1", Table: "a.outbox", AggregateID: "k", Topic: "t", Stamp: stamp})
@@ -69,7 +70,7 @@ func TestOutboxTableTellsEqualIDsApart(t *testing.T) {
 }
 
 // Every header the relay writes, on a record or a dead letter, is a name a row may not use
-// for its own headers (issue 10, defect 7): the list in internal/contract and the headers
+// for its own headers: the list in internal/contract and the headers
 // sink writes cannot drift apart.
 func TestEveryContractHeaderIsReserved(t *testing.T) {
 	r := NewRecord(Event{ID: "1", Table: "public.outbox", AggregateID: "k", Topic: "t", EventType: "e",
@@ -88,11 +89,11 @@ func TestEveryContractHeaderIsReserved(t *testing.T) {
 			t.Errorf("header %q is written by sink but not reserved", h.Key)
 		}
 	}
-	if seen != 9 {
-		t.Errorf("%d contract headers on the dead letter, want 9: %v", seen, d.Headers)
+	if seen != 10 {
+		t.Errorf("%d contract headers on the dead letter, want 10: %v", seen, d.Headers)
 	}
 	for _, n := range []string{HeaderOutboxID, HeaderOutboxTable, HeaderAggregateID, HeaderEventType, HeaderLSN,
-		HeaderCommitTime, HeaderDLQError, HeaderDLQTopic, HeaderDLQRelation, "dlq-future", "Outbox-Id"} {
+		HeaderCommitTime, HeaderDLQError, HeaderDLQClass, HeaderDLQTopic, HeaderDLQRelation, "dlq-future", "Outbox-Id"} {
 		if !ReservedHeader(n) {
 			t.Errorf("%q is not reserved", n)
 		}
@@ -105,9 +106,30 @@ func TestDeadLetterKeepsTheOriginal(t *testing.T) {
 	if d.Topic != "dlq" || string(d.Key) != "k" || string(d.Value) != "v" {
 		t.Fatalf("dead letter %q %q %q", d.Topic, d.Key, d.Value)
 	}
-	for k, v := range map[string]string{HeaderOutboxID: "9", HeaderLSN: "0/5", HeaderDLQError: "boom", HeaderDLQTopic: "bad topic", HeaderDLQRelation: "public.outbox"} {
+	for k, v := range map[string]string{HeaderOutboxID: "9", HeaderLSN: "0/5", HeaderDLQError: "boom", HeaderDLQClass: ClassRejected, HeaderDLQTopic: "bad topic", HeaderDLQRelation: "public.outbox"} {
 		if got := string(Header(d, k)); got != v {
 			t.Errorf("%s = %q, want %q", k, got, v)
+		}
+	}
+}
+
+// A letter's class is decided from the error's type when it is parked, never from its text: a
+// bad row whose outbox id reads like a Kafka error code is still a bad row, and replay reads
+// the class instead of guessing from dlq-error.
+func TestLetterClassComesFromTheErrorsType(t *testing.T) {
+	bad := &outbox.RowError{ID: "ORDER_42_CREATED", Column: "payload", Err: outbox.ErrNullPayload}
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{bad, "bad-row"},
+		{fmt.Errorf("wrapped: %w", bad), "bad-row"},
+		{kerr.MessageTooLarge, "MESSAGE_TOO_LARGE"},
+		{fmt.Errorf("produce: %w", kerr.UnknownTopicOrPartition), "UNKNOWN_TOPIC_OR_PARTITION"},
+		{errors.New("INVALID_TOPIC_EXCEPTION in prose only"), ClassRejected},
+	} {
+		if got := LetterClass(c.err); got != c.want {
+			t.Errorf("LetterClass(%v) = %q, want %q", c.err, got, c.want)
 		}
 	}
 }

@@ -47,12 +47,12 @@ func checkRunStatus(st Status, ex statusExtra, publication string) error {
 		return err
 	}
 	if st.WALStatus == "lost" {
-		return fmt.Errorf("slot %q: %w: PostgreSQL invalidated it because it held back more WAL than "+
-			"max_slot_wal_keep_size (%s) allows, and removed that WAL, so it can never stream again; "+
+		what, prevent := LostCause(st.InvalidationReason, ex.KeepSize)
+		return fmt.Errorf("slot %q: %w: PostgreSQL invalidated it because %s, so it can never stream again; "+
 			"drop and re-create it (cdc-relay slot drop --slot %s, then cdc-relay slot create --slot %s --publication %s), "+
 			"and accept that the events written while it was lost are not in the stream: "+
-			"recover them from the outbox table (e.g. with cdc-relay poll)",
-			st.Slot, ErrSlotLost, ex.KeepSize, st.Slot, st.Slot, publication)
+			"recover them from the outbox table (e.g. with cdc-relay poll); so that it does not happen again, %s",
+			st.Slot, ErrSlotLost, what, st.Slot, st.Slot, publication, prevent)
 	}
 	if !ex.PubFound {
 		return fmt.Errorf("publication %q: %w: create it with `cdc-relay slot create --slot %s --publication %s`",

@@ -73,3 +73,33 @@ func TestCreateOptionsTables(t *testing.T) {
 		t.Errorf("tables = %v, %v; want [public.outbox app.Outbox]", got, err)
 	}
 }
+
+// PostgreSQL 17 and 18 say why a slot was invalidated (invalidation_reason): the error says what
+// that reason means and what to change, instead of blaming max_slot_wal_keep_size for every
+// lost slot (a slot lost to VACUUM on a standby's primary, to a lowered wal_level or to
+// idle_replication_slot_timeout was sent to raise a setting that had nothing to do with it).
+func TestCheckRunStatusLostSaysWhy(t *testing.T) {
+	ex := statusExtra{SlotType: "logical", CurrentDB: "cdc", KeepSize: "1GB", PubFound: true, PubPublishes: true}
+	for reason, want := range map[string][]string{
+		"wal_removed":            {"max_slot_wal_keep_size (1GB)", "invalidation_reason wal_removed", "raise max_slot_wal_keep_size"},
+		"rows_removed":           {"VACUUM", "invalidation_reason rows_removed", "hot_standby_feedback = on", "primary_slot_name"},
+		"wal_level_insufficient": {"wal_level was lowered", "invalidation_reason wal_level_insufficient", "wal_level = logical"},
+		"idle_timeout":           {"idle_replication_slot_timeout", "invalidation_reason idle_timeout", "keep a relay running"},
+		"some_future_reason":     {"invalidation_reason some_future_reason"},
+	} {
+		st := Status{Slot: "s1", Plugin: "pgoutput", Database: "cdc", WALStatus: "lost", InvalidationReason: &reason,
+			Publication: &PublicationStatus{Name: "p1", Tables: []string{"public.outbox"}, Publish: "insert"}}
+		err := checkRunStatus(st, ex, "p1")
+		if !errors.Is(err, ErrSlotLost) {
+			t.Fatalf("%s: err = %v, want ErrSlotLost", reason, err)
+		}
+		for _, w := range append(want, "cdc-relay slot drop --slot s1", "outbox table") {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: error %q does not contain %q", reason, err, w)
+			}
+		}
+		if reason != "wal_removed" && strings.Contains(err.Error(), "max_slot_wal_keep_size") {
+			t.Errorf("%s: error blames max_slot_wal_keep_size: %q", reason, err)
+		}
+	}
+}

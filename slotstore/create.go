@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -241,7 +242,7 @@ func (s *Store) planPublication(ctx context.Context, ss session, pub string, tab
 func (s *Store) applyPublication(ctx context.Context, ss session, pub string, tables []outbox.Table, plan pubPlan) (created bool, added []string, err error) {
 	for attempt := 0; ; attempt++ {
 		created, added, err = s.applyPublicationOnce(ctx, ss, pub, plan)
-		if err == nil || pgCode(err) != codeDuplicateObject || attempt > 0 {
+		if err == nil || pgCode(err) != pgerrcode.DuplicateObject || attempt > 0 {
 			return created, added, err
 		}
 		if plan, err = s.planPublication(ctx, ss, pub, tables); err != nil {
@@ -285,7 +286,7 @@ func (s *Store) createSlot(ctx context.Context, ss session, slot string, failove
 		q = `SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput', false, false, true)`
 	}
 	err := s.conn.QueryRow(ctx, q, slot).Scan(&lsnText)
-	if pgCode(err) == codeDuplicateObject {
+	if pgCode(err) == pgerrcode.DuplicateObject {
 		row, found, lerr := s.lookupSlot(ctx, slot)
 		if lerr != nil {
 			return 0, false, lerr
@@ -294,7 +295,7 @@ func (s *Store) createSlot(ctx context.Context, ss session, slot string, failove
 			return 0, false, checkSlotKind(slot, row.Type, row.Plugin, row.Database, ss.Database)
 		}
 	}
-	if pgCode(err) == codeInsufficientPrivilege {
+	if pgCode(err) == pgerrcode.InsufficientPrivilege {
 		return 0, false, fmt.Errorf("%w (server said: %w)", replicationDenied(slot, "create a replication slot", ss.Role), err)
 	}
 	if err != nil {
@@ -313,9 +314,9 @@ func createSlotWithSnapshot(ctx context.Context, repl *pgconn.PgConn, slot, role
 	r, err := pglogrepl.CreateReplicationSlot(ctx, repl, slot, "pgoutput",
 		pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication, SnapshotAction: "EXPORT_SNAPSHOT"})
 	switch {
-	case pgCode(err) == codeDuplicateObject:
+	case pgCode(err) == pgerrcode.DuplicateObject:
 		return 0, "", fmt.Errorf("slot %q: %w (created meanwhile by another session)", slot, ErrSlotExists)
-	case pgCode(err) == codeInsufficientPrivilege:
+	case pgCode(err) == pgerrcode.InsufficientPrivilege:
 		return 0, "", fmt.Errorf("%w (server said: %w)", replicationDenied(slot, "create a replication slot", role), err)
 	case err != nil:
 		return 0, "", fmt.Errorf("slot %q: create logical replication slot with an exported snapshot: %w", slot, err)
@@ -330,7 +331,7 @@ func createSlotWithSnapshot(ctx context.Context, repl *pgconn.PgConn, slot, role
 // ddlError wraps a failed DDL statement, adding ErrPermission when the
 // server refused it for lack of privilege.
 func ddlError(kind, name, what, role string, err error) error {
-	if pgCode(err) == codeInsufficientPrivilege {
+	if pgCode(err) == pgerrcode.InsufficientPrivilege {
 		return fmt.Errorf("%s %q: %w: role %q cannot %s: %w", kind, name, ErrPermission, role, what, err)
 	}
 	return fmt.Errorf("%s %q: %s: %w", kind, name, what, err)
@@ -345,7 +346,7 @@ func checkCreateWhere(o CreateOptions, version int, standby bool) error {
 	switch {
 	case o.Failover && version < 17:
 		return fmt.Errorf("slot %q: %w: --failover needs PostgreSQL 17 or later, and this server is %d; below 17 a logical "+
-			"slot does not survive a promotion: create the slot without --failover and see README, \"Failover\", for the "+
+			"slot does not survive a promotion: create the slot without --failover and see docs/failover.md for the "+
 			"recovery procedure", o.Slot, ErrFailoverUnsupported, version)
 	case o.Failover && standby:
 		return fmt.Errorf("slot %q: %w: this server is a standby; create the failover slot on the primary "+

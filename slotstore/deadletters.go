@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/cdc-relay/cdc-relay/outbox"
@@ -40,6 +41,7 @@ func deadLetterDDL(t outbox.Table) string {
     value       bytea,
     headers     jsonb,
     error       text         NOT NULL,
+    class       text,
     lsn         pg_lsn,
     created_at  timestamptz  NOT NULL DEFAULT now()
 )`
@@ -64,19 +66,19 @@ func (s *Store) CreateDeadLetterTable(ctx context.Context, table string) error {
 		return nil
 	}
 	_, err = s.conn.Exec(ctx, deadLetterDDL(t))
-	if c := pgCode(err); c == "23505" || c == "42P07" { // created concurrently
+	if c := pgCode(err); c == pgerrcode.UniqueViolation || c == pgerrcode.DuplicateTable { // created concurrently
 		err = nil
 	}
 	if err != nil {
 		switch pgCode(err) {
-		case codeInsufficientPrivilege:
+		case pgerrcode.InsufficientPrivilege:
 			var role string
 			_ = s.conn.QueryRow(ctx, `SELECT current_user`).Scan(&role)
 			r := pgx.Identifier{role}.Sanitize()
 			err = fmt.Errorf("%w: role %q cannot create it: it needs CREATE on schema %q (GRANT CREATE ON SCHEMA %s TO %s), "+
 				"or an owner creates the table once and grants INSERT on it and USAGE on its id sequence %s to %s: %w",
 				ErrPermission, role, t.Schema, pgx.Identifier{t.Schema}.Sanitize(), r, sequence(t), r, err)
-		case "3F000": // invalid_schema_name
+		case pgerrcode.InvalidSchemaName:
 			err = fmt.Errorf("schema %q does not exist: create it, or name another schema in --dead-letter-table: %w", t.Schema, err)
 		}
 		return fmt.Errorf("create the dead-letter table %s: %w", t, err)

@@ -23,7 +23,7 @@ func TestDeadLetterTablePermission(t *testing.T) {
 	sch, role := pgx.Identifier{schema}.Sanitize(), pgx.Identifier{e.Role}.Sanitize()
 	e.exec(t, "DROP SCHEMA IF EXISTS "+sch+" CASCADE")
 	e.exec(t, "CREATE SCHEMA "+sch)
-	t.Cleanup(func() { e.admin.Exec(testCtx(t), "DROP SCHEMA IF EXISTS "+sch+" CASCADE") })
+	t.Cleanup(func() { _, _ = e.admin.Exec(testCtx(t), "DROP SCHEMA IF EXISTS "+sch+" CASCADE") })
 	conn := e.roleConn(t, "NOLOGIN NOSUPERUSER")
 	e.exec(t, "GRANT USAGE ON SCHEMA "+sch+" TO "+role)
 	store := slotstore.New(conn)

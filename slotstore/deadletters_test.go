@@ -60,7 +60,7 @@ func TestDeadLetterTableIgnoresSearchPath(t *testing.T) {
 	dsch := pgx.Identifier{decoy}.Sanitize()
 	e.exec(t, "DROP SCHEMA IF EXISTS "+dsch+" CASCADE")
 	e.exec(t, "CREATE SCHEMA "+dsch)
-	t.Cleanup(func() { e.admin.Exec(testCtx(t), "DROP SCHEMA IF EXISTS "+dsch+" CASCADE") })
+	t.Cleanup(func() { _, _ = e.admin.Exec(testCtx(t), "DROP SCHEMA IF EXISTS "+dsch+" CASCADE") })
 	e.exec(t, "CREATE TABLE "+pgx.Identifier{decoy, name}.Sanitize()+" (decoy int)")
 
 	conn := connect(t)

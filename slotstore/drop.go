@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -55,14 +56,14 @@ func (s *Store) Drop(ctx context.Context, slot, publication string) error {
 
 	if _, err := s.conn.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, slot); err != nil {
 		switch pgCode(err) {
-		case codeObjectInUse: // a relay took the slot after the check
+		case pgerrcode.ObjectInUse: // a relay took the slot after the check
 			if row, found, lerr := s.lookupSlot(ctx, slot); lerr == nil && found && row.Active {
 				return &SlotActiveError{Slot: slot, PID: row.PID}
 			}
 			return fmt.Errorf("slot %q: %w: %w", slot, ErrSlotActive, err)
-		case codeUndefinedObject: // dropped by someone else after the check
+		case pgerrcode.UndefinedObject: // dropped by someone else after the check
 			return fmt.Errorf("slot %q: %w: %w", slot, ErrSlotMissing, err)
-		case codeInsufficientPrivilege:
+		case pgerrcode.InsufficientPrivilege:
 			return fmt.Errorf("%w (server said: %w)", replicationDenied(slot, "drop a replication slot", ss.Role), err)
 		}
 		return fmt.Errorf("slot %q: drop replication slot: %w", slot, err)

@@ -55,7 +55,7 @@ func (s *Store) CheckFailover(ctx context.Context) (FailoverReport, error) {
 	rep.ServerVersion = v
 	if v < 17 {
 		return rep, fmt.Errorf("%w: PostgreSQL %d has no failover slots (17 and later do); "+
-			"see README, \"Failover\", for the recovery procedure before 17", ErrFailoverUnsupported, v)
+			"see docs/failover.md for the recovery procedure before 17", ErrFailoverUnsupported, v)
 	}
 	var sss string
 	if err := s.conn.QueryRow(ctx, `SELECT current_setting('synchronized_standby_slots')`).Scan(&sss); err != nil {
@@ -181,35 +181,70 @@ func contains(list []string, s string) bool {
 // new slot only once the slot's restart_lsn and catalog_xmin have passed the standby's own
 // ("remote slot precedes local slot"), and they move only when the slot's client confirms
 // past a running-transactions record. So it logs one (pg_log_standby_snapshot) and advances
-// the slot to the WAL end, twice (the first pass makes the candidates, the second applies
-// them), but only while the slot has nothing to publish up to there (a peek through pgoutput
-// with the publications and messages): it never moves the slot past a change the relay has
-// not published. It reports whether it advanced; false means the relay's first confirmation
-// will do it. ctx should carry a deadline: with synchronized_standby_slots set, decoding waits
-// for the standby.
+// the slot to the end of that record, twice (the first pass makes the candidates, the second
+// applies them), but only while the slot has nothing to publish up to there: it never moves
+// the slot past a change the relay has not published.
+//
+// What "nothing to publish" covers is exactly what the advance passes: the target is the end of
+// the logged record (a record boundary), the peek runs only once the server has flushed WAL up
+// to it (decoding reads flushed WAL alone: a commit written but not flushed would be missed by
+// the peek and passed by an advance to the WAL end), and the peek decodes with every publication
+// of the database and the logical messages, a superset of what `run` may stream with
+// publications and more (run takes several --publication names; create knows one). It reports
+// whether it advanced; false means the relay's first confirmation will do it. ctx should carry
+// a deadline: with synchronized_standby_slots set, decoding waits for the standby.
 func (s *Store) PrepareFailoverSync(ctx context.Context, slot string, publications []string) (bool, error) {
 	if err := ValidateName("slot", slot); err != nil {
 		return false, err
 	}
 	for i := 0; i < 2; i++ {
-		var target string
-		if err := s.conn.QueryRow(ctx, `SELECT pg_log_standby_snapshot()::text, pg_current_wal_lsn()::text`).Scan(nil, &target); err != nil {
+		var snap string
+		if err := s.conn.QueryRow(ctx, `SELECT pg_log_standby_snapshot()::text`).Scan(&snap); err != nil {
 			return false, fmt.Errorf("slot %q: log a standby snapshot: %w", slot, err)
 		}
+		target, err := pglogrepl.ParseLSN(snap)
+		if err != nil {
+			return false, fmt.Errorf("slot %q: the standby snapshot's position %q: %w", slot, snap, err)
+		}
+		if err := s.waitFlushed(ctx, target); err != nil {
+			return false, fmt.Errorf("slot %q: %w", slot, err)
+		}
 		var changes int64
-		err := s.conn.QueryRow(ctx, `SELECT count(*) FROM pg_logical_slot_peek_binary_changes($1, $2::pg_lsn, NULL,
-  'proto_version', '1', 'publication_names', $3, 'messages', 'true')`, slot, target, strings.Join(publications, ",")).Scan(&changes)
+		err = s.conn.QueryRow(ctx, `
+SELECT count(*) FROM pg_logical_slot_peek_binary_changes($1, $2::pg_lsn, NULL,
+  'proto_version', '1', 'messages', 'true', 'publication_names',
+  (SELECT string_agg(quote_ident(n), ',') FROM (SELECT pubname::text FROM pg_publication UNION SELECT unnest($3::text[])) p(n)))`,
+			slot, target.String(), publications).Scan(&changes)
 		if err != nil {
 			return false, fmt.Errorf("slot %q: peek at changes: %w", slot, err)
 		}
 		if changes > 0 {
 			return false, nil
 		}
-		if _, err := s.conn.Exec(ctx, `SELECT pg_replication_slot_advance($1, $2::pg_lsn)`, slot, target); err != nil {
+		if _, err := s.conn.Exec(ctx, `SELECT pg_replication_slot_advance($1, $2::pg_lsn)`, slot, target.String()); err != nil {
 			return false, fmt.Errorf("slot %q: advance: %w", slot, err)
 		}
 	}
 	return true, nil
+}
+
+// waitFlushed waits until the server has flushed its WAL up to lsn (the WAL writer does within
+// wal_writer_delay), polling every 10ms.
+func (s *Store) waitFlushed(ctx context.Context, lsn pglogrepl.LSN) error {
+	for {
+		var flushed string
+		if err := s.conn.QueryRow(ctx, `SELECT pg_current_wal_flush_lsn()::text`).Scan(&flushed); err != nil {
+			return fmt.Errorf("read the flushed WAL position: %w", err)
+		}
+		if f, err := pglogrepl.ParseLSN(flushed); err == nil && f >= lsn {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("WAL up to %s not flushed: %w", lsn, ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 // WaitSynced waits on a standby until slot is synced and persisted there (synced, not

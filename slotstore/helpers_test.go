@@ -5,26 +5,24 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/cdc-relay/cdc-relay/internal/testenv"
 )
 
 const devUpHint = "run `eval \"$(scripts/dev-up.sh)\"` from the repository root first"
 
-// pgURL returns CDC_RELAY_PG_URL. The integration tests never skip: without
-// a database they fail, so a green run means they ran.
+// pgURL returns CDC_RELAY_PG_URL through testenv's gate (testenv.Require): without it the
+// test fails under make test or CI and skips elsewhere.
 func pgURL(t *testing.T) string {
 	t.Helper()
-	url := os.Getenv("CDC_RELAY_PG_URL")
-	if url == "" {
-		t.Fatalf("CDC_RELAY_PG_URL is not set: these tests need PostgreSQL 15 with wal_level=logical; %s", devUpHint)
-	}
-	return url
+	return testenv.PGURL(t)
 }
 
 // connect opens a normal connection that the test's cleanup closes.
@@ -145,7 +143,7 @@ func dropSlot(ctx context.Context, conn *pgx.Conn, slot string) error {
 		switch {
 		case err == nil:
 			return nil
-		case errors.As(err, &pgErr) && (pgErr.Code == "55006" || pgErr.Code == "42704"):
+		case errors.As(err, &pgErr) && (pgErr.Code == pgerrcode.ObjectInUse || pgErr.Code == pgerrcode.UndefinedObject):
 			// still active, or dropped meanwhile: look again
 		default:
 			return fmt.Errorf("drop slot %q: %w", slot, err)

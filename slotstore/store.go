@@ -25,14 +25,6 @@ func New(conn *pgx.Conn) *Store {
 	return &Store{conn: conn}
 }
 
-// SQLSTATE codes the store reacts to.
-const (
-	codeInsufficientPrivilege = "42501"
-	codeDuplicateObject       = "42710"
-	codeUndefinedObject       = "42704"
-	codeObjectInUse           = "55006"
-)
-
 // pgCode returns the SQLSTATE of err, or "" when it is not a server error.
 func pgCode(err error) string {
 	var pgErr *pgconn.PgError

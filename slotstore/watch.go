@@ -56,7 +56,13 @@ func (w *Watcher) Run(ctx context.Context) error {
 			return nil
 		case err != nil:
 			w.Observer.Failed()
-			if !failing {
+			switch {
+			case failing:
+			case errors.Is(err, ErrSlotMissing):
+				// What to do depends on why (dropped, or left on a former primary): the relay
+				// itself says so; the metrics watcher only reports.
+				log.Warn("the slot does not exist on this server; slot metrics are absent until it does")
+			default:
 				log.Warn("cannot read the slot's status; slot metrics are stale until it works again", "cause", err)
 			}
 			failing = true

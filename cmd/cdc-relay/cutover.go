@@ -53,6 +53,9 @@ func cmdCutover(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if cfg.Batch < 1 {
 		return usageErr("--batch %d: use a positive number of rows", cfg.Batch)
 	}
+	if err := checkRanges(fs, []string{"ack-timeout"}, nil); err != nil {
+		return err
+	}
 	if _, err := slotstore.DeadLetterTableDDL(deadTable); err != nil {
 		return &usageError{fmt.Errorf("--dead-letter-table: %w", err)}
 	}
@@ -61,7 +64,7 @@ func cmdCutover(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	log := c.logger(stderr)
 	cfg.Conn, cfg.Logger = c.pg, log
-	if err := prod.sink(&cfg.Sink, &c, fs, log); err != nil {
+	if err := prod.sink(&cfg.Sink, &c, fs, log, cfg.Topic); err != nil {
 		return err
 	}
 	crash, err := crashHook(pollCrashEnv, log, "after Kafka acknowledged a batch, before its rows are marked")
@@ -79,7 +82,7 @@ func cmdCutover(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if errors.Is(err, slotstore.ErrSlotExists) {
 			return &usageError{fmt.Errorf("%w: cutover creates the slot; if the relay already runs from it, nothing is left to cut over", err)}
 		}
-		return fmt.Errorf("cutover: %w", pollErr(slotErr(err)))
+		return prod.topicErr(fmt.Errorf("cutover: %w", pollErr(slotErr(err))))
 	}
 	if res.PublicationCreated {
 		fmt.Fprintf(stdout, "created publication %s (insert only)\n", pub)

@@ -22,23 +22,24 @@ const deadLettersUsage = "dead-letters list|show|replay|discard needs a subcomma
 
 // dlFlags is the flag group of `cdc-relay dead-letters ...`.
 type dlFlags struct {
-	c           common
-	ksec        kafkaSecurity
-	brokers     listFlag
-	from        string
-	dlqTopic    string
-	deadTable   string
-	marksTable  string
-	slot        string
-	ids         listFlag
-	outboxIDs   listFlag
-	topic       string
-	reason      string
-	since       string
-	until       string
-	all         bool
-	dryRun      bool
-	readTimeout time.Duration
+	c            common
+	ksec         kafkaSecurity
+	brokers      listFlag
+	from         string
+	dlqTopic     string
+	deadTable    string
+	marksTable   string
+	slot         string
+	ids          listFlag
+	outboxIDs    listFlag
+	topic        string
+	reason       string
+	since        string
+	until        string
+	all          bool
+	dryRun       bool
+	unclassified bool
+	readTimeout  time.Duration
 
 	sel deadletters.Selection
 }
@@ -67,6 +68,9 @@ func (f *dlFlags) register(fs *flag.FlagSet, sub string) {
 	case "replay", "discard":
 		fs.BoolVar(&f.all, "all", false, "every waiting letter (else a selection is required)")
 		fs.BoolVar(&f.dryRun, "dry-run", false, "only say what would be done")
+		if sub == "replay" {
+			fs.BoolVar(&f.unclassified, "replay-unclassified", false, "also replay letters an older relay parked without a class (reason \"unclassified\"): any of them may be a bad row; check them with show first")
+		}
 	}
 	fs.DurationVar(&f.readTimeout, "read-timeout", 60*time.Second, "how long reading the dead-letter topic to its end may take")
 }
@@ -264,7 +268,7 @@ func cmdDeadLetters(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err != nil {
 		return err
 	}
-	rp := &deadletters.Replayer{Sink: s, Store: store, Out: stdout, DryRun: f.dryRun}
+	rp := &deadletters.Replayer{Sink: s, Store: store, Out: stdout, DryRun: f.dryRun, ReplayUnclassified: f.unclassified, Known: all}
 	t, err := rp.Replay(ctx, letters)
 	if f.dryRun {
 		fmt.Fprintf(stdout, "dry run: nothing sent; would replay %d, refused %d, skipped %d\n", len(letters)-t.Refused-t.Skipped, t.Refused, t.Skipped)

@@ -11,7 +11,7 @@ import (
 func TestDeadLettersUsage(t *testing.T) {
 	for _, f := range []string{"brokers", "from", "all", "id", "since", "until", "dlq-topic", "dead-letter-table"} {
 		t.Setenv(envName(f), "") // restored at the end
-		os.Unsetenv(envName(f))
+		_ = os.Unsetenv(envName(f))
 	}
 	for _, c := range []struct {
 		args []string

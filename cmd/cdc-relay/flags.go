@@ -126,6 +126,9 @@ func (c *common) validateWith(errs []error) error {
 	} else if err := c.loadPG(); err != nil {
 		errs = append(errs, err)
 	}
+	if c.pgTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--pg-timeout %s: use a positive duration, e.g. 10s", c.pgTimeout))
+	}
 	if c.logFormat != "text" && c.logFormat != "json" {
 		errs = append(errs, fmt.Errorf("--log-format %q: use text or json", c.logFormat))
 	}
@@ -180,4 +183,51 @@ func crashHook(env string, log *slog.Logger, what string) (func(attrs ...any), e
 			select {}
 		}
 	}, nil
+}
+
+// checkRanges refuses, naming the flag, a value that cannot work, at start instead of at the
+// first use: a duration or count of positive that is zero or negative (a zero interval is a
+// busy loop or no heartbeat at all, a zero timeout fails every attempt), one of nonNegative
+// that is negative. Names fs does not have are skipped.
+func checkRanges(fs *flag.FlagSet, positive, nonNegative []string) error {
+	var errs []error
+	sign := func(name string) (int, string, bool) {
+		f := fs.Lookup(name)
+		if f == nil {
+			return 0, "", false
+		}
+		switch v := f.Value.(flag.Getter).Get().(type) {
+		case time.Duration:
+			return cmpSign(int64(v)), "a positive duration, e.g. " + f.DefValue, true
+		case int:
+			return cmpSign(int64(v)), "a positive number", true
+		case int64:
+			return cmpSign(v), "a positive number", true
+		}
+		return 0, "", false
+	}
+	for _, name := range positive {
+		if s, want, ok := sign(name); ok && s <= 0 {
+			errs = append(errs, fmt.Errorf("--%s %s: use %s", name, fs.Lookup(name).Value, want))
+		}
+	}
+	for _, name := range nonNegative {
+		if s, _, ok := sign(name); ok && s < 0 {
+			errs = append(errs, fmt.Errorf("--%s %s: must not be negative (0 is the default, %s)", name, fs.Lookup(name).Value, fs.Lookup(name).DefValue))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return &usageError{err}
+	}
+	return nil
+}
+
+func cmpSign(v int64) int {
+	switch {
+	case v < 0:
+		return -1
+	case v > 0:
+		return 1
+	}
+	return 0
 }

@@ -3,7 +3,10 @@ package main
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"log/slog"
+	"math"
+	"os"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -73,21 +76,62 @@ type producerFlags struct {
 	ksec     kafkaSecurity
 	format   string
 	ceSource string
+	dlqTopic *string
+	// createTopics is --create-topics with --topic-partitions and --topic-replication-factor.
+	createTopics      bool
+	topicPartitions   int
+	topicReplication  int
+	fixedTopic, dlqIs string // for topicErr: --topic's value and the dead-letter topic's
 }
 
 func (p *producerFlags) register(fs *flag.FlagSet, dlqTopic *string) {
+	p.dlqTopic = dlqTopic
 	fs.Var(&p.brokers, "brokers", "Kafka seed brokers, host:port, comma-separated")
 	p.ksec.register(fs)
-	fs.StringVar(dlqTopic, "dlq-topic", "cdc-relay.dlq", "dead-letter topic for rows that cannot be published and records Kafka rejects for good")
+	fs.StringVar(dlqTopic, "dlq-topic", "cdc-relay.dlq", "dead-letter topic for rows that cannot be published and records Kafka rejects for good; it must exist at start (or --create-topics)")
+	fs.BoolVar(&p.createTopics, "create-topics", false, "create a topic that does not exist (the dead-letter topic at start, a row's topic before its first record) with --topic-partitions and --topic-replication-factor; without it a row for a missing topic is dead-lettered and a missing dead-letter topic stops the start")
+	fs.IntVar(&p.topicPartitions, "topic-partitions", -1, "partitions of a topic --create-topics creates (-1: the broker's num.partitions)")
+	fs.IntVar(&p.topicReplication, "topic-replication-factor", -1, "replication factor of a topic --create-topics creates (-1: the broker's default.replication.factor)")
 	fs.StringVar(&p.format, "format", sink.FormatOutbox, "record format: outbox (the record contract) or cloudevents (the contract plus the CloudEvents Kafka binding's binary-mode ce_* headers and content-type)")
 	fs.StringVar(&p.ceSource, "ce-source", "", "ce_source of every event with --format cloudevents (default /cdc-relay/<database>/<schema.table>)")
 }
 
-// sink checks the group and puts it into cfg: the brokers, the record format, the security
-// options and franz-go's log. It logs what the configuration exposes (warnInsecure).
-func (p *producerFlags) sink(cfg *sink.Config, c *common, fs *flag.FlagSet, log *slog.Logger) error {
+// sink checks the group and puts it into cfg: the brokers, the topics that must exist at
+// start (the dead-letter topic and fixedTopic, --topic, when set), topic creation, the record
+// format, the security options and franz-go's log. It logs what the configuration exposes
+// (warnInsecure).
+func (p *producerFlags) sink(cfg *sink.Config, c *common, fs *flag.FlagSet, log *slog.Logger, fixedTopic string) error {
 	if len(p.brokers) == 0 {
 		return usageErr("--brokers is required (or set CDC_RELAY_BROKERS)")
+	}
+	var errs []error
+	if err := sink.ValidTopicName(*p.dlqTopic); err != nil {
+		errs = append(errs, fmt.Errorf("--dlq-topic: %w", err))
+	}
+	if fixedTopic != "" {
+		if err := sink.ValidTopicName(fixedTopic); err != nil {
+			errs = append(errs, fmt.Errorf("--topic: %w", err))
+		}
+	}
+	if p.topicPartitions == 0 || p.topicPartitions < -1 || p.topicPartitions > math.MaxInt32 {
+		errs = append(errs, fmt.Errorf("--topic-partitions %d: use -1 (the broker's num.partitions) or a positive count", p.topicPartitions))
+	}
+	if p.topicReplication == 0 || p.topicReplication < -1 || p.topicReplication > math.MaxInt16 {
+		errs = append(errs, fmt.Errorf("--topic-replication-factor %d: use -1 (the broker's default.replication.factor) or a positive count", p.topicReplication))
+	}
+	if !p.createTopics && (isSet(fs, "topic-partitions") || isSet(fs, "topic-replication-factor")) {
+		errs = append(errs, errors.New("--topic-partitions and --topic-replication-factor apply to topics --create-topics creates: add --create-topics"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return &usageError{err}
+	}
+	p.fixedTopic, p.dlqIs = fixedTopic, *p.dlqTopic
+	cfg.Topics = append(cfg.Topics, *p.dlqTopic)
+	if fixedTopic != "" && fixedTopic != *p.dlqTopic {
+		cfg.Topics = append(cfg.Topics, fixedTopic)
+	}
+	if p.createTopics {
+		cfg.CreateTopics = &sink.TopicCreation{Partitions: int32(p.topicPartitions), ReplicationFactor: int16(p.topicReplication)}
 	}
 	ce, err := sink.NewCloudEvents(p.format, p.ceSource, &c.pg.Config)
 	if err != nil {
@@ -101,6 +145,38 @@ func (p *producerFlags) sink(cfg *sink.Config, c *common, fs *flag.FlagSet, log 
 	cfg.Opts = append(append(cfg.Opts, kopts...), kafkaLogger(log))
 	warnInsecure(log, fs, c, p.brokers, &p.ksec)
 	return nil
+}
+
+// topicErr turns a topic that must exist at start and does not (sink.TopicMissingError from
+// the startup check) into a usage error (exit 2) that names the flag and what to do.
+func (p *producerFlags) topicErr(err error) error {
+	var tm *sink.TopicMissingError
+	if !errors.As(err, &tm) {
+		return err
+	}
+	what := "the dead-letter topic (--dlq-topic)"
+	if tm.Topic != p.dlqIs && tm.Topic == p.fixedTopic {
+		what = "the topic of every record (--topic)"
+	}
+	if p.createTopics {
+		return usageErr("%s %q does not exist in Kafka and --create-topics could not create it (the log says why: "+
+			"the principal may lack CREATE on the cluster or topic, or the partitions or replication factor are refused): "+
+			"create it (kafka-topics.sh --bootstrap-server %s --create --topic %s) (%w)",
+			what, tm.Topic, strings.Join(p.brokers, ","), tm.Topic, err)
+	}
+	return usageErr("%s %q does not exist in Kafka: create it (kafka-topics.sh --bootstrap-server %s --create --topic %s), "+
+		"or start with --create-topics (and --topic-partitions, --topic-replication-factor) to let the relay create missing topics (%w)",
+		what, tm.Topic, strings.Join(p.brokers, ","), tm.Topic, err)
+}
+
+// isSet reports whether the flag was given on the command line or by its environment twin.
+func isSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	if _, ok := os.LookupEnv(envName(name)); ok {
+		set = true
+	}
+	return set
 }
 
 // kafkaFlagNames puts the flags into sink.Security's errors.

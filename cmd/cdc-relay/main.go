@@ -54,7 +54,16 @@ func usageErr(format string, args ...any) error {
 }
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	stop, err := startCPUProfile(os.Getenv(cpuProfileEnv))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "cdc-relay: %v\n", err)
+		os.Exit(exitUsage)
+	}
+	code := run(os.Args[1:], os.Stdout, os.Stderr)
+	if err := stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "cdc-relay: %s: %v\n", cpuProfileEnv, err)
+	}
+	os.Exit(code)
 }
 
 func run(args []string, stdout, stderr io.Writer) int {

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/cdc-relay/cdc-relay/internal/tlshint"
@@ -16,9 +17,9 @@ var pgTLSWords = tlshint.Words{Peer: "server", CA: "sslrootcert in the URL",
 func pgConnectHint(err error) string {
 	var pgErr *pgconn.PgError
 	switch {
-	case errors.As(err, &pgErr) && pgErr.Code == "28P01":
+	case errors.As(err, &pgErr) && pgErr.Code == pgerrcode.InvalidPassword:
 		return "the server refused the password: check --pg-password-file (or the URL's password) and the user name"
-	case errors.As(err, &pgErr) && pgErr.Code == "28000":
+	case errors.As(err, &pgErr) && pgErr.Code == pgerrcode.InvalidAuthorizationSpecification:
 		return "the server's pg_hba.conf refuses this user, database, address or encryption: check the user, and the URL's sslmode " +
 			"(a hostssl rule needs sslmode=verify-full, verify-ca or require)"
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/cdc-relay/cdc-relay/metrics"
@@ -64,7 +65,7 @@ func cmdPoll(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	log := c.logger(stderr)
 	cfg.Conn, cfg.Logger = c.pg, log
-	if err := prod.sink(&cfg.Sink, &c, fs, log); err != nil {
+	if err := prod.sink(&cfg.Sink, &c, fs, log, cfg.Topic); err != nil {
 		return err
 	}
 	if cfg.Batch < 1 {
@@ -73,12 +74,23 @@ func cmdPoll(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if cfg.Interval <= 0 {
 		return usageErr("--interval %s: use a positive duration", cfg.Interval)
 	}
+	if err := checkRanges(fs, []string{"ack-timeout", "probe-timeout", "max-buffered-bytes", "kafka-timeout", "pending-interval"}, []string{"linger"}); err != nil {
+		return err
+	}
 	crash, err := crashHook(pollCrashEnv, log, "after Kafka acknowledged a batch, before its rows are marked")
 	if err != nil {
 		return err
 	}
 	if crash != nil {
 		cfg.BeforeCommit = func(rows int) { crash("rows", rows) }
+	}
+	tp, err := startTracing(ctx, os.Getenv, log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing(tp, log) // after Run: the last batch's spans end before it returns
+	if tp != nil {
+		cfg.Sink.Tracing = tp
 	}
 	reg := metrics.NewRegistry("poll", version)
 	cfg.Metrics = metrics.NewPoller(reg)
@@ -91,7 +103,7 @@ func cmdPoll(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if ctx.Err() != nil {
 			return nil
 		}
-		return pollErr(err)
+		return prod.topicErr(pollErr(err))
 	}
 	stopOps, err := ops.startPoll(ctx, reg, p, cfg, log)
 	if err != nil {

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -70,6 +72,13 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if len(pubs) == 0 {
 		return usageErr("--publication is required (or set CDC_RELAY_PUBLICATION)")
 	}
+	if err := checkRanges(fs, []string{"status-interval", "slot-status-interval", "kafka-timeout", "shutdown-timeout",
+		"max-buffered-records", "max-buffered-bytes"}, []string{"linger"}); err != nil {
+		return err
+	}
+	if b := scfg.BatchMaxBytes; b < 512 || b > 1<<30 {
+		return usageErr("--batch-max-bytes %d: use 512 to 1073741824 (1 GiB); each topic's max.message.bytes caps it further", b)
+	}
 	if recvTimeout <= 0 {
 		return usageErr("--receive-timeout must be positive (default 60s): without it a network that goes silent with the connection open leaves the relay waiting for good")
 	}
@@ -78,7 +87,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	log := c.logger(stderr)
 	dcfg.Tables = tables
-	if err := prod.sink(&scfg, &c, fs, log); err != nil {
+	if err := prod.sink(&scfg, &c, fs, log, dcfg.Topic); err != nil {
 		return err
 	}
 	rcfg.Decoder, rcfg.Sink, rcfg.Logger = dcfg, scfg, log
@@ -95,6 +104,14 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	if err := rcfg.Validate(); err != nil {
 		return &usageError{err}
+	}
+	tp, err := startTracing(ctx, os.Getenv, log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing(tp, log) // after Run: its drain ends the last spans
+	if tp != nil {
+		rcfg.Sink.Tracing = tp
 	}
 	reg := metrics.NewRegistry("run", version)
 	rcfg.Metrics = metrics.NewRelay(reg)
@@ -130,16 +147,38 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			failoverPreflight(ctx, conn, st, log)
 		}
 	}
-	conn.Close(context.Background())
 	if err != nil {
+		conn.Close(context.Background())
+		if errors.Is(err, slotstore.ErrSlotMissing) {
+			if tl, terr := serverTimeline(ctx, &c); terr == nil && tl > 1 {
+				return promotedSlotMissing(c.slot, pubs, tables, tl)
+			}
+		}
 		return slotErr(err)
 	}
 	if err := checkTables(tables, published, pubs); err != nil {
+		conn.Close(context.Background())
+		return err
+	}
+	streamed := published
+	if len(tables) > 0 {
+		streamed = nil
+		for _, t := range tables {
+			tb, _ := outbox.ParseTable(t) // checked by checkTables
+			streamed = append(streamed, tb.String())
+		}
+	}
+	have, err := slotstore.New(conn).Columns(ctx, streamed)
+	conn.Close(context.Background())
+	if err != nil {
+		return fmt.Errorf("run: %w", err)
+	}
+	if err := checkColumns(have, streamed, dcfg.Columns, dcfg.Topic, func(name string) bool { return isSet(fs, name) }); err != nil {
 		return err
 	}
 	log.Info("starting", "slot", c.slot, "publications", []string(pubs), "brokers", []string(prod.brokers))
 	if err := r.Run(ctx); err != nil {
-		return fmt.Errorf("run: %w", err)
+		return prod.topicErr(fmt.Errorf("run: %w", err))
 	}
 	return nil
 }

@@ -267,8 +267,10 @@ func printStatus(w io.Writer, st slotstore.Status) {
 		fmt.Fprintf(w, "%-20s %s\n", r[0], r[1])
 	}
 	if st.WALStatus == "lost" {
-		fmt.Fprintf(w, "\nThe slot is lost: the server removed WAL it still needed (max_slot_wal_keep_size).\n"+
-			"Drop and re-create it, then republish the rows written meanwhile (e.g. with cdc-relay poll).\n")
+		what, prevent := slotstore.LostCause(st.InvalidationReason, "")
+		fmt.Fprintf(w, "\nThe slot is lost: PostgreSQL invalidated it because %s.\n"+
+			"Drop and re-create it, then republish the rows written meanwhile (e.g. with cdc-relay poll).\n"+
+			"So that it does not happen again, %s.\n", what, prevent)
 	}
 }
 

@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/cdc-relay/cdc-relay/slotstore"
 )
@@ -234,6 +237,48 @@ func failoverPreflight(ctx context.Context, conn *pgx.Conn, st slotstore.Status,
 			log.Warn("failover setup: " + w)
 		}
 	case st.Failover != nil:
-		log.Info("the slot has failover off: a promotion of a standby loses it (slot create --failover makes a failover slot; README, \"Failover\")")
+		log.Info("the slot has failover off: a promotion of a standby loses it (slot create --failover makes a failover slot; docs/failover.md)")
 	}
+}
+
+// serverTimeline returns the server's current timeline (IDENTIFY_SYSTEM over a replication
+// connection, as the stream asks it): above 1, the server was promoted at some point.
+func serverTimeline(ctx context.Context, c *common) (int32, error) {
+	cfg := c.pg.Config.Copy()
+	cfg.RuntimeParams["replication"] = "database"
+	if _, ok := cfg.RuntimeParams["application_name"]; !ok {
+		cfg.RuntimeParams["application_name"] = "cdc-relay"
+	}
+	cctx, cancel := context.WithTimeout(ctx, c.pgTimeout)
+	defer cancel()
+	conn, err := pgconn.ConnectConfig(cctx, cfg)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close(context.Background())
+	sys, err := pglogrepl.IdentifySystem(cctx, conn)
+	if err != nil {
+		return 0, err
+	}
+	return sys.Timeline, nil
+}
+
+// promotedSlotMissing is run's answer to a missing slot on a server whose timeline is above 1:
+// it has been promoted, and the slot most likely stayed on the old primary (a supervisor
+// restarting the relay after the stream's own recovery message lands here). `slot create` would
+// start a new slot now and lose every row committed between the old slot's confirmed position and
+// now; cutover loses nothing (DESIGN.md, "Every session starts").
+func promotedSlotMissing(slot string, pubs, tables []string, timeline int32) error {
+	table := "public.outbox"
+	if len(tables) > 0 {
+		table = strings.Join(tables, ",")
+	}
+	return usageErr("slot %q: %w on this server, which has been promoted (timeline %d, IDENTIFY_SYSTEM): a standby became the primary and the slot "+
+		"stayed on the old primary (before PostgreSQL 17 no logical slot moves to a standby; on 17+ only a slot made with "+
+		"`cdc-relay slot create --failover`, on a standby with slot sync). Do NOT run `cdc-relay slot create`: a new slot "+
+		"starts now, and the rows committed between the old slot's confirmed position and now would never be published. "+
+		"To recover without loss (README, \"Failover\"): 1. run `cdc-relay cutover --slot %s --publication %s --table %s` against "+
+		"this server: it creates the slot and publishes every pending outbox row committed before it (duplicates, never loss); "+
+		"2. then start `cdc-relay run` again (never before cutover finished)",
+		slot, slotstore.ErrSlotMissing, timeline, slot, pubs[0], table)
 }

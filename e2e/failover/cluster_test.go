@@ -85,6 +85,9 @@ func run(t *testing.T, cmd *exec.Cmd) {
 // writer saw succeed survives the promotion. Both are stopped and removed at cleanup.
 func newCluster(t *testing.T, major int) *cluster {
 	t.Helper()
+	// The servers are the test's own; Kafka is the shared one. Asked first, before installing
+	// and starting anything.
+	testenv.Require(t, "Kafka", "CDC_RELAY_BROKERS")
 	bin := pgBin(t, major)
 	dir, err := os.MkdirTemp("", "cdc-relay-failover")
 	if err != nil {
@@ -93,14 +96,14 @@ func newCluster(t *testing.T, major int) *cluster {
 	if os.Getuid() == 0 {
 		run(t, exec.Command("chown", "postgres:", dir))
 	}
-	os.Chmod(dir, 0o755)
+	_ = os.Chmod(dir, 0o755)
 	c := &cluster{major: major, dir: dir,
 		primary: &server{name: "primary", bin: bin, data: filepath.Join(dir, "primary"), log: filepath.Join(dir, "primary.log"), port: testenv.FreePort(t)},
 		standby: &server{name: "standby", bin: bin, data: filepath.Join(dir, "standby"), log: filepath.Join(dir, "standby.log"), port: testenv.FreePort(t)},
 	}
 	t.Cleanup(func() {
 		for _, s := range []*server{c.standby, c.primary} {
-			asPG(filepath.Join(bin, "pg_ctl"), "stop", "-D", s.data, "-m", "immediate", "-w", "-s").Run()
+			_ = asPG(filepath.Join(bin, "pg_ctl"), "stop", "-D", s.data, "-m", "immediate", "-w", "-s").Run()
 		}
 		if t.Failed() {
 			for _, s := range []*server{c.primary, c.standby} {
@@ -109,7 +112,7 @@ func newCluster(t *testing.T, major int) *cluster {
 				}
 			}
 		}
-		os.RemoveAll(dir)
+		_ = os.RemoveAll(dir)
 	})
 	run(t, asPG(filepath.Join(bin, "initdb"), "-D", c.primary.data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C", "-N"))
 	conf := []string{
@@ -147,12 +150,12 @@ func newCluster(t *testing.T, major int) *cluster {
 	}
 	run(t, asPG("cp", "-a", c.primary.data, c.standby.data))
 	for _, f := range []string{"postmaster.pid", "postmaster.opts"} {
-		os.Remove(filepath.Join(c.standby.data, f))
+		_ = os.Remove(filepath.Join(c.standby.data, f))
 	}
 	walDir := filepath.Join(c.standby.data, "pg_wal")
 	entries, _ := os.ReadDir(walDir)
 	for _, e := range entries {
-		os.RemoveAll(filepath.Join(walDir, e.Name()))
+		_ = os.RemoveAll(filepath.Join(walDir, e.Name()))
 	}
 	run(t, asPG("mkdir", "-p", filepath.Join(walDir, "archive_status")))
 	var label string
@@ -190,7 +193,7 @@ func (c *cluster) waitStreaming(t *testing.T) {
 	defer p.Close(context.Background())
 	testenv.Eventually(t, 60*time.Second, "the standby to stream", func() bool {
 		var n int
-		p.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_replication WHERE application_name = $1 AND state = 'streaming'`, standbySlot).Scan(&n)
+		_ = p.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_replication WHERE application_name = $1 AND state = 'streaming'`, standbySlot).Scan(&n)
 		return n == 1
 	})
 }

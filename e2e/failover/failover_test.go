@@ -146,8 +146,8 @@ func failoverRide(t *testing.T, major int) {
 	var primaryAt, copyAt string
 	pc, sc := c.connect(t, c.primary, db), c.connect(t, c.standby, db)
 	q := `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`
-	pc.QueryRow(context.Background(), q, f.slot).Scan(&primaryAt)
-	sc.QueryRow(context.Background(), q, f.slot).Scan(&copyAt)
+	_ = pc.QueryRow(context.Background(), q, f.slot).Scan(&primaryAt)
+	_ = sc.QueryRow(context.Background(), q, f.slot).Scan(&copyAt)
 	pc.Close(context.Background())
 	sc.Close(context.Background())
 	t.Logf("before the stop: the slot confirmed %s on the primary, %s in the standby's copy", primaryAt, copyAt)
@@ -208,6 +208,16 @@ func TestBelow17RecoveryProcedure(t *testing.T) {
 	if code != 1 || !strings.Contains(out, "timeline 2 while the relay started on timeline 1") || !strings.Contains(out, "cdc-relay cutover --slot "+f.slot) {
 		t.Fatalf("relay after the promotion: exit %d, want 1 with the timeline and the recovery steps:\n%s", code, out)
 	}
+	// Its supervisor restarts it: the new start finds no slot on a server that was promoted, and
+	// gives the same procedure, not "create it with `cdc-relay slot create`" (a slot created now
+	// would never publish the rows committed since the old slot's confirmed position).
+	restarted := f.relay(t, mh)
+	code, _ = restarted.Wait(t, 60*time.Second)
+	out = restarted.Output()
+	if code != 2 || !strings.Contains(out, "has been promoted (timeline 2") || !strings.Contains(out, "cdc-relay cutover --slot "+f.slot) ||
+		strings.Contains(out, "create it with `cdc-relay slot create") {
+		t.Fatalf("relay restarted after the promotion: exit %d, want 2 with the cutover procedure:\n%s", code, out)
+	}
 
 	// The procedure, with the writer still writing.
 	if out, code := f.cli(t, "cutover", "--pg-url", mh, "--slot", f.slot, "--publication", f.pub, "--table", f.table, "--dlq-topic", f.dlq); code != 0 {
@@ -244,7 +254,7 @@ func TestDecodingFromStandby(t *testing.T) {
 	}
 	testenv.Eventually(t, 30*time.Second, "the publication on the standby", func() bool {
 		var n int
-		s.QueryRow(ctx, `SELECT count(*) FROM pg_publication WHERE pubname = $1`, f.pub).Scan(&n)
+		_ = s.QueryRow(ctx, `SELECT count(*) FROM pg_publication WHERE pubname = $1`, f.pub).Scan(&n)
 		return n == 1
 	})
 	out, code = f.cli(t, "slot", "create", "--pg-url", c.standby.url(db), "--primary-url", c.primary.url(db),
@@ -268,7 +278,7 @@ func TestDecodingFromStandby(t *testing.T) {
 	// Idle outbox, other tables written on the primary.
 	slotAt := func() (confirmed, restart uint64) {
 		var cf, rl string
-		s.QueryRow(ctx, `SELECT confirmed_flush_lsn::text, restart_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, f.slot).Scan(&cf, &rl)
+		_ = s.QueryRow(ctx, `SELECT confirmed_flush_lsn::text, restart_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, f.slot).Scan(&cf, &rl)
 		return lsn(t, cf), lsn(t, rl)
 	}
 	_, restart0 := slotAt()
@@ -276,7 +286,7 @@ func TestDecodingFromStandby(t *testing.T) {
 		t.Fatal(err)
 	}
 	var target string
-	p.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&target)
+	_ = p.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&target)
 	testenv.Eventually(t, 30*time.Second, "the standby's slot to confirm past the primary's WAL of other tables", func() bool {
 		cf, _ := slotAt()
 		return cf >= lsn(t, target)

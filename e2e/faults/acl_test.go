@@ -47,7 +47,7 @@ func TestTopicNotAuthorizedIsDeadLettered(t *testing.T) {
 	t.Cleanup(func() {
 		del := kadm.NewACLs().Topics(denied).ResourcePatternType(kadm.ACLPatternLiteral).
 			Deny("User:ANONYMOUS").DenyHosts("*").Operations(kadm.OpWrite)
-		adm.DeleteACLs(context.Background(), del)
+		_, _ = adm.DeleteACLs(context.Background(), del)
 	})
 
 	p := e.Start(t, nil)

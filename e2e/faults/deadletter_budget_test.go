@@ -12,7 +12,7 @@ import (
 	"github.com/cdc-relay/cdc-relay/internal/testenv"
 )
 
-// Issue 10, defect 3: records over the broker's limit fail at once and never block Produce, so
+// Records over the broker's limit fail at once and never block Produce, so
 // they piled up in the dead-letter queues while the dead-letter topic and table refused them (100
 // rows of 2 MB grew the heap by 200 MB in 2 s). Dead letters now count against the producer's
 // limits: with --max-buffered-bytes 8 MiB, reading pauses and says why, the relay's peak RSS
@@ -37,7 +37,7 @@ func TestDeadLettersNobodyTakesPauseReadingInBoundedMemory(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		dropCheck()
-		f.Pool.Exec(context.Background(), `DELETE FROM cdc_relay_dead_letters WHERE slot = $1`, f.Slot)
+		_, _ = f.Pool.Exec(context.Background(), `DELETE FROM cdc_relay_dead_letters WHERE slot = $1`, f.Slot)
 	})
 
 	const rows, size = 100, 2 << 20
@@ -64,7 +64,7 @@ func TestDeadLettersNobodyTakesPauseReadingInBoundedMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	var parkedBefore int
-	f.Pool.QueryRow(ctx, `SELECT count(*) FROM cdc_relay_dead_letters WHERE slot = $1`, f.Slot).Scan(&parkedBefore)
+	_ = f.Pool.QueryRow(ctx, `SELECT count(*) FROM cdc_relay_dead_letters WHERE slot = $1`, f.Slot).Scan(&parkedBefore)
 	t.Logf("peak RSS while paused: %.1f MB (the backlog: %d MB)", float64(peak)/(1<<20), rows*size>>20)
 	if peak > 100<<20 {
 		t.Errorf("peak RSS %.1f MB while the dead letters had nowhere to go: want well below the %d MB backlog", float64(peak)/(1<<20), rows*size>>20)
@@ -79,7 +79,7 @@ func TestDeadLettersNobodyTakesPauseReadingInBoundedMemory(t *testing.T) {
 	dropCheck()
 	testenv.Eventually(t, 180*time.Second, "every letter parked in the table", func() bool {
 		var n int
-		f.Pool.QueryRow(ctx, `SELECT count(*) FROM cdc_relay_dead_letters WHERE slot = $1`, f.Slot).Scan(&n)
+		_ = f.Pool.QueryRow(ctx, `SELECT count(*) FROM cdc_relay_dead_letters WHERE slot = $1`, f.Slot).Scan(&n)
 		return n >= rows || p.Exited()
 	})
 	cons := testenv.Consume(t, f.Topic)

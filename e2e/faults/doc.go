@@ -1,5 +1,5 @@
-// Package faults holds the fault-injection tests of cdc-relay: each failure class of the README's
-// "What happens when things go wrong" provoked against the real PostgreSQL and Kafka, through scripts/kafka-ctl.sh and
+// Package faults holds the fault-injection tests of cdc-relay: each failure class of docs/operations.md,
+// "What happens when things go wrong", provoked against the real PostgreSQL and Kafka, through scripts/kafka-ctl.sh and
 // scripts/pg-ctl.sh (broker paused or killed, Postgres restarted, relay killed -9, slot lost),
 // plus a CI-size run of the chaos soak (tools/cmd/cdc-chaos).
 //

@@ -22,7 +22,7 @@ func TestSlotDroppedStopsWithAClearError(t *testing.T) {
 	testenv.Eventually(t, 30*time.Second, "the relay to stream", func() bool { return strings.Contains(p.Output(), "msg=streaming") })
 	ctx := context.Background()
 	testenv.Eventually(t, 30*time.Second, "the slot dropped", func() bool {
-		e.F.Pool.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL`, e.F.Slot)
+		_, _ = e.F.Pool.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL`, e.F.Slot)
 		_, err := e.F.Pool.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, e.F.Slot)
 		return err == nil
 	})
@@ -65,8 +65,9 @@ func TestSlotInvalidatedStopsWithAClearError(t *testing.T) {
 	}
 	topic := name + ".events"
 	testenv.CreateTopic(t, topic, 1)
+	testenv.CreateTopic(t, name+".dlq", 1)
 	bin := testenv.Binary(t, true)
-	env := []string{"CDC_RELAY_PG_URL=" + pgURL, "CDC_RELAY_SLOT=" + name, "CDC_RELAY_PUBLICATION=" + name}
+	env := []string{"CDC_RELAY_PG_URL=" + pgURL, "CDC_RELAY_SLOT=" + name, "CDC_RELAY_PUBLICATION=" + name, "CDC_RELAY_DLQ_TOPIC=" + name + ".dlq"}
 	if out, errOut, code := testenv.Run(t, 30*time.Second, bin, env, "slot", "create", "--table", table); code != 0 {
 		t.Fatalf("slot create: exit %d\n%s%s", code, out, errOut)
 	}
@@ -92,7 +93,7 @@ func TestSlotInvalidatedStopsWithAClearError(t *testing.T) {
 				t.Fatalf("%s: %v", q, err)
 			}
 		}
-		conn.QueryRow(ctx, `SELECT wal_status FROM pg_replication_slots WHERE slot_name = $1`, name).Scan(&status)
+		_ = conn.QueryRow(ctx, `SELECT wal_status FROM pg_replication_slots WHERE slot_name = $1`, name).Scan(&status)
 		return status == "lost"
 	})
 

@@ -49,7 +49,7 @@ func TestStandbyTakesOverAfterKill9(t *testing.T) {
 	var released time.Duration
 	testenv.Eventually(t, 60*time.Second, "the dead relay's walsender to release the slot", func() bool {
 		var pid int32
-		e.F.Pool.QueryRow(ctx, `SELECT coalesce(active_pid, 0) FROM pg_replication_slots WHERE slot_name = $1`, e.F.Slot).Scan(&pid)
+		_ = e.F.Pool.QueryRow(ctx, `SELECT coalesce(active_pid, 0) FROM pg_replication_slots WHERE slot_name = $1`, e.F.Slot).Scan(&pid)
 		released = time.Since(killed)
 		return pid != oldPID
 	})

@@ -33,6 +33,7 @@ func (m Message) version() spec.Version {
 	return nil
 }
 
+// ReadEncoding implements binding.Message: binary when the record has a ce_specversion header.
 func (m Message) ReadEncoding() binding.Encoding {
 	if m.version() != nil {
 		return binding.EncodingBinary
@@ -40,10 +41,12 @@ func (m Message) ReadEncoding() binding.Encoding {
 	return binding.EncodingUnknown
 }
 
+// ReadStructured implements binding.Message: the relay never writes structured mode.
 func (m Message) ReadStructured(context.Context, binding.StructuredWriter) error {
 	return binding.ErrNotStructured
 }
 
+// ReadBinary implements binding.Message from the record's ce_ headers and value.
 func (m Message) ReadBinary(_ context.Context, w binding.BinaryWriter) error {
 	v := m.version()
 	if v == nil {
@@ -81,6 +84,7 @@ func (m Message) header(name string) (string, bool) {
 	return "", false
 }
 
+// GetAttribute implements binding.MessageMetadataReader from the record's headers.
 func (m Message) GetAttribute(k spec.Kind) (spec.Attribute, any) {
 	v := m.version()
 	if v == nil {
@@ -100,6 +104,7 @@ func (m Message) GetAttribute(k spec.Kind) (spec.Attribute, any) {
 	return a, nil
 }
 
+// GetExtension implements binding.MessageMetadataReader from the record's ce_ headers.
 func (m Message) GetExtension(name string) any {
 	if val, ok := m.header("ce_" + name); ok {
 		return val
@@ -107,6 +112,7 @@ func (m Message) GetExtension(name string) any {
 	return nil
 }
 
+// Finish implements binding.Message; there is nothing to release.
 func (m Message) Finish(error) error { return nil }
 
 // Parse parses r with the CloudEvents SDK and validates the event; it fails t if either fails.

@@ -384,9 +384,9 @@ func (s *soak) setup(ctx context.Context, adm *kadm.Client) (func(), error) {
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
-		s.pool.Exec(c, `DROP PUBLICATION IF EXISTS `+pgx.Identifier{s.cfg.Name}.Sanitize())
-		s.pool.Exec(c, `DROP TABLE IF EXISTS `+s.table)
-		adm.DeleteTopics(c, s.topic, s.dlq)
+		_, _ = s.pool.Exec(c, `DROP PUBLICATION IF EXISTS `+pgx.Identifier{s.cfg.Name}.Sanitize())
+		_, _ = s.pool.Exec(c, `DROP TABLE IF EXISTS `+s.table)
+		_, _ = adm.DeleteTopics(c, s.topic, s.dlq)
 	}
 	if _, err := adm.CreateTopic(ctx, 6, 1, nil, s.topic); err != nil {
 		return cleanup, fmt.Errorf("chaos: create topic %s: %w", s.topic, err)

@@ -69,7 +69,11 @@ func (p *supervisor) start(ctx context.Context) error {
 		p.mu.Unlock()
 		if !expected {
 			p.s.logf("relay #%d exited on its own (%v); see %s; restarting", gen, relay.Err(), logPath)
-			go p.ensureRunning(context.Background())
+			go func() {
+				if err := p.ensureRunning(context.Background()); err != nil {
+					p.s.logf("relay #%d: restart: %v", gen, err)
+				}
+			}()
 		}
 	}()
 	// Wait until it streams (or exits).

@@ -20,6 +20,16 @@ const (
 	ReplayedAt = "cdc-replayed-at"
 )
 
+// W3C trace-context header names. They are not reserved: a row's own traceparent and
+// tracestate are carried as they are, except that with tracing on (docs/tracing.md) a sampled
+// producer span of the relay's replaces the record's traceparent (in place; names compare
+// without regard to ASCII case) and its tracestate (the row's, inherited), or appends them to
+// a record whose row had none. A consumer's extracted context is then the relay's span.
+const (
+	TraceParent = "traceparent"
+	TraceState  = "tracestate"
+)
+
 // Dead-letter header names, added to a parked record's headers. Every name that starts with
 // DLQPrefix is reserved, including names the relay does not write yet.
 const (
@@ -27,7 +37,16 @@ const (
 	DLQError    = "dlq-error"
 	DLQTopic    = "dlq-original-topic"
 	DLQRelation = "dlq-relation"
+	// DLQClass says why a record was parked, decided when it was parked: DLQClassBadRow, or
+	// the name of the Kafka error that refused it (MESSAGE_TOO_LARGE, ...). `dead-letters
+	// replay` reads it, never the prose of dlq-error.
+	DLQClass = "dlq-class"
 )
+
+// DLQClassBadRow is the dlq-class of a row or message that could not become a record:
+// replaying the same bytes cannot fix it, and its record (e.g. a null value, a tombstone on a
+// compacted topic) must never be published.
+const DLQClassBadRow = "bad-row"
 
 // CloudEvents header names (the Kafka protocol binding's binary content mode), written with
 // --format cloudevents. Every name that starts with CEPrefix is reserved, in either format:

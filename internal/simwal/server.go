@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -404,7 +405,7 @@ func (ss *session) serve() {
 				ss.replicate(q.String)
 				return
 			default:
-				ss.send(&pgproto3.ErrorResponse{Severity: "ERROR", Code: "42601", Message: "simwal: unexpected query " + q.String})
+				ss.send(&pgproto3.ErrorResponse{Severity: "ERROR", Code: pgerrcode.SyntaxError, Message: "simwal: unexpected query " + q.String})
 				ss.send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
 				if ss.be.Flush() != nil {
 					return
@@ -479,9 +480,9 @@ func (ss *session) replicate(q string) {
 	s := ss.srv
 	f := strings.Fields(q)
 	if len(f) < 5 || f[2] != s.slot {
-		ss.send(&pgproto3.ErrorResponse{Severity: "ERROR", Code: "42704", Message: fmt.Sprintf("replication slot %q does not exist", f[2])})
+		ss.send(&pgproto3.ErrorResponse{Severity: "ERROR", Code: pgerrcode.UndefinedObject, Message: fmt.Sprintf("replication slot %q does not exist", f[2])})
 		ss.send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
-		ss.be.Flush()
+		_ = ss.be.Flush()
 		return
 	}
 	requested, err := pglogrepl.ParseLSN(f[4])
@@ -491,9 +492,9 @@ func (ss *session) replicate(q string) {
 	s.mu.Lock()
 	if other := max(s.activePID, s.holder); other != 0 {
 		s.mu.Unlock()
-		ss.send(&pgproto3.ErrorResponse{Severity: "ERROR", Code: "55006", Message: fmt.Sprintf("replication slot %q is active for PID %d", s.slot, other)})
+		ss.send(&pgproto3.ErrorResponse{Severity: "ERROR", Code: pgerrcode.ObjectInUse, Message: fmt.Sprintf("replication slot %q is active for PID %d", s.slot, other)})
 		ss.send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
-		ss.be.Flush()
+		_ = ss.be.Flush()
 		return
 	}
 	s.activePID = ss.pid
@@ -537,7 +538,7 @@ func (ss *session) replicate(q string) {
 		ss.send(&pgproto3.CopyDone{})
 		ss.send(&pgproto3.CommandComplete{CommandTag: []byte("START_REPLICATION")})
 		ss.send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
-		ss.be.Flush()
+		_ = ss.be.Flush()
 	}
 	ss.conn.Close()
 	<-done
@@ -630,7 +631,7 @@ func (ss *session) stream(start pglogrepl.LSN, done <-chan struct{}) {
 			act = s.Script(Event{Session: ss.id, Sent: sent})
 		}
 		if act.Drop {
-			ss.be.Flush()
+			_ = ss.be.Flush()
 			return false
 		}
 		if act.Keepalive {

@@ -95,10 +95,8 @@ func CheckControlled(t testing.TB) {
 // CDC_RELAY_DEV_PG_BIN, which scripts/dev-up.sh exports.
 func TempPostgres(t testing.TB, conf ...string) string {
 	t.Helper()
+	Require(t, "the PostgreSQL server binaries", "CDC_RELAY_DEV_PG_BIN")
 	bin := os.Getenv("CDC_RELAY_DEV_PG_BIN")
-	if bin == "" {
-		t.Fatalf("CDC_RELAY_DEV_PG_BIN is not set: %s", hint)
-	}
 	dir, err := os.MkdirTemp("", "cdc-relay-pg")
 	if err != nil {
 		t.Fatal(err)
@@ -115,11 +113,11 @@ func TempPostgres(t testing.TB, conf ...string) string {
 		if out, err := exec.Command("chown", "postgres:", dir).CombinedOutput(); err != nil {
 			t.Fatalf("chown %s: %v\n%s", dir, err, out)
 		}
-		os.Chmod(dir, 0o755)
+		_ = os.Chmod(dir, 0o755)
 	}
 	t.Cleanup(func() {
-		asPG("pg_ctl", "stop", "-D", data, "-m", "immediate", "-w", "-s").Run()
-		os.RemoveAll(dir)
+		_ = asPG("pg_ctl", "stop", "-D", data, "-m", "immediate", "-w", "-s").Run()
+		_ = os.RemoveAll(dir)
 	})
 	if out, err := asPG("initdb", "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C", "-N").CombinedOutput(); err != nil {
 		t.Fatalf("initdb: %v\n%s", err, out)
@@ -143,7 +141,7 @@ func TempPostgres(t testing.TB, conf ...string) string {
 		t.Fatal(err)
 	}
 	if os.Getuid() == 0 {
-		exec.Command("chown", "-R", "postgres:", data).Run()
+		_ = exec.Command("chown", "-R", "postgres:", data).Run()
 	}
 	if out, err := asPG("pg_ctl", "start", "-D", data, "-l", filepath.Join(dir, "log"), "-w", "-t", "60", "-s").CombinedOutput(); err != nil {
 		log, _ := os.ReadFile(filepath.Join(dir, "log"))

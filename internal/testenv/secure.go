@@ -55,18 +55,15 @@ func (s *Secure) CertURL() string {
 
 var scramOnce sync.Once
 
-// SecureEnv returns the secure settings or fails the test (never skips) when dev-up's
-// secure exports are missing. It makes sure the broker knows the SCRAM user (it creates the
+// SecureEnv returns the secure settings; without dev-up's secure exports the test stops
+// (Require). It makes sure the broker knows the SCRAM user (it creates the
 // credentials over the plaintext listener when they are missing, e.g. after a broker was
 // re-created without dev-up).
 func SecureEnv(t testing.TB) *Secure {
 	t.Helper()
 	get := func(name string) string {
-		v := os.Getenv(name)
-		if v == "" {
-			t.Fatalf("%s is not set: the secure variant of the local services is missing; %s", name, hint)
-		}
-		return v
+		Require(t, "the secure variant of the local services", name)
+		return os.Getenv(name)
 	}
 	read := func(name, path string) string {
 		b, err := os.ReadFile(path)

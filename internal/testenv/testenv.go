@@ -22,17 +22,14 @@ import (
 
 const hint = `run: eval "$(scripts/dev-up.sh)" (or make test, which does it)`
 
-// PGURL returns CDC_RELAY_PG_URL or fails the test.
+// PGURL returns CDC_RELAY_PG_URL; without it the test stops (Require).
 func PGURL(t testing.TB) string {
 	t.Helper()
-	u := os.Getenv("CDC_RELAY_PG_URL")
-	if u == "" {
-		t.Fatalf("CDC_RELAY_PG_URL is not set: %s", hint)
-	}
-	return u
+	Require(t, "PostgreSQL", "CDC_RELAY_PG_URL")
+	return os.Getenv("CDC_RELAY_PG_URL")
 }
 
-// PGConfig parses CDC_RELAY_PG_URL or fails the test.
+// PGConfig parses CDC_RELAY_PG_URL (PGURL).
 func PGConfig(t testing.TB) *pgx.ConnConfig {
 	t.Helper()
 	cc, err := pgx.ParseConfig(PGURL(t))
@@ -42,14 +39,11 @@ func PGConfig(t testing.TB) *pgx.ConnConfig {
 	return cc
 }
 
-// Brokers returns CDC_RELAY_BROKERS or fails the test.
+// Brokers returns CDC_RELAY_BROKERS; without it the test stops (Require).
 func Brokers(t testing.TB) []string {
 	t.Helper()
-	b := os.Getenv("CDC_RELAY_BROKERS")
-	if b == "" {
-		t.Fatalf("CDC_RELAY_BROKERS is not set: %s", hint)
-	}
-	return strings.Split(b, ",")
+	Require(t, "Kafka", "CDC_RELAY_BROKERS")
+	return strings.Split(os.Getenv("CDC_RELAY_BROKERS"), ",")
 }
 
 var nonName = regexp.MustCompile(`[^a-z0-9_]+`)
@@ -148,8 +142,8 @@ func NewFixture(t testing.TB) *Fixture {
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
-		f.Pool.Exec(ctx, `DROP PUBLICATION IF EXISTS `+pgx.Identifier{f.Publication}.Sanitize())
-		f.Pool.Exec(ctx, `DROP TABLE IF EXISTS `+f.Table)
+		_, _ = f.Pool.Exec(ctx, `DROP PUBLICATION IF EXISTS `+pgx.Identifier{f.Publication}.Sanitize())
+		_, _ = f.Pool.Exec(ctx, `DROP TABLE IF EXISTS `+f.Table)
 	})
 	return f
 }
@@ -166,7 +160,7 @@ func CreateTopic(t testing.TB, topic string, partitions int32) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		adm.DeleteTopics(ctx, topic)
+		_, _ = adm.DeleteTopics(ctx, topic)
 	})
 }
 

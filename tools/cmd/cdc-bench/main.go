@@ -10,6 +10,12 @@
 // <out>/<UTC date and time>/, points <out>/latest at it, prints the table on stdout and its
 // progress on stderr. Exit codes: 0 done (targets met or not: the table says), 1 a phase
 // failed, 2 bad usage.
+//
+//	go run ./cmd/cdc-bench docs [--report ../results/latest/report.json] [--allow-busy] ../docs/benchmark.md ../README.md
+//
+// rewrites the published figures (the sections between <!-- cdc-bench:NAME begin/end -->
+// markers) from a run's report.json, and refuses a run with phases on a busy machine unless
+// --allow-busy (exit 1).
 package main
 
 import (
@@ -35,6 +41,9 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "docs" {
+		return docs(args[1:], stderr)
+	}
 	var (
 		cfg     bench.Config
 		quick   bool
@@ -56,13 +65,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.Backlog, "backlog", 200_000, "rows in the backlog drain test")
 	fs.StringVar(&sizes, "tx-sizes", "1,100", "transaction sizes the backlog is written with, comma-separated")
 	fs.IntVar(&cfg.Repeats, "repeats", 3, "drains of each backlog per publisher, interleaved; the table shows the median")
+	fs.IntVar(&cfg.SteadyRepeats, "steady-repeats", 1, "runs of each steady rate per publisher, interleaved in a rotating order; the table shows the medians and every run (use 3 or more on a machine that is not quiet)")
 	fs.StringVar(&pubs, "publishers", "run,poll:100ms,poll:10ms,debezium,debezium-tuned",
-		"publishers to compare, comma-separated, any subset: run, poll:<interval>, debezium (as shipped) or debezium-tuned ("+strings.Join(bench.DebeziumTuned, " ")+
+		"publishers to compare, comma-separated, any subset: run, run-traced[:<ratio>] (run exporting a span per record, or per sampled record, to an in-process OTLP receiver), poll:<interval>, debezium (as shipped) or debezium-tuned ("+strings.Join(bench.DebeziumTuned, " ")+
 			"), each optionally followed by +ARG for extra arguments (debezium: +key=value connector settings, +worker.key=value worker settings), #BINARY for another cdc-relay build and @VAR=value[;VAR=value] for its environment (e.g. run+--linger=2ms#/tmp/cdc-relay-old@GOGC=400, debezium+max.batch.size=512)")
 	fs.StringVar(&runArgs, "run-args", "", "extra arguments for every `cdc-relay run`, space-separated (e.g. \"--linger 1ms\")")
 	fs.StringVar(&pollArg, "poll-args", "", "extra arguments for every `cdc-relay poll`, space-separated (e.g. \"--batch 1000\")")
 	fs.IntVar(&cfg.Writers, "writers", 8, "connections writing the steady load")
 	fs.IntVar(&cfg.Partitions, "partitions", 3, "partitions per benchmark topic")
+	fs.BoolVar(&cfg.Profile, "profile", false, "every cdc-relay publisher writes a CPU profile of its life into <run>/profiles/<log name>.pprof (go tool pprof BINARY FILE)")
 	fs.BoolVar(&cfg.SkipSteady, "skip-steady", false, "leave out the steady-load part")
 	fs.BoolVar(&cfg.SkipBacklog, "skip-backlog", false, "leave out the backlog part")
 	fs.BoolVar(&cfg.SkipReplay, "skip-replay", false, "leave out the kill -9 part")
@@ -137,6 +148,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	rep, err := bench.Run(ctx, cfg)
+	if spans, reqs, ok := bench.TracedSpans(); ok {
+		fmt.Fprintf(stderr, "cdc-bench: the traced publishers exported %d spans in %d OTLP requests\n", spans, reqs)
+	}
 	if rep != nil {
 		fmt.Fprint(stdout, rep.Markdown())
 		latest := filepath.Join(out, "latest")
@@ -182,6 +196,16 @@ func publishers(s string) ([]bench.Publisher, error) {
 		switch kind, arg, _ := strings.Cut(spec, ":"); {
 		case kind == "run" && arg == "":
 			pub = bench.Publisher{Name: "run"}
+		case kind == "run-traced" && arg == "":
+			pub = bench.Publisher{Name: "run-traced", Traced: true}
+		case kind == "run-traced":
+			// run-traced:RATIO samples root spans at RATIO (a name short enough for the
+			// benchmark's table names, which @OTEL_TRACES_SAMPLER=... is not).
+			if r, err := strconv.ParseFloat(arg, 64); err != nil || r < 0 || r > 1 {
+				return nil, fmt.Errorf("%q: want run-traced:<ratio>, a sampling ratio from 0 to 1, e.g. run-traced:0.1", p)
+			}
+			pub = bench.Publisher{Name: "run-traced " + arg, Traced: true,
+				Env: []string{"OTEL_TRACES_SAMPLER=parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG=" + arg}}
 		case kind == "poll":
 			d, err := time.ParseDuration(arg)
 			if err != nil || d <= 0 {
@@ -194,7 +218,7 @@ func publishers(s string) ([]bench.Publisher, error) {
 			pub = bench.DebeziumPublishers[1]
 			pub.Args = slices.Clone(pub.Args)
 		default:
-			return nil, fmt.Errorf("%q: want run, poll:<interval>, debezium or debezium-tuned", p)
+			return nil, fmt.Errorf("%q: want run, poll:<interval>, debezium or debezium-tuned (or run-traced)", p)
 		}
 		if pub.Debezium && bin != "" {
 			return nil, fmt.Errorf("%q: #BINARY is for cdc-relay builds, not debezium", p)
@@ -218,4 +242,47 @@ func publishers(s string) ([]bench.Publisher, error) {
 		return nil, errors.New("empty list")
 	}
 	return out, nil
+}
+
+// docs is `cdc-bench docs`: the published tables from a report.json.
+func docs(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("cdc-bench docs", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	report := fs.String("report", "results/latest/report.json", "the run's report.json")
+	link := fs.String("link", "", "the run's table.md as the files link it from the repository's root (default results/<the report's directory>/table.md)")
+	allowBusy := fs.Bool("allow-busy", false, "publish a run with phases on a busy machine (its absolute figures are a share of the machine's)")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: cdc-bench docs [--report results/latest/report.json] [--allow-busy] FILE...\n"+
+			"rewrites the sections between <!-- cdc-bench:tables begin --> / <!-- cdc-bench:summary begin --> and their end markers\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() == 0 {
+		fmt.Fprintf(stderr, "cdc-bench docs: name the files to update (e.g. docs/benchmark.md README.md)\n")
+		return 2
+	}
+	rep, err := bench.ReadReport(*report)
+	if err != nil {
+		fmt.Fprintf(stderr, "cdc-bench docs: --report: %v\n", err)
+		return 2
+	}
+	if *link == "" {
+		dir, err := filepath.EvalSymlinks(filepath.Dir(*report))
+		if err != nil {
+			fmt.Fprintf(stderr, "cdc-bench docs: --report: %v\n", err)
+			return 2
+		}
+		*link = "results/" + filepath.Base(dir) + "/table.md"
+	}
+	if err := bench.UpdateDocs(rep, *link, *allowBusy, fs.Args()...); err != nil {
+		fmt.Fprintf(stderr, "cdc-bench docs: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stderr, "cdc-bench docs: %s updated from %s\n", strings.Join(fs.Args(), ", "), *link)
+	return 0
 }

@@ -72,7 +72,7 @@ func main() {
 	res, err := chaos.Run(ctx, cfg)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "cdc-chaos: %v\n", err)
-		os.Exit(1)
+		os.Exit(1) //nolint:gocritic // exitAfterDefer: the deferred stop only releases the signal handler, as exiting does
 	}
 	res.Print(os.Stdout)
 	if err := res.Err(); err != nil {

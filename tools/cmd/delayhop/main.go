@@ -54,7 +54,7 @@ func openTun(name string) (*os.File, error) {
 	copy(ifr.name[:], name)
 	ifr.flags = syscall.IFF_TUN | syscall.IFF_NO_PI
 	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, uintptr(fd), syscall.TUNSETIFF, uintptr(unsafe.Pointer(&ifr))); e != 0 {
-		syscall.Close(fd)
+		_ = syscall.Close(fd)
 		return nil, fmt.Errorf("create TUN device %s: %w", name, e)
 	}
 	return os.NewFile(uintptr(fd), name), nil
@@ -74,7 +74,7 @@ func pump(src, dst *os.File, delay time.Duration) {
 				for syscall.Nanosleep(&ts, &ts) == syscall.EINTR {
 				}
 			}
-			dst.Write(p.b) // a packet the device refuses is lost, as on a wire
+			_, _ = dst.Write(p.b) // a packet the device refuses is lost, as on a wire
 		}
 	}()
 	buf := make([]byte, 65536)

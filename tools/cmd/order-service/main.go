@@ -59,7 +59,7 @@ func main() {
 	pool, err := pgxpool.New(ctx, *pgURL)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "order-service:", err)
-		os.Exit(2)
+		os.Exit(2) //nolint:gocritic // exitAfterDefer: the deferred stop only releases the signal handler, as exiting does
 	}
 	defer pool.Close()
 	s := &service{pool: pool, schema: pgx.Identifier{*schema}.Sanitize()}

@@ -38,6 +38,10 @@ type BacklogResult struct {
 	// WalsenderRuns is each drain's walsender CPU, in the order of Runs; 0 where that
 	// drain's walsender was not seen. Empty when none was.
 	WalsenderRuns []time.Duration `json:"walsender_runs_ns,omitempty"`
+	// Machine is the busiest of the drains' machine states (MachineState), MachineRuns each
+	// drain's, in the order of Runs.
+	Machine     *MachineState   `json:"machine,omitempty"`
+	MachineRuns []*MachineState `json:"machine_runs,omitempty"`
 }
 
 // drainRun is one drain's measurements.
@@ -48,11 +52,12 @@ type drainRun struct {
 	cpu     time.Duration
 	walCPU  time.Duration // the walsender's CPU time, if walOK
 	walOK   bool
+	machine *MachineState
 }
 
 // backlog writes cfg.Backlog rows in transactions of txSize with no publisher running, then
-// times pg_recvlogical and each publisher draining them, Repeats times each, interleaved
-// (recv, run, poll, poll, recv, run, ...) so that noise from other load on the machine
+// times pg_recvlogical, the raw producer (RawProducer) and each publisher draining them,
+// Repeats times each, interleaved (recv, producer, run, poll, poll, recv, producer, run, ...) so that noise from other load on the machine
 // falls on all of them alike. Each relay and pg_recvlogical drain has its own slot, made
 // before the rows were written; each poll drain finds the rows pending again.
 //
@@ -139,7 +144,7 @@ func (e *env) backlog(ctx context.Context, txSize, payload, n int) ([]BacklogRes
 	}
 	e.progress("%s: written in %.1fs, WAL end %s, %.1f MB of payload", phase, time.Since(start).Seconds(), end, mb(values))
 
-	names := []string{RecvLogical}
+	names := []string{RecvLogical, RawProducer}
 	for _, pub := range e.cfg.Publishers {
 		names = append(names, pub.Name)
 	}
@@ -151,9 +156,16 @@ func (e *env) backlog(ctx context.Context, txSize, payload, n int) ([]BacklogRes
 			label := fmt.Sprintf("%s: %s (%d/%d)", phase, name, k+1, reps)
 			var r drainRun
 			var err error
-			if name == RecvLogical {
+			switch {
+			case name == RecvLogical:
 				r, err = e.recvLogical(ctx, label, f, slots[name][k], end, n)
-			} else {
+			case name == RawProducer:
+				topic := fmt.Sprintf("%s.%s.%d", f.topic, slug(name), k)
+				if err := e.createTopic(ctx, topic); err != nil {
+					return nil, err
+				}
+				r, err = e.rawProduce(ctx, label, f, topic, n)
+			default:
 				pub := publisherNamed(e.cfg.Publishers, name)
 				slot, topic, target := "", fmt.Sprintf("%s.%s.%d", f.topic, slug(name), k), f
 				if pub.Poll {
@@ -172,7 +184,7 @@ func (e *env) backlog(ctx context.Context, txSize, payload, n int) ([]BacklogRes
 				}
 				r, err = e.drain(ctx, label, pub, target, slot, topic, n)
 				if pub.Poll {
-					e.pool.Exec(ctx, `DROP TABLE IF EXISTS `+target.outbox)
+					_, _ = e.pool.Exec(ctx, `DROP TABLE IF EXISTS `+target.outbox)
 				}
 			}
 			if err != nil {
@@ -218,7 +230,9 @@ func summarize(name string, txSize, n int, runs []drainRun) BacklogResult {
 			walRuns[i] = x.walCPU
 		}
 		r.PeakRSS = max(r.PeakRSS, x.rss)
+		r.MachineRuns = append(r.MachineRuns, x.machine)
 	}
+	r.Machine = worst(r.MachineRuns)
 	slices.Sort(el)
 	slices.Sort(cpu)
 	slices.Sort(first)
@@ -238,7 +252,7 @@ func (e *env) copyBacklog(ctx context.Context, label string, f *fixture, suffix 
 	c := *f
 	name := f.base + "_" + suffix
 	c.outbox = "public." + name
-	e.onClose(func(ctx context.Context) { e.pool.Exec(ctx, `DROP TABLE IF EXISTS `+c.outbox) })
+	e.onClose(func(ctx context.Context) { _, _ = e.pool.Exec(ctx, `DROP TABLE IF EXISTS `+c.outbox) })
 	e.progress("%s: copying the backlog for it", label)
 	_, err := e.pool.Exec(ctx, `CREATE TABLE `+c.outbox+` (LIKE `+f.outbox+` INCLUDING DEFAULTS);
 INSERT INTO `+c.outbox+` SELECT * FROM `+f.outbox+` ORDER BY id;
@@ -254,6 +268,7 @@ ANALYZE `+c.outbox)
 // recvLogical times pg_recvlogical streaming the backlog to /dev/null up to end, and the CPU
 // time of its walsender until it exits.
 func (e *env) recvLogical(ctx context.Context, label string, f *fixture, slot, end string, n int) (drainRun, error) {
+	e.pauseWorkers(Publisher{})
 	p, err := startProc(RecvLogical, filepath.Join(e.logDir, "backlog-"+slot+".log"), nil, filepath.Join(e.cfg.PGBin, RecvLogical),
 		"-d", e.cfg.PGURL, "--slot", slot, "--start", "--no-loop", "--endpos", end,
 		"-o", "proto_version=1", "-o", "publication_names="+f.base, "-f", "/dev/null")
@@ -262,12 +277,14 @@ func (e *env) recvLogical(ctx context.Context, label string, f *fixture, slot, e
 	}
 	ws := e.watchWalsender(ctx, slot)
 	defer ws.stop()
+	mw := e.watchMachine()
+	defer mw.stop()
 	wctx, cancel := context.WithTimeout(ctx, e.cfg.DrainTimeout)
 	defer cancel()
 	if err := p.wait(wctx); err != nil {
 		return drainRun{}, err
 	}
-	r := drainRun{elapsed: p.Ended().Sub(p.started), rss: p.peakRSS(), cpu: p.CPU()}
+	r := drainRun{elapsed: p.Ended().Sub(p.started), rss: p.peakRSS(), cpu: p.CPU(), machine: mw.stop()}
 	r.walCPU, r.walOK = ws.stop()
 	e.progress("%s: %.2fs (%.0f rows/s)%s", label, r.elapsed.Seconds(), float64(n)/r.elapsed.Seconds(), walsenderNote(r))
 	return r, nil
@@ -281,12 +298,14 @@ func (e *env) drain(ctx context.Context, label string, pub Publisher, f *fixture
 	if err != nil {
 		return drainRun{}, err
 	}
-	defer p.finish()
+	defer func() { _ = p.finish() }()
 	var ws *walsenderWatch
 	if slot != "" {
 		ws = e.watchWalsender(ctx, slot)
 		defer ws.stop()
 	}
+	mw := e.watchMachine()
+	defer mw.stop()
 	var acked atomic.Int64
 	stopTicker := e.tickProgress(label, func() string { return fmt.Sprintf("%d/%d acknowledged by Kafka", acked.Load(), n) })
 	var done, first time.Time
@@ -306,7 +325,7 @@ func (e *env) drain(ctx context.Context, label string, pub Publisher, f *fixture
 	if err != nil {
 		return drainRun{}, err
 	}
-	var r drainRun
+	r := drainRun{machine: mw.stop()}
 	if ws != nil {
 		r.walCPU, r.walOK = ws.stop() // before the publisher stops, and its walsender with it
 	}

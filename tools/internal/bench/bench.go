@@ -28,6 +28,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		Writers: cfg.Writers, Partitions: cfg.Partitions, Warmup: cfg.Warmup, LargeRows: max(cfg.LargeRows, 0), LargePayload: cfg.LargePayload,
 		ReplayRate: cfg.ReplayRate, KillAfter: cfg.KillAfter,
 	}, LeftOut: leftOut}
+	if cfg.SteadyRepeats > 1 {
+		rep.Config.SteadyRepeats = cfg.SteadyRepeats
+	}
 	for _, p := range cfg.Publishers {
 		if p.Debezium {
 			rep.Config.Debezium = append(rep.Config.Debezium, DebeziumConfig{Publisher: p.Name, Settings: p.Args})
@@ -47,7 +50,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if err != nil {
 			return nil, err
 		}
-		defer os.RemoveAll(dir)
+		defer func() { _ = os.RemoveAll(dir) }()
 		fmt.Fprintf(cfg.Progress, "cdc-bench: building cdc-relay\n")
 		if cfg.RelayBin, err = BuildRelay(ctx, dir); err != nil {
 			return nil, err
@@ -62,6 +65,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		e.close()
 	}()
 	rep.Services, rep.Prefix = e.serverInfo(ctx), e.prefix
+	e.ours = e.findOurs(ctx)
 
 	err = e.suite(ctx, rep)
 	rep.Elapsed = time.Since(rep.Started)
@@ -89,13 +93,22 @@ func (e *env) suite(ctx context.Context, rep *Report) error {
 		}
 	}
 	if !e.cfg.SkipSteady {
+		pubs := e.cfg.Publishers
 		for _, rate := range e.cfg.Rates {
-			for _, pub := range e.cfg.Publishers {
-				r, err := e.steady(ctx, pub, rate)
-				if err != nil {
-					return fmt.Errorf("steady %s at %d rows/s: %w", pub.Name, rate, err)
+			runs := make([][]SteadyResult, len(pubs))
+			for k := 0; k < e.cfg.SteadyRepeats; k++ {
+				// Rotate the order each round, so that no publisher always goes first.
+				for i := range pubs {
+					j := (i + k) % len(pubs)
+					r, err := e.steady(ctx, pubs[j], rate)
+					if err != nil {
+						return fmt.Errorf("steady %s at %d rows/s: %w", pubs[j].Name, rate, err)
+					}
+					runs[j] = append(runs[j], r)
 				}
-				rep.Steady = append(rep.Steady, r)
+			}
+			for _, rs := range runs {
+				rep.Steady = append(rep.Steady, mergeSteady(rs))
 			}
 		}
 	}

@@ -24,6 +24,9 @@ type Publisher struct {
 	Env []string
 	// Bin, when set, is the cdc-relay binary of this publisher (to compare builds).
 	Bin string
+	// Traced exports the publisher's spans over OTLP to an in-process receiver (trace.go):
+	// the cost of tracing, beside the same publisher untraced.
+	Traced bool
 	// Debezium selects Debezium's PostgreSQL connector with the outbox EventRouter on Kafka
 	// Connect standalone instead of cdc-relay. Its Args are key=value settings: the
 	// connector's, or the worker's when the key starts with "worker." (DebeziumTuned).
@@ -61,6 +64,11 @@ type Config struct {
 	// Repeats is how many times each publisher drains each backlog, interleaved; the
 	// report gives the median. Default 3.
 	Repeats int
+	// SteadyRepeats is how many times each publisher runs each steady rate, interleaved in a
+	// rotating order; the table gives the medians and every run's figures. On a machine that is
+	// not quiet a single run of each is noise (two copies of one build differed 1.5× in CPU and
+	// 2.5× in p50 side by side). Default 1.
+	SteadyRepeats int
 	// Publishers are the publishers compared. Default DefaultPublishers.
 	Publishers []Publisher
 	// Writers is the number of connections writing the steady load. Default 8.
@@ -81,6 +89,9 @@ type Config struct {
 	// KillAfter is how long after its first record the publisher is killed -9 in the replay
 	// test; the load goes on for as long again after the kill. Default 30s.
 	KillAfter time.Duration
+	// Profile makes every cdc-relay publisher write a CPU profile of its whole life
+	// (CDC_RELAY_CPU_PROFILE) into OutDir/profiles/<its log's name>.pprof.
+	Profile bool
 	// SkipSteady, SkipBacklog and SkipReplay leave a part of the suite out.
 	SkipSteady, SkipBacklog, SkipReplay bool
 	// DebeziumHome holds lib/ (the Connect worker) and plugins/ (Debezium), as
@@ -143,6 +154,7 @@ func (c Config) withDefaults() Config {
 		c.Publishers = DefaultPublishers
 	}
 	orDefault(&c.Repeats, 3)
+	orDefault(&c.SteadyRepeats, 1)
 	orDefault(&c.Writers, 8)
 	orDefault(&c.Partitions, 3)
 	if c.PGBin == "" {
@@ -182,8 +194,8 @@ func (c Config) Validate() error {
 	if c.OutDir == "" {
 		errs = append(errs, errors.New("bench: no output directory"))
 	}
-	if c.Duration < 0 || c.Backlog < 0 || c.Writers < 0 || c.Repeats < 0 || c.Warmup < 0 || c.ReplayRate < 0 || c.KillAfter < 0 || c.LargePayload < 0 {
-		errs = append(errs, errors.New("bench: duration, warm-up, backlog, repeats, writers, replay rate, kill-after and payload size must not be negative"))
+	if c.Duration < 0 || c.Backlog < 0 || c.Writers < 0 || c.Repeats < 0 || c.SteadyRepeats < 0 || c.Warmup < 0 || c.ReplayRate < 0 || c.KillAfter < 0 || c.LargePayload < 0 {
+		errs = append(errs, errors.New("bench: duration, warm-up, backlog, repeats, steady repeats, writers, replay rate, kill-after and payload size must not be negative"))
 	}
 	names := map[string]bool{RecvLogical: true}
 	for _, p := range c.Publishers {

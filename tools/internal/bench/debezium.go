@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -129,6 +130,7 @@ type connectWorker struct {
 	props    string // worker.properties
 	offsets  string // Connect's offset file: what a restarted worker resumes from
 	starts   int
+	paused   bool                         // SIGSTOPped while other publishers are measured (env.pauseWorkers)
 	conns    map[string]map[string]string // connectors added, to add again after a restart
 	http     *http.Client
 	progress func(string, ...any)
@@ -140,6 +142,7 @@ func (e *env) worker(ctx context.Context, pub Publisher) (*connectWorker, error)
 	w := e.workers[pub.Name]
 	e.mu.Unlock()
 	if w != nil && !w.p.Exited() {
+		w.resume()
 		return w, nil
 	}
 	if w == nil {
@@ -393,7 +396,42 @@ func (w *connectWorker) restart(ctx context.Context, cfg Config) error {
 // stop ends the JVM with SIGTERM (Connect stops its connectors and commits their offsets).
 func (w *connectWorker) stop() {
 	if w.p != nil {
+		w.resume()
 		_ = w.p.stop(60 * time.Second)
+	}
+}
+
+// pause stops the JVM with SIGSTOP, so that the phases of other publishers never share the
+// machine with it: a worker whose connector was deleted measured idle (0.01 s of CPU in the
+// ~25 s of run's steady phase after a kill -9 phase), but a JIT compilation or a GC cycle
+// that a phase's load left behind would otherwise land on the next publisher's figures. It
+// holds no connector then, hence no replication connection.
+func (w *connectWorker) pause() {
+	if w.p != nil && !w.p.Exited() && !w.paused {
+		w.p.Send(syscall.SIGSTOP)
+		w.paused = true
+	}
+}
+
+// resume continues a paused JVM.
+func (w *connectWorker) resume() {
+	if w.p != nil && w.paused {
+		if !w.p.Exited() {
+			w.p.Send(syscall.SIGCONT)
+		}
+		w.paused = false
+	}
+}
+
+// pauseWorkers pauses every Kafka Connect worker but pub's (all of them when pub is not a
+// debezium publisher), so that a phase measures its publisher alone.
+func (e *env) pauseWorkers(pub Publisher) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for name, w := range e.workers {
+		if !pub.Debezium || name != pub.Name {
+			w.pause()
+		}
 	}
 }
 

@@ -21,15 +21,22 @@
 //     publisher, so the sum is the records Kafka holds), and the time to its first record.
 //     Once more with 10 KB payloads, reported in MB/s of record values. The same backlog
 //     streamed by pg_recvlogical (pgoutput, to /dev/null, --endpos at the end of the backlog) is the
-//     limit of one walsender. For run and pg_recvlogical, also the CPU time (utime+stime,
-//     from /proc) of the slot's walsender during the drain, when Postgres runs on this
-//     machine.
+//     limit of one walsender; the same records produced from memory by the relay's producer
+//     settings to the same broker (RawProducer) are the Kafka side's limit. For run and
+//     pg_recvlogical, also the CPU time (utime+stime, from /proc) of the slot's walsender
+//     during the drain, when Postgres runs on this machine.
+//
+// Every phase also records what the machine did besides the benchmark (MachineState: load
+// average, steal, other processes' CPU) and the table flags a phase whose machine was busy;
+// Report.DocsTables and UpdateDocs (`cdc-bench docs`) write the published tables from a
+// report.json and refuse a busy run.
 //
 // Publishers run as subprocesses of a freshly built cdc-relay binary, each with its own
 // tables, slot, publication and topics, all removed at the end (also when the run is
 // interrupted). A debezium publisher is one Kafka Connect JVM for the whole run (jars from
 // scripts/debezium-jars.sh; without java or mvn it is left out and the report says so) to
-// which each phase adds a connector of its own over the REST API. The report is a markdown
+// which each phase adds a connector of its own over the REST API; it is stopped (SIGSTOP)
+// while any other publisher is measured. The report is a markdown
 // table (table.md), the raw numbers (report.json) and a latency CDF per publisher
 // (latency-cdf.svg).
 //

@@ -6,8 +6,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -27,12 +29,29 @@ type env struct {
 	adm    *kadm.Client
 	bin    string
 	logDir string
-	prefix string // bench_<random>: every table, slot, publication and topic starts with it
+	prefix string   // bench_<random>: every table, slot, publication and topic starts with it
+	ours   ourProcs // the process trees that are the benchmark's own (MachineState)
 
 	mu       sync.Mutex
 	seq      int
 	cleanups []func(context.Context)
 	workers  map[string]*connectWorker // each debezium publisher's Kafka Connect worker
+	logNames map[string]int            // how often each log name was taken (logName)
+}
+
+// logName returns name the first time, then name-2, name-3, ...: a phase that runs again
+// (SteadyRepeats) keeps the earlier runs' logs and profiles.
+func (e *env) logName(name string) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.logNames == nil {
+		e.logNames = map[string]int{}
+	}
+	e.logNames[name]++
+	if n := e.logNames[name]; n > 1 {
+		return fmt.Sprintf("%s-%d", name, n)
+	}
+	return name
 }
 
 func newEnv(ctx context.Context, cfg Config, bin string) (*env, error) {
@@ -134,7 +153,7 @@ func (e *env) newFixture(ctx context.Context, label string) (*fixture, error) {
 	e.mu.Unlock()
 	f := &fixture{base: base, orders: "public." + base + "_orders", outbox: "public." + base, topic: base + ".events"}
 	e.onClose(func(ctx context.Context) {
-		e.pool.Exec(ctx, `DROP TABLE IF EXISTS `+f.outbox+`, `+f.orders)
+		_, _ = e.pool.Exec(ctx, `DROP TABLE IF EXISTS `+f.outbox+`, `+f.orders)
 	})
 	ddl := `CREATE TABLE ` + f.orders + ` (
     id          BIGSERIAL    PRIMARY KEY,
@@ -161,7 +180,7 @@ CREATE INDEX ` + base + `_pending_idx ON ` + f.outbox + ` (id) WHERE published_a
 }
 
 func (e *env) createTopic(ctx context.Context, topic string) error {
-	e.onClose(func(ctx context.Context) { e.adm.DeleteTopics(ctx, topic) })
+	e.onClose(func(ctx context.Context) { _, _ = e.adm.DeleteTopics(ctx, topic) })
 	resp, err := e.adm.CreateTopic(ctx, int32(e.cfg.Partitions), 1, nil, topic)
 	if err == nil {
 		err = resp.Err
@@ -196,7 +215,7 @@ func (e *env) createTopic(ctx context.Context, topic string) error {
 func (e *env) createRelaySlot(ctx context.Context, f *fixture, slot string) error {
 	e.onClose(func(ctx context.Context) {
 		e.dropSlot(ctx, slot)
-		e.pool.Exec(ctx, `DROP PUBLICATION IF EXISTS `+pgx.Identifier{f.base}.Sanitize())
+		_, _ = e.pool.Exec(ctx, `DROP PUBLICATION IF EXISTS `+pgx.Identifier{f.base}.Sanitize())
 	})
 	out, err := exec.CommandContext(ctx, e.bin, "slot", "create", "--pg-url", e.cfg.PGURL,
 		"--slot", slot, "--publication", f.base, "--table", f.outbox).CombinedOutput()
@@ -211,7 +230,7 @@ func (e *env) createRelaySlot(ctx context.Context, f *fixture, slot string) erro
 func (e *env) dropAtCleanup(f *fixture, slot string) {
 	e.onClose(func(ctx context.Context) {
 		e.dropSlot(ctx, slot)
-		e.pool.Exec(ctx, `DROP PUBLICATION IF EXISTS `+pgx.Identifier{f.base}.Sanitize())
+		_, _ = e.pool.Exec(ctx, `DROP PUBLICATION IF EXISTS `+pgx.Identifier{f.base}.Sanitize())
 	})
 }
 
@@ -220,7 +239,7 @@ func (e *env) dropAtCleanup(f *fixture, slot string) {
 // leaves it as it is. It is dropped at cleanup.
 func (e *env) createPublication(ctx context.Context, f *fixture) error {
 	pub := pgx.Identifier{f.base}.Sanitize()
-	e.onClose(func(ctx context.Context) { e.pool.Exec(ctx, `DROP PUBLICATION IF EXISTS `+pub) })
+	e.onClose(func(ctx context.Context) { _, _ = e.pool.Exec(ctx, `DROP PUBLICATION IF EXISTS `+pub) })
 	_, err := e.pool.Exec(ctx, `CREATE PUBLICATION `+pub+` FOR TABLE `+f.outbox+` WITH (publish = 'insert')`)
 	if err != nil {
 		return fmt.Errorf("bench: create publication %s: %w (the role of --pg-url needs CREATE on the database)", f.base, err)
@@ -306,7 +325,18 @@ func (e *env) startPublisher(pub Publisher, f *fixture, slot, topic, logName str
 	if pub.Bin != "" {
 		bin = pub.Bin
 	}
-	return startProc(pub.Name, filepath.Join(e.logDir, logName+".log"), pub.Env, bin, args...)
+	env, err := publisherEnv(pub)
+	if err != nil {
+		return nil, err
+	}
+	if e.cfg.Profile {
+		dir := filepath.Join(e.cfg.OutDir, "profiles")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+		env = append(slices.Clone(env), "CDC_RELAY_CPU_PROFILE="+filepath.Join(dir, logName+".pprof"))
+	}
+	return startProc(pub.Name, filepath.Join(e.logDir, logName+".log"), env, bin, args...)
 }
 
 // failer is a process or publisher that reports when it stopped by itself.

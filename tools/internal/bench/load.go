@@ -119,7 +119,7 @@ func backlogLoad(ctx context.Context, pool *pgxpool.Pool, f *fixture, n, txSize,
 				errs <- err
 				return
 			}
-			defer func() { pc.Exec(context.Background(), `RESET synchronous_commit`).ReadAll() }()
+			defer func() { _, _ = pc.Exec(context.Background(), `RESET synchronous_commit`).ReadAll() }()
 			for {
 				from := int(next.Add(int64(chunk))) - chunk
 				if from >= n {

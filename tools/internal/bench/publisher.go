@@ -28,6 +28,7 @@ type publisherRun interface {
 // of its own on slot (created by Debezium unless it exists). topic, when set, receives every
 // record instead of the rows' topic column.
 func (e *env) launch(ctx context.Context, pub Publisher, f *fixture, slot, topic, logName string) (publisherRun, error) {
+	e.pauseWorkers(pub)
 	if !pub.Debezium {
 		p, err := e.startPublisher(pub, f, slot, topic, logName)
 		if err != nil {

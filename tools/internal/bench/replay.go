@@ -25,6 +25,8 @@ type ReplayResult struct {
 	Duplicates     int64 `json:"duplicates"`
 	// PeakRSS is the publisher's VmHWM before the kill.
 	PeakRSS int64 `json:"peak_rss_bytes"`
+	// Machine is what the machine did besides the benchmark from the first record on.
+	Machine *MachineState `json:"machine,omitempty"`
 }
 
 // replay starts pub from nothing while rows are written at cfg.ReplayRate, kills it -9
@@ -63,7 +65,7 @@ func (e *env) replay(ctx context.Context, pub Publisher) (ReplayResult, error) {
 	if err != nil {
 		return res, err
 	}
-	defer func() { p.finish() }()
+	defer func() { _ = p.finish() }()
 	first, err := e.firstRecord(ctx, f, p, cons)
 	if err != nil {
 		return res, err
@@ -72,6 +74,8 @@ func (e *env) replay(ctx context.Context, pub Publisher) (ReplayResult, error) {
 	e.progress("%s: first record %.2fs after the start", phase, res.Startup.Seconds())
 
 	// The load from here on: KillAfter before the kill, as long again after it.
+	mw := e.watchMachine()
+	defer mw.stop()
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var written atomic.Int64
@@ -141,6 +145,7 @@ func (e *env) replay(ctx context.Context, pub Publisher) (ReplayResult, error) {
 		}
 		return res, err
 	}
+	res.Machine = mw.stop()
 	res.Restart = time.Unix(0, cons.sinceMark.Load()).Sub(restart)
 	res.Duplicates = cons.dups.Load()
 	if err := p.finish(); err != nil {

@@ -31,14 +31,16 @@ type Report struct {
 
 // ReportConfig is the part of Config the numbers depend on.
 type ReportConfig struct {
-	Duration   time.Duration `json:"duration_ns"`
-	Rates      []int         `json:"rates"`
-	Backlog    int           `json:"backlog"`
-	TxSizes    []int         `json:"tx_sizes"`
-	Repeats    int           `json:"repeats"`
-	Writers    int           `json:"writers"`
-	Partitions int           `json:"partitions"`
-	Warmup     time.Duration `json:"warmup_ns"`
+	Duration time.Duration `json:"duration_ns"`
+	Rates    []int         `json:"rates"`
+	Backlog  int           `json:"backlog"`
+	TxSizes  []int         `json:"tx_sizes"`
+	Repeats  int           `json:"repeats"`
+	// SteadyRepeats is how many times each publisher ran each steady rate (0: once).
+	SteadyRepeats int           `json:"steady_repeats,omitempty"`
+	Writers       int           `json:"writers"`
+	Partitions    int           `json:"partitions"`
+	Warmup        time.Duration `json:"warmup_ns"`
 	// LargeRows rows of LargePayload bytes were drained in 1-row transactions (0: not run).
 	LargeRows    int `json:"large_rows"`
 	LargePayload int `json:"large_payload_bytes"`
@@ -113,6 +115,29 @@ func (r *Report) evaluate() {
 			x := run.Rate / bestPoll.Rate
 			add(fmt.Sprintf("backlog, %d-row transactions: run ≥ 2 × best poll", size),
 				fmt.Sprintf("%.1f× (%.0f vs %s %.0f rows/s)", x, run.Rate, bestPoll.Publisher, bestPoll.Rate), x >= 2)
+		}
+	}
+	// The large payloads: the relay against the lower of its two limits, the walsender's
+	// (pg_recvlogical) and Kafka's (the same records from memory, RawProducer).
+	for _, x := range r.Backlog {
+		if x.Publisher != "run" || x.Payload == 0 {
+			continue
+		}
+		var recv, raw float64
+		for _, y := range r.Backlog {
+			if y.TxSize == x.TxSize && y.Payload == x.Payload {
+				switch y.Publisher {
+				case RecvLogical:
+					recv = y.MBps
+				case RawProducer:
+					raw = y.MBps
+				}
+			}
+		}
+		if limit := min(recv, raw); recv > 0 && raw > 0 {
+			k := x.MBps / limit
+			add(fmt.Sprintf("backlog, %s: run ≥ 0.9 × min(pg_recvlogical, kafka producer)", x.scenario()),
+				fmt.Sprintf("%.2f× (%.1f MB/s vs pg_recvlogical %.1f, kafka producer %.1f)", k, x.MBps, recv, raw), k >= 0.9)
 		}
 	}
 	var peak int64
@@ -231,6 +256,7 @@ func (r *Report) Markdown() string {
 	if r.Command != "" {
 		fmt.Fprintf(&b, "Command: `%s`\n\n", r.Command)
 	}
+	b.WriteString(r.machineNote())
 
 	if len(r.Steady) > 0 {
 		fmt.Fprintf(&b, "## Steady load: commit to consumer latency\n\n")
@@ -242,14 +268,33 @@ func (r *Report) Markdown() string {
 			"(debezium: the JVM's while the phase's connector ran). "+
 			"Server WAL is all the WAL the server wrote during the load, by anyone: a walsender decodes all of it, so other writers on the server delay run, not poll.\n\n",
 			r.Config.Duration, r.Config.Writers, r.Config.Warmup)
-		b.WriteString("| publisher | target rows/s | achieved rows/s | records | p50 ms | p90 ms | p99 ms | max ms | to produce p50 / p99 ms | peak RSS MB | CPU s / 10k events | server WAL MB/s |\n")
-		b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		b.WriteString("| publisher | target rows/s | achieved rows/s | records | p50 ms | p90 ms | p99 ms | max ms | p50 / p99 ÷ run's | to produce p50 / p99 ms | peak RSS MB | CPU s / 10k events | CPU ÷ run's | server WAL MB/s | machine |\n")
+		b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 		for _, s := range r.Steady {
-			fmt.Fprintf(&b, "| %s | %d | %.0f | %d | %.1f | %.1f | %.1f | %.1f | %.0f / %.0f | %.1f | %.3f | %.1f |\n",
-				s.Publisher, s.Rate, s.Achieved, s.Records, msf(s.P50), msf(s.P90), msf(s.P99), msf(s.Max),
-				max(0, msf(s.ToProduceP50)), max(0, msf(s.ToProduceP99)), mb(s.PeakRSS), cpuPer10k(s.CPU, s.Events), s.WALRate/(1<<20))
+			lat, cpu := "–", "–"
+			if run, ok := r.steadyOf("run", s.Rate); ok {
+				lat = ratio(float64(s.P50), float64(run.P50)) + " / " + ratio(float64(s.P99), float64(run.P99))
+				cpu = ratio(cpuPer10k(s.CPU, s.Events), cpuPer10k(run.CPU, run.Events))
+			}
+			fmt.Fprintf(&b, "| %s | %d | %.0f | %d | %.1f | %.1f | %.1f | %.1f | %s | %.0f / %.0f | %.1f | %.3f | %s | %.1f | %s |\n",
+				s.Publisher, s.Rate, s.Achieved, s.Records, msf(s.P50), msf(s.P90), msf(s.P99), msf(s.Max), lat,
+				max(0, msf(s.ToProduceP50)), max(0, msf(s.ToProduceP99)), mb(s.PeakRSS), cpuPer10k(s.CPU, s.Events), cpu, s.WALRate/(1<<20), s.Machine)
 		}
 		b.WriteString("\n")
+		if r.Config.SteadyRepeats > 1 {
+			fmt.Fprintf(&b, "Each publisher ran each rate %d times, interleaved in a rotating order; the figures above are the medians, every run's (p50 / p99 ms, CPU s per 10k events) here:\n\n", r.Config.SteadyRepeats)
+			for _, s := range r.Steady {
+				parts := make([]string, len(s.Runs))
+				for i, x := range s.Runs {
+					parts[i] = fmt.Sprintf("%.1f / %.1f, %.3f", msf(x.P50), msf(x.P99), x.CPUPer10k)
+					if x.Machine != nil && x.Machine.Busy {
+						parts[i] += " (busy)"
+					}
+				}
+				fmt.Fprintf(&b, "- %s at %d rows/s: %s\n", s.Publisher, s.Rate, strings.Join(parts, "; "))
+			}
+			b.WriteString("\n")
+		}
 		for _, s := range r.Steady {
 			if s.SpillBytes > 0 {
 				fmt.Fprintf(&b, "- %s at %d rows/s: its slot spilled %.1f MB to disk while decoding (a transaction larger than logical_decoding_work_mem, from any session).\n",
@@ -263,13 +308,13 @@ func (r *Report) Markdown() string {
 			"all of them (sum of the topic's high watermarks, a fresh topic per publisher). Every slot (run, debezium, pg_recvlogical) existed before the rows were written; debezium, which has no offset of its own yet, streams its slot from the slot's position. "+
 			"First record is the start to the first record on Kafka (debezium: adding the connector to its running worker), and rows/s after it leaves that start-up out. "+
 			"MB/s is the record values' bytes (the payloads' JSON text) per second, MB = 2^20 bytes. pg_recvlogical (pgoutput, to /dev/null, "+
-			"--endpos at the end of the backlog) is the limit of one walsender. poll runs with --batch 100 on its own fresh copy of the backlog table. Each drain ran %d times, "+
+			"--endpos at the end of the backlog) is the limit of one walsender; kafka producer is the same records (key, value, the contract's headers) built in memory first and produced by the relay's own producer settings to the same broker, timed until Kafka acknowledged all: the limit of the Kafka side. poll runs with --batch 100 on its own fresh copy of the backlog table. Each drain ran %d times, "+
 			"interleaved with the others; seconds is the median (all runs in brackets) and the ratios are of medians. "+
 			"Walsender CPU is the utime+stime of the Postgres backend that decodes the slot for the drain (median, per 10,000 events) "+
 			"and walsender busy is each drain's walsender CPU ÷ that drain's seconds (median, all drains in brackets): a walsender near 100%% busy is the limit of one slot; poll has no walsender "+
 			"(– also when Postgres's processes are not visible from the benchmark's host).\n\n", r.Config.Backlog, r.Config.LargeRows, size(r.Config.LargePayload), r.Config.Repeats)
-		b.WriteString("| tx size | payload | publisher | seconds | rows/s | first record s | rows/s after it | MB/s | ÷ pg_recvlogical | run ÷ this | peak RSS MB | CPU s / 10k events | walsender CPU s / 10k events | walsender busy |\n")
-		b.WriteString("|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		b.WriteString("| tx size | payload | publisher | seconds | rows/s | first record s | rows/s after it | MB/s | ÷ pg_recvlogical | run ÷ this | peak RSS MB | CPU s / 10k events | walsender CPU s / 10k events | walsender busy | machine (busiest drain) |\n")
+		b.WriteString("|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 		for _, x := range r.Backlog {
 			var recv, run float64
 			for _, y := range r.Backlog {
@@ -296,8 +341,8 @@ func (r *Report) Markdown() string {
 			if x.Rows > 0 && x.ValueBytes > 0 {
 				payload = size(int(x.ValueBytes / int64(x.Rows)))
 			}
-			fmt.Fprintf(&b, "| %d | %s | %s | %s | %.0f | %s | %s | %.1f | %s | %s | %.1f | %.3f | %s | %s |\n", x.TxSize, payload, x.Publisher, seconds(x), x.Rate,
-				first, after, x.MBps, ratio(x.Rate, recv), ratio(run, x.Rate), mb(x.PeakRSS), cpuPer10k(x.CPU, int64(x.Rows)), walCPU, walBusy)
+			fmt.Fprintf(&b, "| %d | %s | %s | %s | %.0f | %s | %s | %.1f | %s | %s | %.1f | %.3f | %s | %s | %s |\n", x.TxSize, payload, x.Publisher, seconds(x), x.Rate,
+				first, after, x.MBps, ratio(x.Rate, recv), ratio(run, x.Rate), mb(x.PeakRSS), cpuPer10k(x.CPU, int64(x.Rows)), walCPU, walBusy, x.Machine)
 		}
 		b.WriteString("\n")
 	}
@@ -307,11 +352,11 @@ func (r *Report) Markdown() string {
 			"killed -9 %s after its first record and started again at once (debezium: the JVM and the same connector, resuming from Connect's offset file, or from its slot's position when Connect had stored none) while the load went on for as long again. "+
 			"Every row committed from its first record on arrived (the bench fails otherwise); duplicates are records of an outbox id read before: the kill's replay. "+
 			"Startup is the start to the first record read; restart the new start to the first record the new process produced.\n\n", r.Config.ReplayRate, r.Config.KillAfter)
-		b.WriteString("| publisher | rows/s | rows | killed after s | records read before the kill | duplicates | startup s | restart to first record s | peak RSS MB |\n")
-		b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		b.WriteString("| publisher | rows/s | rows | killed after s | records read before the kill | duplicates | startup s | restart to first record s | peak RSS MB | machine |\n")
+		b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 		for _, x := range r.Replay {
-			fmt.Fprintf(&b, "| %s | %d | %d | %.1f | %d | %d | %.2f | %.2f | %.1f |\n", x.Publisher, x.Rate, x.Rows, x.KilledAfter.Seconds(), x.ReadBeforeKill, x.Duplicates,
-				x.Startup.Seconds(), x.Restart.Seconds(), mb(x.PeakRSS))
+			fmt.Fprintf(&b, "| %s | %d | %d | %.1f | %d | %d | %.2f | %.2f | %.1f | %s |\n", x.Publisher, x.Rate, x.Rows, x.KilledAfter.Seconds(), x.ReadBeforeKill, x.Duplicates,
+				x.Startup.Seconds(), x.Restart.Seconds(), mb(x.PeakRSS), x.Machine)
 		}
 		b.WriteString("\n")
 	}
@@ -375,7 +420,7 @@ func loadAvg() float64 {
 		return 0
 	}
 	var l float64
-	fmt.Sscan(string(b), &l)
+	_, _ = fmt.Sscan(string(b), &l)
 	return l
 }
 
@@ -423,4 +468,63 @@ func seconds(x BacklogResult) string {
 		s += " (" + strings.Join(parts, ", ") + ")"
 	}
 	return s
+}
+
+// phases returns every phase's label and machine state, in the report's order.
+func (r *Report) phases() (labels []string, states []*MachineState) {
+	for _, x := range r.Replay {
+		labels, states = append(labels, "kill -9 "+x.Publisher), append(states, x.Machine)
+	}
+	for _, x := range r.Steady {
+		labels, states = append(labels, fmt.Sprintf("steady %s at %d rows/s", x.Publisher, x.Rate)), append(states, x.Machine)
+	}
+	for _, x := range r.Backlog {
+		labels, states = append(labels, fmt.Sprintf("backlog %s, %s", x.scenario(), x.Publisher)), append(states, x.Machine)
+	}
+	return labels, states
+}
+
+// BusyPhases returns the labels of the phases whose machine was busy.
+func (r *Report) BusyPhases() []string {
+	var busy []string
+	labels, states := r.phases()
+	for i, m := range states {
+		if m != nil && m.Busy {
+			s := labels[i] + ": " + m.Why
+			if len(m.Top) > 0 {
+				s += " (" + strings.Join(m.Top, ", ") + ")"
+			}
+			busy = append(busy, s)
+		}
+	}
+	return busy
+}
+
+// machineNote says, above the tables, how the machine column reads and which phases ran on a
+// busy machine.
+func (r *Report) machineNote() string {
+	_, states := r.phases()
+	seen := false
+	for _, m := range states {
+		seen = seen || m != nil
+	}
+	if !seen {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "The machine column is what the machine did besides the benchmark while each phase was measured (/proc, sampled once a second): "+
+		"the CPU of other processes (not the benchmark, its publishers, load writers and consumers, nor the PostgreSQL server and Kafka broker it uses), "+
+		"the CPU the hypervisor stole, and the 1-minute load average's range (the benchmark's own work included). "+
+		"A phase is **busy** when others used %.1f cores or more, or steal reached %.0f %%: its absolute figures are those of a share of the machine, "+
+		"and only the ratios of publishers measured side by side compare.\n\n", BusyCores, BusySteal)
+	if busy := r.BusyPhases(); len(busy) > 0 {
+		fmt.Fprintf(&b, "**%d of %d phases ran on a busy machine; do not publish their absolute figures:**\n\n", len(busy), len(states))
+		for _, x := range busy {
+			fmt.Fprintf(&b, "- %s\n", x)
+		}
+		b.WriteString("\n")
+	} else {
+		b.WriteString("No phase ran on a busy machine.\n\n")
+	}
+	return b.String()
 }

@@ -38,8 +38,68 @@ type SteadyResult struct {
 	// (pg_stat_replication_slots): transactions larger than logical_decoding_work_mem,
 	// anyone's.
 	SpillBytes int64 `json:"spill_bytes"`
+	// Machine is what the machine did besides the benchmark during the measured part.
+	Machine *MachineState `json:"machine,omitempty"`
+
+	// Runs are every run's figures when the rate ran more than once (SteadyRepeats), in the
+	// order run; the fields above are then the medians (Latencies, Records and Events all runs').
+	Runs []SteadyRun `json:"runs,omitempty"`
 
 	Latencies []time.Duration `json:"-"` // sorted
+}
+
+// SteadyRun is one run of a publisher at a steady rate, when it ran several times.
+type SteadyRun struct {
+	P50       time.Duration `json:"p50_ns"`
+	P99       time.Duration `json:"p99_ns"`
+	CPUPer10k float64       `json:"cpu_s_per_10k"`
+	Achieved  float64       `json:"achieved_rows_per_s"`
+	Machine   *MachineState `json:"machine,omitempty"`
+}
+
+// mergeSteady makes one result of a publisher's runs at one rate: each figure the median of
+// the runs', the latencies all of them, the machine the busiest run's.
+func mergeSteady(rs []SteadyResult) SteadyResult {
+	if len(rs) == 1 {
+		return rs[0]
+	}
+	med := func(f func(SteadyResult) float64) float64 {
+		v := make([]float64, len(rs))
+		for i, r := range rs {
+			v[i] = f(r)
+		}
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	dur := func(f func(SteadyResult) time.Duration) time.Duration {
+		return time.Duration(med(func(r SteadyResult) float64 { return float64(f(r)) }))
+	}
+	out := rs[0]
+	out.P50 = dur(func(r SteadyResult) time.Duration { return r.P50 })
+	out.P90 = dur(func(r SteadyResult) time.Duration { return r.P90 })
+	out.P99 = dur(func(r SteadyResult) time.Duration { return r.P99 })
+	out.Max = dur(func(r SteadyResult) time.Duration { return r.Max })
+	out.ToProduceP50 = dur(func(r SteadyResult) time.Duration { return r.ToProduceP50 })
+	out.ToProduceP99 = dur(func(r SteadyResult) time.Duration { return r.ToProduceP99 })
+	out.Achieved = med(func(r SteadyResult) float64 { return r.Achieved })
+	out.WALRate = med(func(r SteadyResult) float64 { return r.WALRate })
+	// CPU per event is the median run's; CPU and Events are scaled to all runs' events.
+	per := med(func(r SteadyResult) float64 { return cpuPer10k(r.CPU, r.Events) })
+	out.Records, out.Events, out.PeakRSS, out.SpillBytes, out.Latencies = 0, 0, 0, 0, nil
+	var machines []*MachineState
+	for _, r := range rs {
+		out.Records += r.Records
+		out.Events += r.Events
+		out.PeakRSS = max(out.PeakRSS, r.PeakRSS)
+		out.SpillBytes += r.SpillBytes
+		out.Latencies = append(out.Latencies, r.Latencies...)
+		machines = append(machines, r.Machine)
+		out.Runs = append(out.Runs, SteadyRun{P50: r.P50, P99: r.P99, CPUPer10k: cpuPer10k(r.CPU, r.Events), Achieved: r.Achieved, Machine: r.Machine})
+	}
+	out.CPU = time.Duration(per / 10_000 * float64(out.Events) * float64(time.Second))
+	out.Machine = worst(machines)
+	slices.Sort(out.Latencies)
+	return out
 }
 
 // CPUPer10k is the publisher's CPU seconds per 10,000 events.
@@ -81,11 +141,11 @@ func (e *env) steady(ctx context.Context, pub Publisher, rate int) (SteadyResult
 	}
 	defer cons.close()
 	e.progress("%s: starting %s", phase, pub.Name)
-	p, err := e.launch(ctx, pub, f, f.base, "", "steady-"+slug(pub.Name)+"-"+fmt.Sprint(rate))
+	p, err := e.launch(ctx, pub, f, f.base, "", e.logName("steady-"+slug(pub.Name)+"-"+fmt.Sprint(rate)))
 	if err != nil {
 		return res, err
 	}
-	defer p.finish()
+	defer func() { _ = p.finish() }()
 
 	// The publisher is connected and one record went through end to end.
 	if _, err := e.firstRecord(ctx, f, p, cons); err != nil {
@@ -110,6 +170,8 @@ func (e *env) steady(ctx context.Context, pub Publisher, rate int) (SteadyResult
 		return fmt.Sprintf("%d rows written, %d consumed", written.Load(), cons.measured.Load())
 	})
 	wal0, _ := e.walPosition(ctx)
+	mw := e.watchMachine()
+	defer mw.stop()
 	elapsed, err := steadyLoad(ctx, e.pool, f, rate, e.cfg.Duration, e.cfg.Writers, &written)
 	if wal1, werr := e.walPosition(ctx); werr == nil && wal0 > 0 {
 		res.WALRate = float64(wal1-wal0) / elapsed.Seconds()
@@ -123,6 +185,7 @@ func (e *env) steady(ctx context.Context, pub Publisher, rate int) (SteadyResult
 		return cons.measured.Load() >= n, nil
 	})
 	stopTicker()
+	res.Machine = mw.stop()
 	if err != nil {
 		return res, err
 	}
