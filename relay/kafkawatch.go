@@ -32,11 +32,16 @@ func (r *Relay) watchKafka(ctx context.Context) error {
 	var down time.Time // zero while Kafka acknowledges
 	var probes int
 	var nextProbe time.Time
+	stuckLogged := map[topicPartition]time.Time{} // partitions reported stuck, and when last
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case now := <-tick.C:
+			if down.IsZero() {
+				// Not (yet) an outage of the whole cluster: partitions may be stuck on their own.
+				r.watchPartitions(now, lastAt, stuckLogged)
+			}
 			if n := acked(); n != last || r.sink.Buffered() == 0 {
 				last, lastAt = n, now
 				if !down.IsZero() {
@@ -76,6 +81,37 @@ func (r *Relay) watchKafka(ctx context.Context) error {
 				r.log.Warn("Kafka answers metadata but has not acknowledged the records in flight yet", "probe", probes,
 					"outage", time.Since(down).Round(time.Second), "next_probe_in", cycle, "in_flight", r.sink.Buffered())
 			}
+		}
+	}
+}
+
+// watchPartitions reports partitions that hold records without progress for kafkaStallAfter
+// while others were acknowledged more than a second after they stalled (a partition whose
+// leader is gone: the relay-wide watch above is reset by the other partitions'
+// acknowledgements; when every partition stops at once, that watch reports it alone): once when
+// it starts, again every heldLogEvery, and when it ends. lastAck is the last acknowledgement.
+func (r *Relay) watchPartitions(now, lastAck time.Time, logged map[topicPartition]time.Time) {
+	stuck := r.parts.stuck(kafkaStallAfter)
+	seen := make(map[topicPartition]bool, len(stuck))
+	for _, p := range stuck {
+		seen[p.topicPartition] = true
+		if _, ok := logged[p.topicPartition]; !ok && lastAck.Sub(p.since) <= time.Second {
+			continue // the others stopped with it: an outage of the cluster, not of this partition
+		}
+		last, ok := logged[p.topicPartition]
+		if ok && now.Sub(last) < heldLogEvery {
+			continue
+		}
+		logged[p.topicPartition] = now
+		txns, _ := r.track.pending()
+		r.log.Warn("Kafka is not acknowledging a partition: the confirmed position holds at its oldest record; the producer retries it without a per-record budget",
+			"topic", p.topic, "partition", p.partition, "since", p.since.UTC().Format(time.RFC3339), "records", p.buffered,
+			"transactions_waiting", txns, "confirmed", r.Confirmed())
+	}
+	for tp := range logged {
+		if !seen[tp] {
+			delete(logged, tp)
+			r.log.Info("Kafka is acknowledging the partition again", "topic", tp.topic, "partition", tp.partition)
 		}
 	}
 }

@@ -58,6 +58,11 @@ type Relay struct {
 	}
 	table parker // the last-resort destination: PostgreSQL's dead-letter table
 	stats Stats
+	// maxTxns bounds the transactions the tracker holds: reading pauses at a Begin beyond it
+	// (held.go). parts follows the producer's partitions, to say which one holds the position.
+	maxTxns int
+	parts   *partWatch
+	lost    lostSession // lost.go
 }
 
 // New validates cfg and builds the parts. Nothing is contacted until Run.
@@ -66,6 +71,8 @@ func New(cfg Config) (*Relay, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
+	var r *Relay
+	cfg.Replication.OnSessionLost = func(cause error) { r.sessionLost(cause) }
 	stream, err := replication.New(cfg.Replication)
 	if err != nil {
 		return nil, err
@@ -74,16 +81,19 @@ func New(cfg Config) (*Relay, error) {
 	if err != nil {
 		return nil, err
 	}
+	parts := newPartWatch()
+	cfg.Sink.Opts = append(cfg.Sink.Opts[:len(cfg.Sink.Opts):len(cfg.Sink.Opts)], kgo.WithHooks(parts))
 	snk, err := sink.New(cfg.Sink)
 	if err != nil {
 		return nil, err
 	}
-	r := &Relay{cfg: cfg, log: cfg.Logger, stream: stream, sink: snk, dec: dec}
+	r = &Relay{cfg: cfg, log: cfg.Logger, stream: stream, sink: snk, dec: dec, parts: parts}
 	r.track = newTracker(stream.Ack)
 	r.track.beforeConfirm = cfg.BeforeConfirm
 	r.dlq = newDeadLetters()
 	records, bytes := snk.Limits()
 	r.letters = newLetterBudget(records, bytes, snk.BufferedBoth)
+	r.maxTxns = max(2*records, 1)
 	deadTbl, err := outbox.ParseTable(cfg.DeadLetterTable) // checked by Validate
 	if err != nil {
 		return nil, err
@@ -212,8 +222,14 @@ type pipe struct {
 
 func (p *pipe) handle(ctx context.Context, m *replication.Message) error {
 	r := p.r
+	if m.Kind != replication.KindReset && r.lost.discard.Load() {
+		return nil // the lost session's: the next session replays it (lost.go)
+	}
 	switch m.Kind {
 	case replication.KindReset:
+		if !r.awaitAbort(ctx) {
+			return nil // stopped while the abort ran
+		}
 		r.dec.Reset()
 		r.track.dropOpen()
 		p.cur = nil
@@ -228,6 +244,10 @@ func (p *pipe) handle(ctx context.Context, m *replication.Message) error {
 		}
 		switch out.Kind {
 		case decoder.KindBegin:
+			// A record held for good must pause reading, not grow the tracker (held.go).
+			if !r.track.hasRoom(r.maxTxns) && !r.waitForRoom(ctx) {
+				return nil // stopped while paused: the pipeline checks why after this message
+			}
 			p.cur = r.track.beginAt(out.CommitTime)
 			p.stamp = nil // made at the first event: most transactions a slot sees may have none
 			r.stats.Transactions.Add(1)
@@ -284,7 +304,20 @@ func (r *Relay) produce(ctx context.Context, x *txn, stamp *sink.Stamp, out deco
 		return
 	}
 	relation, commitAt := ev.Relation, out.CommitTime
-	r.sink.Produce(ctx, rec, func(rec *kgo.Record, err error) {
+	if err := r.sink.CheckSize(rec); err != nil {
+		// Larger than the producer may buffer, with its headers: franz-go would fail it at once,
+		// after Produce returned; parked now, it counts against the budget before the next record.
+		r.cfg.Metrics.ProduceError(metrics.ClassRejected)
+		r.log.Error("Kafka rejected a record for good: dead-lettering it", "topic", rec.Topic, "outbox_id", string(sink.Header(rec, sink.HeaderOutboxID)), "cause", err)
+		r.park(deadLetter{rec: sink.DeadLetter(r.cfg.DLQTopic, rec, relation, err), txn: x})
+		return
+	}
+	r.lost.produce.RLock()
+	defer r.lost.produce.RUnlock()
+	if r.lost.discard.Load() {
+		return // the session was lost meanwhile (lost.go); its transaction was forgotten
+	}
+	r.sink.Produce(r.lost.produceContext(ctx), rec, func(rec *kgo.Record, err error) {
 		switch {
 		case err == nil:
 			r.letters.signal()
@@ -292,12 +325,16 @@ func (r *Relay) produce(ctx context.Context, x *txn, stamp *sink.Stamp, out deco
 			r.stats.Bytes.Add(int64(len(rec.Value)))
 			r.cfg.Metrics.Acked(commitAt)
 			r.track.done(x)
+		case errors.Is(err, kgo.ErrAborting):
+			// Aborted: the session was lost (its transaction was forgotten, the next session
+			// replays it), or the relay stops after a failure.
 		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 			// Shutdown while this record waited for buffer space: it was never buffered, and the
 			// pipeline produces nothing after it. Its transaction stays unacknowledged, so the
 			// confirmed position stops before it and the next start replays it.
 			sink.TraceFailed(rec, err)
 		case r.sink.RejectedAlone(rec, err):
+			err = r.sink.Refusal(rec, err) // the limit and the flag, for the letter's reason
 			r.cfg.Metrics.ProduceError(metrics.ClassRejected)
 			r.log.Error("Kafka rejected a record for good: dead-lettering it", "topic", rec.Topic, "outbox_id", string(sink.Header(rec, sink.HeaderOutboxID)), "cause", err)
 			r.park(deadLetter{rec: sink.DeadLetter(r.cfg.DLQTopic, rec, relation, err), txn: x})
@@ -405,6 +442,11 @@ func (r *Relay) produceDeadLetters(ctx context.Context) error {
 			continue
 		}
 		r.sink.Produce(ctx, dl.rec, func(rec *kgo.Record, err error) {
+			if errors.Is(err, kgo.ErrAborting) {
+				// The session was lost: the letter's transaction was forgotten and replays.
+				r.letters.remove(rec)
+				return
+			}
 			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 				// Shutdown while it waited for buffer space: queue it again; drain produces it.
 				r.dlq.push(deadLetter{rec: rec, txn: x})

@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -127,6 +128,7 @@ type harness struct {
 	vnet        *kfake.VirtualNetwork
 	tune        func(*Config)
 	sampleEvery time.Duration // how often invariant (e) samples; 0: every millisecond
+	takeovers []takeover // invariant (l), guarded by mu
 }
 
 type runState struct {
@@ -184,6 +186,7 @@ func runSchedule(t *testing.T, sc *schedule) bool {
 	}
 	h.finalRun(sc.txns[txn:])
 	h.checkEnd()
+	h.checkTakeovers()
 
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -287,7 +290,7 @@ func (h *harness) config() Config {
 	conn.ConnectTimeout = 5 * time.Second
 	cfg := Config{
 		Replication: replication.Config{
-			Conn: conn, Slot: "sim_slot", Publications: []string{"pub"}, StatusInterval: h.sc.statusInterval,
+			Conn: conn, Slot: "sim_slot", Publications: []string{"pub"}, StatusInterval: h.sc.statusInterval, ReceiveTimeout: h.sc.receiveTimeout,
 			MinBackoff: 2 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, StandbyRetry: 10 * time.Millisecond,
 		},
 		Sink: sink.Config{
@@ -376,7 +379,17 @@ func (h *harness) run(i int, run *simRun, txns []simTxnSpec) {
 	r, _ := h.newRelay(run.tableRefuse)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	rs := &runState{run: run, session0: len(h.srv.Sessions()), cancel: cancel, cancelMsgs: int64(run.cancelMsgs)}
+	// A silence is checked before the run may end (invariant k): cancels wait for the check.
+	silenced := make(chan struct{})
+	runDone := make(chan struct{})
+	cancelRun := func() {
+		select {
+		case <-silenced:
+		case <-runDone:
+		}
+		cancel()
+	}
+	rs := &runState{run: run, session0: len(h.srv.Sessions()), cancel: func() { go cancelRun() }, cancelMsgs: int64(run.cancelMsgs)}
 	h.runCtx.Store(rs)
 	defer h.runCtx.Store(nil)
 	if run.holdSlot > 0 {
@@ -410,6 +423,34 @@ func (h *harness) run(i int, run *simRun, txns []simTxnSpec) {
 			mu.Unlock()
 		}()
 	}
+	if run.takeoverFor > 0 {
+		var mu sync.Mutex
+		over := false
+		t := time.AfterFunc(run.takeoverAt, func() {
+			mu.Lock()
+			defer mu.Unlock()
+			if !over {
+				h.takeover(i, r, runDone)
+			}
+		})
+		release := time.AfterFunc(run.takeoverAt+run.takeoverFor, func() { h.srv.HoldSlot(0) })
+		defer func() {
+			t.Stop()
+			release.Stop()
+			mu.Lock()
+			over = true
+			mu.Unlock()
+			h.srv.HoldSlot(0)
+		}()
+	}
+	if run.silenceHold > 0 {
+		time.AfterFunc(run.silenceAt, func() {
+			defer close(silenced)
+			h.silence(runDone, i, r, run.silenceHold)
+		})
+	} else {
+		close(silenced)
+	}
 	fatal := false
 	var handles []func()
 	for _, f := range run.faults {
@@ -423,7 +464,11 @@ func (h *harness) run(i int, run *simRun, txns []simTxnSpec) {
 		handles = append(handles, stop)
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- r.Run(ctx) }()
+	go func() {
+		err := r.Run(ctx)
+		close(runDone)
+		errc <- err
+	}()
 	stopSample := h.sample(r)
 	// The run's commits end before the run does: a commit goroutine left running would commit
 	// this run's transactions after (or between) the next run's, and the WAL order would no
@@ -441,7 +486,7 @@ func (h *harness) run(i int, run *simRun, txns []simTxnSpec) {
 		// cancelMsgs, and a run nobody cancels is not a relay that fails to stop.
 		cancelAt = simCancelFallback
 	}
-	time.AfterFunc(cancelAt, cancel)
+	time.AfterFunc(cancelAt, cancelRun)
 	var err error
 	select {
 	case err = <-errc:
@@ -461,6 +506,116 @@ func (h *harness) run(i int, run *simRun, txns []simTxnSpec) {
 	}
 	if h.srv.Confirmed() == 0 {
 		h.violate("a", "run %d: the slot lost its position", i+1)
+	}
+}
+
+// takeover ends the relay's session with the slot taken by another process, waits for the
+// relay's abort of its buffer to end and records the end offsets then (invariant l).
+func (h *harness) takeover(i int, r *Relay, runDone <-chan struct{}) {
+	for wait := time.Now().Add(300 * time.Millisecond); r.stream.State() != replication.StateStreaming; {
+		if time.Now().After(wait) {
+			return
+		}
+		select {
+		case <-runDone:
+			return
+		case <-time.After(time.Millisecond):
+		}
+	}
+	// Kafka holds the relay's records (its produce requests fail retriably) while it loses the
+	// slot, and takes them again after: a record retried then would land after the new holder's.
+	down := h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.NotLeaderForPartition, Count: -1})
+	defer down.Remove()
+	for wait := time.Now().Add(100 * time.Millisecond); r.sink.Buffered() == 0 && time.Now().Before(wait); {
+		time.Sleep(time.Millisecond) // records to hold, if the run has any left to produce
+	}
+	r.lost.mu.Lock()
+	prev := r.lost.done // an earlier loss's
+	r.lost.mu.Unlock()
+	h.srv.HoldSlot(4343)
+	at := time.Now()
+	h.srv.DropAll()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		r.lost.mu.Lock()
+		done := r.lost.done
+		r.lost.mu.Unlock()
+		if done != prev {
+			select {
+			case <-done:
+			case <-runDone:
+				return
+			case <-time.After(time.Until(deadline)):
+				h.violate("l", "run %d: the abort of the buffer did not end within 20s of losing the slot", i+1)
+				return
+			}
+			break
+		}
+		select {
+		case <-runDone:
+			return
+		case <-time.After(time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return // the session was not lost (it had ended already)
+		}
+	}
+	adm := kadm.NewClient(mustClient(kgo.SeedBrokers(h.kafka.ListenAddrs()...)))
+	defer adm.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var topics []string
+	for _, tp := range h.sc.topics {
+		topics = append(topics, tp.name)
+	}
+	ends, err := adm.ListEndOffsets(ctx, topics...)
+	if err != nil {
+		return
+	}
+	to := takeover{run: i, at: at, ends: map[string]map[int32]int64{}}
+	ends.Each(func(o kadm.ListedOffset) {
+		if to.ends[o.Topic] == nil {
+			to.ends[o.Topic] = map[int32]int64{}
+		}
+		to.ends[o.Topic][o.Partition] = o.Offset
+	})
+	h.mu.Lock()
+	h.takeovers = append(h.takeovers, to)
+	h.mu.Unlock()
+}
+
+// silence makes the network to the walsender go silent for hold and checks invariant (k): the
+// relay's stream leaves the streaming state within its receive timeout (plus slack).
+func (h *harness) silence(runDone <-chan struct{}, i int, r *Relay, hold time.Duration) {
+	select {
+	case <-runDone:
+		return
+	default:
+	}
+	sessions := len(h.srv.Sessions())
+	if h.srv.Silence(hold) == 0 {
+		return // no session streamed at that moment
+	}
+	const slack = 15 * time.Second // a loaded CI machine with -race (6 s seen once, not reproduced)
+	deadline := time.Now().Add(h.sc.receiveTimeout + slack)
+	// Noticed: the state left streaming, or (the slot free again by then) a new session started.
+	for r.stream.State() == replication.StateStreaming && len(h.srv.Sessions()) == sessions {
+		select {
+		case <-runDone:
+			return
+		default:
+		}
+		if time.Now().After(deadline) {
+			if r.stream.Waiting() {
+				// While the pipeline is paused the stream sees only the socket's queue; with
+				// bytes in it, it cannot tell a silent server from a blocked one.
+				return
+			}
+			h.violate("k", "run %d: still streaming %s after the network to the walsender went silent (receive timeout %s)",
+				i+1, h.sc.receiveTimeout+slack, h.sc.receiveTimeout)
+			return
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 

@@ -34,7 +34,15 @@ import (
 //	(h) no record carries a header of the record contract twice (a row header named like one is
 //	    a bad row, dead-lettered with the reason);
 //	(i) a run that ends with Run returning ends its replication session with CopyDone, and the
-//	    slot is then exactly at the relay's Confirmed() (the final status counts).
+//	    slot is then exactly at the relay's Confirmed() (the final status counts);
+//	(j) the tracker never holds more than the relay's maxTxns transactions (twice
+//	    MaxBufferedRecords): a record held for good pauses reading instead of growing it, and a
+//	    record too large with its headers is dead-lettered with a reason naming the flag;
+//	(k) a session whose network went silent (sockets open) leaves the streaming state within
+//	    ReceiveTimeout (plus slack for a loaded machine);
+//	(l) once the relay lost the slot to another process (its session ended and the slot was
+//	    taken), no record it produced before the loss lands after the abort of its buffer ended:
+//	    it would come after the new holder's records of the key.
 //
 // Records are identified by (outbox-table, outbox-id), as consumers dedupe them: in two-table
 // schedules public.outbox and other.outbox have the same ids.
@@ -52,6 +60,7 @@ type kafkaIndex struct {
 }
 
 type seenRec struct {
+	ts      time.Time // the record's timestamp: when the relay produced it
 	topic   string
 	part    int32
 	off     int64
@@ -101,7 +110,7 @@ func (k *kafkaIndex) refresh() error {
 				k.next[r.Topic] = map[int32]int64{}
 			}
 			k.next[r.Topic][r.Partition] = r.Offset + 1
-			s := seenRec{topic: r.Topic, part: r.Partition, off: r.Offset, key: string(r.Key),
+			s := seenRec{ts: r.Timestamp, topic: r.Topic, part: r.Partition, off: r.Offset, key: string(r.Key),
 				id: string(sink.Header(r, sink.HeaderOutboxTable)) + "/" + string(sink.Header(r, sink.HeaderOutboxID)), dlqErr: string(sink.Header(r, sink.HeaderDLQError)),
 				dlqFrom: string(sink.Header(r, sink.HeaderDLQTopic))}
 			if d := dupContractHeaders(r); d != "" && len(k.dups) < 10 {
@@ -233,12 +242,16 @@ func (h *harness) sample(r *Relay) (stop func()) {
 		defer close(finished)
 		tick := time.NewTicker(h.samplePeriod())
 		defer tick.Stop()
-		reported := false
+		reported, reportedTxns := false, false
 		for {
 			select {
 			case <-done:
 				return
 			case <-tick.C:
+			}
+			if n := r.track.inFlight(); n > r.maxTxns && !reportedTxns {
+				reportedTxns = true
+				h.violate("j", "the tracker holds %d transactions, over the limit %d (twice MaxBufferedRecords %d)", n, r.maxTxns, h.sc.maxRecords)
 			}
 			n, b := r.letters.held()
 			h.mu.Lock()
@@ -315,6 +328,9 @@ func (h *harness) checkEnd() {
 			if r.class == rowValid && dead && !injected(errs) {
 				h.violate("d", "valid outbox id %s (key %s, topic %s, %d bytes) was dead-lettered: %q", id, r.key, r.topic, len(r.payload), errs)
 			}
+			if r.class == rowHuge && dead && !slices.ContainsFunc(errs, func(e string) bool { return strings.Contains(e, "--max-buffered-bytes") }) {
+				h.violate("j", "outbox id %s is too large with its headers, dead-lettered without naming --max-buffered-bytes: %q", id, errs)
+			}
 			if r.reserved && dead && !slices.ContainsFunc(errs, func(e string) bool { return strings.Contains(e, "reserved by the record contract") }) {
 				h.violate("b", "outbox id %s has reserved row headers %s, dead-lettered without that reason: %q", id, r.headers, errs)
 			}
@@ -371,5 +387,38 @@ func (h *harness) checkEnd() {
 			continue
 		}
 		last[k] = first{rec.id, p}
+	}
+}
+
+// takeover is one loss of the slot (invariant l): when it happened, and the end offsets once
+// the relay's abort of its buffer had ended.
+type takeover struct {
+	run  int
+	at   time.Time
+	ends map[string]map[int32]int64
+}
+
+// checkTakeovers is invariant (l), after the final run.
+func (h *harness) checkTakeovers() {
+	h.mu.Lock()
+	tos := h.takeovers
+	h.mu.Unlock()
+	if len(tos) == 0 {
+		return
+	}
+	if err := h.idx.refresh(); err != nil {
+		h.violate("l", "cannot read Kafka: %v", err)
+		return
+	}
+	h.idx.mu.Lock()
+	defer h.idx.mu.Unlock()
+	for _, to := range tos {
+		for _, rec := range h.idx.recs {
+			if end, ok := to.ends[rec.topic][rec.part]; ok && rec.off >= end && rec.ts.Before(to.at) {
+				h.violate("l", "run %d: %s[%d] offset %d (%s), produced %s before the relay lost the slot, landed after its abort ended (end offset %d then)",
+					to.run+1, rec.topic, rec.part, rec.off, rec.id, to.at.Sub(rec.ts).Round(time.Microsecond), end)
+				break
+			}
+		}
 	}
 }

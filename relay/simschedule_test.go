@@ -22,9 +22,12 @@ const (
 	rowValid rowClass = iota
 	rowBad            // the decoder refuses it (NULL topic, invalid headers): dead-lettered
 	rowBig            // larger than its topic's max.message.bytes on its own: dead-lettered
+	// rowHuge: key and value fit MaxBufferedBytes, but not with the headers (franz-go counts
+	// them): dead-lettered as too large alone, never a failure that stops the relay.
+	rowHuge
 )
 
-func (c rowClass) String() string { return [...]string{"valid", "bad", "big"}[c] }
+func (c rowClass) String() string { return [...]string{"valid", "bad", "big", "huge"}[c] }
 
 type simTopic struct {
 	name       string
@@ -113,6 +116,12 @@ type simRun struct {
 	// PostgreSQL is unreachable (every connection closed at once) from outageAt for outageFor
 	// (0: no outage); early in a run, the relay meets it before it ever streamed.
 	outageAt, outageFor time.Duration
+	// The network to the walsender goes silent at silenceAt, sockets open; the silent session
+	// holds the slot for silenceHold (its wal_sender_timeout). 0: no silence.
+	silenceAt, silenceHold time.Duration
+	// At takeoverAt another process takes the slot the moment the relay's session ends (the
+	// session is dropped), for takeoverFor. 0: no takeover.
+	takeoverAt, takeoverFor time.Duration
 }
 
 type schedule struct {
@@ -122,6 +131,7 @@ type schedule struct {
 	maxBytes       int
 	buffer         int
 	statusInterval time.Duration
+	receiveTimeout time.Duration // replication.Config.ReceiveTimeout
 	shutdown       time.Duration
 	txns           []simTxnSpec
 	twoTables      bool     // rows in public.outbox and other.outbox, with the same ids
@@ -152,6 +162,10 @@ func newSchedule(seed uint64) *schedule {
 	// schedule is what it was before them.
 	crng := rand.New(rand.NewPCG(seed^0xc0de, seed))
 	sc.twoTables = crng.IntN(3) != 0
+	// The contract's edges (silent network, held records, headers counted) from a third stream.
+	erng := rand.New(rand.NewPCG(seed^0xed9e, seed))
+	// Long enough that a loaded machine never looks like a silent network.
+	sc.receiveTimeout = max(25*sc.statusInterval, time.Second)
 	ids := map[string]int64{} // per source: ids are unique per table only
 	ntx := 5 + rng.IntN(60)
 	for range ntx {
@@ -184,6 +198,10 @@ func newSchedule(seed uint64) *schedule {
 			case reserved:
 				r.class, r.reserved = rowBad, true
 				r.headers = simReservedHeaders[crng.IntN(len(simReservedHeaders))]
+			case tp.maxBytes == 0 && sc.maxBytes < 1<<20 && erng.IntN(25) == 0:
+				// Key and value fit the producer's buffer by 300 bytes; the headers do not.
+				r.class, r.payload = rowHuge, `"`+strings.Repeat("H", sc.maxBytes-300)+`"`
+				r.headers = `{"trace":"` + strings.Repeat("h", 600) + `"}`
 			}
 			tx.rows = append(tx.rows, r)
 		}
@@ -217,6 +235,14 @@ func newSchedule(seed uint64) *schedule {
 			run.outageAt = time.Duration(crng.IntN(40)) * time.Millisecond
 			run.outageFor = time.Duration(20+crng.IntN(150)) * time.Millisecond
 		}
+		if erng.IntN(4) == 0 {
+			run.silenceAt = time.Duration(erng.IntN(150)) * time.Millisecond
+			run.silenceHold = time.Duration(50+erng.IntN(300)) * time.Millisecond
+		}
+		if erng.IntN(2) == 0 {
+			run.takeoverAt = time.Duration(10+erng.IntN(150)) * time.Millisecond
+			run.takeoverFor = time.Duration(30+erng.IntN(200)) * time.Millisecond
+		}
 		for nf := rng.IntN(4); nf > 0; nf-- {
 			tp := sc.topics[rng.IntN(len(sc.topics))]
 			f := simFault{kind: faultKind(rng.IntN(6)), topic: tp.name, partition: rng.Int32N(tp.partitions),
@@ -248,8 +274,8 @@ func newSchedule(seed uint64) *schedule {
 
 func (sc *schedule) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "seed %d: two outbox tables %v, %d transactions, buffer limits %d records / %d bytes, channel %d, status every %s, shutdown %s\n",
-		sc.seed, sc.twoTables, len(sc.txns), sc.maxRecords, sc.maxBytes, sc.buffer, sc.statusInterval, sc.shutdown)
+	fmt.Fprintf(&b, "seed %d: two outbox tables %v, %d transactions, buffer limits %d records / %d bytes, channel %d, status every %s, receive timeout %s, shutdown %s\n",
+		sc.seed, sc.twoTables, len(sc.txns), sc.maxRecords, sc.maxBytes, sc.buffer, sc.statusInterval, sc.receiveTimeout, sc.shutdown)
 	for _, tp := range sc.topics {
 		fmt.Fprintf(&b, "  topic %s: %d partitions, max.message.bytes %d\n", tp.name, tp.partitions, tp.maxBytes)
 	}
@@ -272,8 +298,8 @@ func (sc *schedule) String() string {
 		b.WriteByte('\n')
 	}
 	for i, run := range sc.runs {
-		fmt.Fprintf(&b, "  run %d: commit %d (every %s), drops %v, cancel after %d messages / %s, table refuses %d, slot held %s, reply every %d, PostgreSQL down at +%s for %s\n",
-			i+1, run.commit, run.commitDelay, run.drops, run.cancelMsgs, run.cancelAfter, run.tableRefuse, run.holdSlot, run.replyEvery, run.outageAt, run.outageFor)
+		fmt.Fprintf(&b, "  run %d: commit %d (every %s), drops %v, cancel after %d messages / %s, table refuses %d, slot held %s, reply every %d, PostgreSQL down at +%s for %s, silent at +%s for %s, taken over at +%s for %s\n",
+			i+1, run.commit, run.commitDelay, run.drops, run.cancelMsgs, run.cancelAfter, run.tableRefuse, run.holdSlot, run.replyEvery, run.outageAt, run.outageFor, run.silenceAt, run.silenceHold, run.takeoverAt, run.takeoverFor)
 		for _, f := range run.faults {
 			fmt.Fprintf(&b, "    fault %s on %s[%d] x%d at +%s for %s: %v\n", f.kind, f.topic, f.partition, f.count, f.after, f.dur, f.err)
 		}

@@ -33,10 +33,29 @@ type tracker struct {
 	// that kills the process between Kafka's acknowledgement and the status update).
 	confirm       func(pglogrepl.LSN)
 	beforeConfirm func(pglogrepl.LSN)
+
+	// room is signalled when transactions leave the queue while the pipeline waits for room
+	// (waitRoom): the queue is bounded, so that a record held for good (a dead letter nobody
+	// takes, a partition whose leader is gone) pauses reading instead of growing the queue.
+	room     chan struct{}
+	wantRoom bool
+	// lost: the session ended and every transaction was forgotten (reset); until the next
+	// session (resume), nothing is confirmed, not even an idle keepalive's WAL end.
+	lost bool
 }
 
 func newTracker(confirm func(pglogrepl.LSN)) *tracker {
-	return &tracker{confirm: confirm, failCh: make(chan struct{})}
+	return &tracker{confirm: confirm, failCh: make(chan struct{}), room: make(chan struct{}, 1)}
+}
+
+// hasRoom reports whether fewer than limit transactions are tracked; if not, the next
+// confirmation signals room.
+func (t *tracker) hasRoom(limit int) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ok := len(t.q)-t.head < limit
+	t.wantRoom = !ok
+	return ok
 }
 
 // begin opens a transaction at the tail.
@@ -93,11 +112,36 @@ func (t *tracker) dropOpen() {
 	t.mu.Unlock()
 }
 
+// reset forgets every transaction: the replication session ended, another process may hold
+// the slot, and the next session replays everything after the slot's position. Records of the
+// forgotten transactions that are still acknowledged count on detached txns and confirm nothing.
+func (t *tracker) reset() {
+	t.mu.Lock()
+	t.lost = true
+	clear(t.q)
+	t.q, t.head = t.q[:0], 0
+	if t.wantRoom {
+		t.wantRoom = false
+		select {
+		case t.room <- struct{}{}:
+		default:
+		}
+	}
+	t.mu.Unlock()
+}
+
+// resume starts confirming again, for the next session.
+func (t *tracker) resume() {
+	t.mu.Lock()
+	t.lost = false
+	t.mu.Unlock()
+}
+
 // idle confirms walEnd if nothing is in flight: every transaction the server sent before
 // this keepalive is delivered, so everything up to its WAL end is safe to release.
 func (t *tracker) idle(walEnd pglogrepl.LSN) {
 	t.mu.Lock()
-	if len(t.q) == t.head && t.failed == nil && walEnd != 0 {
+	if len(t.q) == t.head && t.failed == nil && !t.lost && walEnd != 0 {
 		// No beforeConfirm: the hook is for positions Kafka's acknowledgements earned (see advance).
 		t.confirm(walEnd)
 	}
@@ -149,6 +193,13 @@ func (t *tracker) advance() {
 	}
 	if last == 0 {
 		return
+	}
+	if t.wantRoom {
+		t.wantRoom = false
+		select {
+		case t.room <- struct{}{}:
+		default:
+		}
 	}
 	// The test hook stands between Kafka's acknowledgement and the confirmation, so it only
 	// counts positions that records earned. Transactions without outbox events (another

@@ -33,6 +33,19 @@ type Config struct {
 	// StandbyRetry is how often a standby asks for a slot that another process holds.
 	// Default 2s.
 	StandbyRetry time.Duration
+	// ReceiveTimeout ends a session from which nothing arrived for this long, as PostgreSQL's
+	// wal_receiver_timeout does: a network that went silent with the sockets still open
+	// (a partition, a lost host, a NAT or load balancer that dropped the connection's state)
+	// would otherwise leave the stream waiting for good. Every heartbeat status update asks
+	// the server to reply, and the heartbeat comes at least every ReceiveTimeout/2 (sooner
+	// than StatusInterval if that is longer), so a healthy quiet server is always heard in
+	// time. Default 60s (wal_receiver_timeout's); negative: never.
+	ReceiveTimeout time.Duration
+	// OnSessionLost, when set, is called on Run's goroutine as soon as a session that streamed
+	// ends for any reason but a cancel (the connection, the walsender, a silent network): from
+	// then on another process may hold the slot, before the KindReset that starts the next
+	// session goes down the channel. It must not block for long.
+	OnSessionLost func(cause error)
 	// Logger receives connection lifecycle logs. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -80,6 +93,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.StandbyRetry == 0 {
 		c.StandbyRetry = 2 * time.Second
+	}
+	if c.ReceiveTimeout == 0 {
+		c.ReceiveTimeout = 60 * time.Second
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

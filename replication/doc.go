@@ -8,6 +8,9 @@
 // is always sent explicitly (pglogrepl would otherwise copy the write position into a zero
 // flush position). Status updates go out every StatusInterval and whenever the server asks,
 // also while the channel is full because Kafka is slow, so wal_sender_timeout never fires.
+// The heartbeat asks the server to reply; a session from which nothing arrived for
+// ReceiveTimeout (a network gone silent with the sockets open) ends and is reconnected
+// (DESIGN.md, "A silent server ends the session").
 //
 // While it drains a backlog (the Begins it reads were committed well before they were sent),
 // it reads bigger batches (reader.go; DESIGN.md, "Reading a backlog").

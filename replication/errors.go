@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -106,6 +107,25 @@ func classify(err error, slot string) error {
 		return slotLostError(slot, err)
 	}
 	return err
+}
+
+// silentError ends a session from which nothing arrived for the receive timeout. It is
+// retryable: the stream reconnects (to the next host of a multi-host URL if this one stays
+// unreachable).
+type silentError struct {
+	quiet, timeout time.Duration
+}
+
+func (e *silentError) Error() string {
+	return fmt.Sprintf("no message from PostgreSQL for %s (--receive-timeout %s), although the relay's status updates ask it to reply: "+
+		"the network or the server went silent with the connection still open (a partition, a lost host, a NAT or load balancer "+
+		"that dropped the connection); ending the session and reconnecting", e.quiet.Round(time.Millisecond), e.timeout)
+}
+
+// IsSilent reports whether err ended a session because the server went silent.
+func IsSilent(err error) bool {
+	var se *silentError
+	return errors.As(err, &se)
 }
 
 func slotLostError(slot string, err error) error {

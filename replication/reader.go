@@ -38,6 +38,7 @@ type reader struct {
 	br      *bufio.Reader // the connection's read buffer, under pgproto3's
 	lowat   bool          // SO_RCVLOWAT is raised: draining a backlog
 	lastMsg time.Time     // when the last message arrived, to notice a drained backlog
+	heard   time.Time     // when the server was last heard from: the receive timeout's clock
 }
 
 // frontend is the connection's pgconn.Config.BuildFrontend: every connection reads through a
@@ -70,6 +71,7 @@ func (r *reader) receive(ctx context.Context, dl time.Time) (pgproto3.BackendMes
 	cancel()
 	if err == nil {
 		r.lastMsg = time.Now()
+		r.heard = r.lastMsg
 		return msg, nil
 	}
 	if ctx.Err() != nil || !pgconn.Timeout(err) {

@@ -82,6 +82,7 @@ type Stream struct {
 
 	flushed    atomic.Uint64 // the position to confirm: only ever raised, by Ack or the slot
 	state      atomic.Int32
+	waiting    atomic.Bool // forward waits for the consumer to take a batch
 	reconnects atomic.Int64
 	read       reader
 	timeline   int32 // the server's timeline when the first session started (IDENTIFY_SYSTEM)
@@ -177,6 +178,11 @@ func (s *Stream) Flushed() pglogrepl.LSN { return pglogrepl.LSN(s.flushed.Load()
 // State returns what the Stream is doing now.
 func (s *Stream) State() State { return State(s.state.Load()) }
 
+// Waiting reports whether the stream waits for the consumer to take a batch (the pipeline is
+// slow or paused). While it waits it does not read, and a silent server is noticed only if the
+// socket's receive queue is empty (DESIGN.md, "A silent server ends the session").
+func (s *Stream) Waiting() bool { return s.waiting.Load() }
+
 // Reconnects counts sessions started after the first.
 func (s *Stream) Reconnects() int64 { return s.reconnects.Load() }
 
@@ -198,6 +204,9 @@ func (s *Stream) Run(ctx context.Context, out chan<- []Message) error {
 		everStreamed = everStreamed || streamed
 		if ctx.Err() != nil {
 			return nil
+		}
+		if streamed && s.cfg.OnSessionLost != nil {
+			s.cfg.OnSessionLost(err)
 		}
 		s.closeConn()
 		var wait time.Duration
@@ -245,7 +254,6 @@ func (s *Stream) session(ctx context.Context, out chan<- []Message) (bool, error
 	}
 	s.conn = conn
 	s.read.start(conn)
-	s.setWakeConn(conn.Conn())
 	if err := checkServerVersion(conn.ParameterStatus("server_version")); err != nil {
 		return false, err
 	}
@@ -274,9 +282,13 @@ func (s *Stream) session(ctx context.Context, out chan<- []Message) (bool, error
 	if err != nil {
 		return false, classify(fmt.Errorf("start replication: %w", err), s.cfg.Slot)
 	}
+	// A wake may interrupt reads only from now on: its read deadline in the past would fail
+	// the handshake's queries (a wake that came earlier waits in wakeCh for the stream loop).
+	s.setWakeConn(conn.Conn())
 	s.state.Store(int32(StateStreaming))
 	s.log.Info("streaming", "from", start, "publications", s.cfg.Publications)
 	s.nextStatus = time.Time{}
+	s.read.heard = time.Now()
 	return true, s.stream(ctx, out)
 }
 
@@ -359,12 +371,13 @@ func (s *Stream) stream(ctx context.Context, out chan<- []Message) error {
 		default:
 		}
 		if !time.Now().Before(s.nextStatus) {
-			if err := s.sendStatus(); err != nil {
+			if err := s.heartbeat(); err != nil {
 				return err
 			}
 		}
-		// Each read waits until the next status update is due at most.
-		raw, err := s.read.receive(ctx, s.nextStatus)
+		// Each read waits until the next status update is due at most, and no longer than the
+		// receive timeout allows.
+		raw, err := s.read.receive(ctx, s.readDeadline())
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -373,6 +386,9 @@ func (s *Stream) stream(ctx context.Context, out chan<- []Message) error {
 		}
 		switch msg := raw.(type) {
 		case nil: // the read timed out
+			if err := s.checkSilence(); err != nil {
+				return err
+			}
 		case *pgproto3.ErrorResponse:
 			return classify(pgconn.ErrorResponseToPgError(msg), s.cfg.Slot)
 		case *pgproto3.CopyData:
@@ -410,13 +426,15 @@ func (s *Stream) stream(ctx context.Context, out chan<- []Message) error {
 // forward hands a batch to the consumer, sending status updates while it waits so the
 // server does not time the connection out while Kafka is slow.
 func (s *Stream) forward(ctx context.Context, out chan<- []Message, batch []Message) error {
+	defer s.waiting.Store(false)
 	for {
 		select {
 		case out <- batch:
 			return nil
 		default:
 		}
-		t := time.NewTimer(time.Until(s.nextStatus))
+		s.waiting.Store(true)
+		t := time.NewTimer(time.Until(s.readDeadline()))
 		select {
 		case out <- batch:
 			t.Stop()
@@ -430,25 +448,76 @@ func (s *Stream) forward(ctx context.Context, out chan<- []Message, batch []Mess
 				return err
 			}
 		case <-t.C:
-			if err := s.sendStatus(); err != nil {
+			// Not reading while the pipeline is slow, the stream cannot see the server's
+			// messages, only the socket's queue: anything in it counts as heard (a queue that
+			// fills up may be a backlog the server cannot send more of); only one that stays
+			// empty through the heartbeats' replies for ReceiveTimeout is a silent server.
+			if n, ok := queued(s.read.tcp); !ok || n > 0 || s.read.buffered() {
+				s.read.heard = time.Now()
+			}
+			if err := s.checkSilence(); err != nil {
 				return err
+			}
+			if !time.Now().Before(s.nextStatus) {
+				if err := s.heartbeat(); err != nil {
+					return err
+				}
 			}
 		}
 	}
 }
 
+// readDeadline is when the next read must end at the latest: the next status update, or the
+// moment the server has been silent for ReceiveTimeout.
+func (s *Stream) readDeadline() time.Time {
+	if s.cfg.ReceiveTimeout > 0 {
+		if d := s.read.heard.Add(s.cfg.ReceiveTimeout); d.Before(s.nextStatus) {
+			return d
+		}
+	}
+	return s.nextStatus
+}
+
+// checkSilence ends the session when nothing arrived from the server for ReceiveTimeout
+// (DESIGN.md, "A silent server ends the session").
+func (s *Stream) checkSilence() error {
+	if s.cfg.ReceiveTimeout <= 0 {
+		return nil
+	}
+	if quiet := time.Since(s.read.heard); quiet >= s.cfg.ReceiveTimeout {
+		return &silentError{quiet: quiet, timeout: s.cfg.ReceiveTimeout}
+	}
+	return nil
+}
+
+// heartbeatEvery is the heartbeat's period: StatusInterval, or ReceiveTimeout/2 if that is
+// shorter, so that a quiet server is asked to reply twice within the receive timeout.
+func (s *Stream) heartbeatEvery() time.Duration {
+	if t := s.cfg.ReceiveTimeout / 2; t > 0 && t < s.cfg.StatusInterval {
+		return t
+	}
+	return s.cfg.StatusInterval
+}
+
+// heartbeat sends the periodic status update, asking the server to reply: a healthy server
+// answers at once, so only a silent one lets ReceiveTimeout pass without a message.
+func (s *Stream) heartbeat() error { return s.sendStatusReply(true) }
+
 // sendStatus reports the flush position explicitly in all three fields. Reporting the
 // write position no further than the flush position also makes an idle walsender send a
 // keepalive with its current position, which is how a quiet slot learns it may advance.
-func (s *Stream) sendStatus() error {
+func (s *Stream) sendStatus() error { return s.sendStatusReply(false) }
+
+func (s *Stream) sendStatusReply(reply bool) error {
 	pos := s.Flushed()
 	err := pglogrepl.SendStandbyStatusUpdate(context.Background(), s.conn, pglogrepl.StandbyStatusUpdate{
 		WALWritePosition: pos,
 		WALFlushPosition: pos,
 		WALApplyPosition: pos,
 		ClientTime:       time.Now(),
+		ReplyRequested:   reply,
 	})
-	s.nextStatus = time.Now().Add(s.cfg.StatusInterval)
+	s.nextStatus = time.Now().Add(s.heartbeatEvery())
 	if err != nil {
 		return fmt.Errorf("send standby status: %w", err)
 	}

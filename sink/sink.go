@@ -49,9 +49,52 @@ func (s *Sink) RejectedAlone(r *kgo.Record, err error) bool {
 		return false
 	}
 	if errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge) {
-		return s.limits.tooLargeAlone(r) || int64(len(r.Key)+len(r.Value)) > int64(s.cfg.MaxBufferedBytes)
+		return s.limits.tooLargeAlone(r) || s.largerThanBuffer(r)
 	}
 	return true
+}
+
+// RecordSize is what franz-go counts of a record against MaxBufferedBytes: its key, its value,
+// and its headers' keys and values.
+func RecordSize(r *kgo.Record) int64 {
+	n := len(r.Key) + len(r.Value)
+	for _, h := range r.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return int64(n)
+}
+
+// largerThanBuffer reports whether r alone is more than the producer may buffer: franz-go
+// fails it at once with MESSAGE_TOO_LARGE.
+func (s *Sink) largerThanBuffer(r *kgo.Record) bool {
+	return RecordSize(r) > int64(s.cfg.MaxBufferedBytes)
+}
+
+// CheckSize returns the error franz-go would fail r with at once, before buffering it, because
+// r alone (key, value and headers) is more than the producer may buffer; nil if it fits. The
+// relay dead-letters such a record itself, so that it counts as a letter at once.
+func (s *Sink) CheckSize(r *kgo.Record) error {
+	if !s.largerThanBuffer(r) {
+		return nil
+	}
+	return s.Refusal(r, fmt.Errorf("%w (uncompressed_bytes=%d)", kerr.MessageTooLarge, RecordSize(r)))
+}
+
+// Refusal is err, the failure of r that RejectedAlone accepted, with the limit r exceeds and the
+// flag that sets it when it is too large: the reason a dead letter carries.
+func (s *Sink) Refusal(r *kgo.Record, err error) error {
+	if !errors.Is(err, kerr.MessageTooLarge) && !errors.Is(err, kerr.RecordListTooLarge) {
+		return err
+	}
+	if size := RecordSize(r); s.largerThanBuffer(r) {
+		return fmt.Errorf("%w: the record is %d bytes (key, value and headers), more than the producer may buffer "+
+			"(--max-buffered-bytes %d); raise --max-buffered-bytes above it to publish such records", err, size, s.cfg.MaxBufferedBytes)
+	}
+	if s.limits.tooLargeAlone(r) {
+		return fmt.Errorf("%w: the record (%d bytes of key, value and headers) does not fit a batch of its own under topic %s's "+
+			"limit of %d bytes (its max.message.bytes, capped by --batch-max-bytes)", err, RecordSize(r), r.Topic, s.limits.batchMax(r.Topic))
+	}
+	return err
 }
 
 // Client returns the underlying franz-go client (for admin requests and tests).
@@ -99,6 +142,12 @@ func (s *Sink) Produce(ctx context.Context, r *kgo.Record, promise func(*kgo.Rec
 	if missing {
 		// Not an outage to wait out: the topic does not exist (topics.go).
 		promise(r, &TopicMissingError{Topic: r.Topic})
+		return
+	}
+	if err := ctx.Err(); err != nil {
+		// Ended while the topic's limit was read: never buffered (franz-go would load the
+		// partition with the default batch cap, above the topic's max.message.bytes).
+		promise(r, err)
 		return
 	}
 	s.cl.Produce(ctx, r, promise)

@@ -35,6 +35,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		rcfg         relay.Config
 		interval     time.Duration
 		confirmDelay time.Duration
+		recvTimeout  time.Duration
 		ops          opsFlags
 		prod         producerFlags
 	)
@@ -49,6 +50,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	registerColumns(fs, &dcfg.Columns)
 	fs.DurationVar(&interval, "status-interval", 10*time.Second, "how often a status update is sent to PostgreSQL when nothing new was confirmed (the heartbeat)")
 	fs.DurationVar(&confirmDelay, "confirm-delay", 100*time.Millisecond, "how soon after Kafka acknowledged a transaction its position is sent to PostgreSQL: what a kill -9 replays (negative: only every --status-interval)")
+	fs.DurationVar(&recvTimeout, "receive-timeout", 60*time.Second, "end the replication session and reconnect when nothing arrived from PostgreSQL for this long (a silent network; like wal_receiver_timeout); the relay asks the server to reply at least twice within it")
 	fs.IntVar(&scfg.BatchMaxBytes, "batch-max-bytes", sink.DefaultBatchMaxBytes, "largest record batch; each topic's batches are also capped at its max.message.bytes")
 	fs.IntVar(&scfg.MaxBufferedRecords, "max-buffered-records", 10_000, "records the producer may hold before reading pauses")
 	fs.IntVar(&scfg.MaxBufferedBytes, "max-buffered-bytes", 32<<20, "bytes the producer may hold before reading pauses")
@@ -77,6 +79,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if b := scfg.BatchMaxBytes; b < 512 || b > 1<<30 {
 		return usageErr("--batch-max-bytes %d: use 512 to 1073741824 (1 GiB); each topic's max.message.bytes caps it further", b)
 	}
+	if recvTimeout <= 0 {
+		return usageErr("--receive-timeout must be positive (default 60s): without it a network that goes silent with the connection open leaves the relay waiting for good")
+	}
 	if _, err := outbox.ParseTable(rcfg.DeadLetterTable); err != nil {
 		return &usageError{fmt.Errorf("--dead-letter-table: %w", err)}
 	}
@@ -88,7 +93,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	rcfg.Decoder, rcfg.Sink, rcfg.Logger = dcfg, scfg, log
 	rcfg.Replication = replication.Config{
 		Conn: c.pg, Slot: c.slot, Publications: pubs,
-		StatusInterval: interval, ConfirmDelay: confirmDelay, Logger: log,
+		StatusInterval: interval, ConfirmDelay: confirmDelay, ReceiveTimeout: recvTimeout, Logger: log,
 	}
 	crash, err := crashHook(crashEnv, log, "after Kafka acknowledged, before the position is confirmed")
 	if err != nil {

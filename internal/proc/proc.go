@@ -130,3 +130,16 @@ func PeakRSS(pid int) (int64, error) {
 	}
 	return int64(st.VmHWM), nil
 }
+
+// RSS returns the resident set size (VmRSS) of a live process in bytes.
+func RSS(pid int) (int64, error) {
+	pp, err := procfs.NewProc(pid)
+	if err != nil {
+		return 0, err
+	}
+	st, err := pp.NewStatus()
+	if err != nil {
+		return 0, err
+	}
+	return int64(st.VmRSS), nil
+}

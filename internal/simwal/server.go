@@ -96,6 +96,9 @@ type Server struct {
 	// ServerVersion is the server_version parameter sessions report ("15.8" from New). Set it
 	// before the first connection.
 	ServerVersion string
+	// HandshakeDelay, when set, delays each answer of a session's setup (IDENTIFY_SYSTEM, the
+	// slot query, START_REPLICATION). Set it before the first connection.
+	HandshakeDelay time.Duration
 
 	mu        sync.Mutex
 	wal       []Txn
@@ -255,6 +258,23 @@ func (s *Server) Refused() int {
 	return s.refused
 }
 
+// Silence makes the network between the server and its live replication sessions go silent
+// with the sockets open: they send nothing and take no status update (packets lost both
+// ways), and each holds the slot for hold, its walsender's wal_sender_timeout, before the
+// server ends it. New connections are served as usual. It returns how many sessions it muted.
+func (s *Server) Silence(hold time.Duration) (muted int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for ss := range s.live {
+		if ss.id > 0 && !ss.muted && ss.readErr == nil {
+			ss.muted, ss.muteEnd = true, time.Now().Add(hold)
+			muted++
+		}
+	}
+	s.wakeLocked()
+	return muted
+}
+
 // DropAll closes every live session's connection, as a server restart would.
 func (s *Server) DropAll() {
 	s.mu.Lock()
@@ -323,6 +343,11 @@ type session struct {
 	replyAsked bool // the client asked for a reply (ReplyRequested)
 	readErr    error
 	copyDone   bool // the client ended the COPY: answer as the walsender does
+	// Silence: until muteEnd the session sends nothing and takes no status update (the
+	// network dropped every packet both ways), then the server closes it, as a walsender's
+	// wal_sender_timeout does; the slot stays active for it until then.
+	muted   bool
+	muteEnd time.Time
 }
 
 // endLocked records how the replication session ended, once. Call it with srv.mu held.
@@ -341,6 +366,28 @@ func (ss *session) wake() {
 
 func (ss *session) send(m pgproto3.BackendMessage) { ss.be.Send(m) }
 
+// silent reports whether Silence muted the session; if so it first waits, sending nothing,
+// until the mute ends (or the server closes), as a walsender that hears nothing waits for its
+// wal_sender_timeout, whatever the client does meanwhile.
+func (ss *session) silent() bool {
+	s := ss.srv
+	s.mu.Lock()
+	muted, end := ss.muted, ss.muteEnd
+	s.mu.Unlock()
+	if !muted {
+		return false
+	}
+	for {
+		s.mu.Lock()
+		closed := s.closed
+		s.mu.Unlock()
+		if closed || !time.Now().Before(end) {
+			return true
+		}
+		time.Sleep(min(time.Until(end), 10*time.Millisecond))
+	}
+}
+
 func (ss *session) serve() {
 	ss.be = pgproto3.NewBackend(ss.conn, ss.conn)
 	if err := ss.startup(); err != nil {
@@ -355,6 +402,7 @@ func (ss *session) serve() {
 		case *pgproto3.Terminate:
 			return
 		case *pgproto3.Query:
+			time.Sleep(ss.srv.HandshakeDelay)
 			switch {
 			case strings.HasPrefix(q.String, "IDENTIFY_SYSTEM"):
 				if ss.identifySystem() != nil {
@@ -480,6 +528,18 @@ func (ss *session) replicate(q string) {
 	}()
 	ss.stream(start, done)
 	s.mu.Lock()
+	if ss.muted {
+		// The walsender timed out and let go of the slot, but the network is still silent: the
+		// client never sees the connection close, only its own timeout ends it.
+		ss.endLocked(EndServer)
+		if s.activePID == ss.pid {
+			s.activePID = 0
+		}
+		s.mu.Unlock()
+		<-done
+		ss.conn.Close()
+		return
+	}
 	copyDone := ss.copyDone
 	if ss.readErr == nil { // a Drop, or the server closing: the client did not end it
 		ss.endLocked(EndServer)
@@ -499,6 +559,15 @@ func (ss *session) read() {
 	s := ss.srv
 	for {
 		m, err := ss.be.Receive()
+		s.mu.Lock()
+		muted := ss.muted
+		s.mu.Unlock()
+		if muted { // nothing the client sends arrives: not its status, CopyDone or close
+			if err != nil {
+				return // the session ends when the mute does (stream), as EndServer
+			}
+			continue
+		}
 		if err != nil {
 			s.mu.Lock()
 			ss.readErr = err
@@ -566,6 +635,9 @@ func (ss *session) stream(start pglogrepl.LSN, done <-chan struct{}) {
 	next := 0 // index into s.wal of the next transaction to consider
 	rels := map[uint32]bool{}
 	xlog := func(lsn pglogrepl.LSN, payload []byte) bool {
+		if ss.silent() {
+			return false
+		}
 		var act Action
 		if s.Script != nil {
 			act = s.Script(Event{Session: ss.id, Sent: sent})
@@ -582,6 +654,9 @@ func (ss *session) stream(start pglogrepl.LSN, done <-chan struct{}) {
 		return true
 	}
 	for {
+		if ss.silent() {
+			return
+		}
 		s.mu.Lock()
 		stop := ss.readErr != nil || s.closed
 		var t *Txn
@@ -646,6 +721,7 @@ func (ss *session) stream(start pglogrepl.LSN, done <-chan struct{}) {
 		select {
 		case <-ss.notify:
 		case <-done:
+			ss.silent() // a muted session holds the slot until the mute ends
 			return
 		case <-time.After(200 * time.Millisecond):
 		}

@@ -140,3 +140,6 @@ func Run(t testing.TB, timeout time.Duration, bin string, env []string, args ...
 
 // RSSPeak returns the peak resident set size (VmHWM) of a live process in bytes.
 func RSSPeak(pid int) (int64, error) { return proc.PeakRSS(pid) }
+
+// RSS returns the resident set size (VmRSS) of a live process in bytes.
+func RSS(pid int) (int64, error) { return proc.RSS(pid) }

@@ -1,0 +1,107 @@
+package relay
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Losing the slot. When a replication session ends (the connection, the walsender's timeout
+// after the relay was paused, a silent network), another relay may take the slot before this one
+// reconnects, and it replays from the slot's position. Records this relay still buffers for
+// Kafka would then land after the new holder's records of the same keys. So as soon as the stream
+// reports the session lost, the relay
+//   - forgets every transaction (the tracker confirms nothing of them: the next session, this
+//     relay's or another's, replays them from the slot),
+//   - aborts what the producer buffers (franz-go AbortBufferedRecords: records in flight may
+//     still land, the rest fail with kgo.ErrAborting and are dropped), and
+//   - discards what the pipeline still has of the old session, until the KindReset that starts
+//     the next one; the pipeline waits there for the abort to finish, so that no record of the
+//     next session is aborted.
+//
+// The abort begins only once no Produce call of the old session is in progress (lostSession.
+// produce): a record buffered after the abort would be delivered although earlier records of
+// its key were aborted, and the replay would fill that gap out of order.
+//
+// (DESIGN.md, "A lost session aborts what the producer buffers".)
+type lostSession struct {
+	discard atomic.Bool // the old session's messages are dropped until the next KindReset
+
+	// produce is held (read) by the pipeline from its discard check to the end of its Produce
+	// call, so that once sessionLost holds it, no record of the old session can be buffered
+	// after the abort began. cancel ends the context of that Produce call, so that one waiting
+	// for buffer space (Kafka down) returns at once, its record not buffered.
+	produce sync.RWMutex
+
+	mu     sync.Mutex
+	done   chan struct{} // closed when the abort finished; nil if none ran
+	pctx   context.Context
+	cancel context.CancelFunc
+}
+
+// produceContext returns the context for the pipeline's Produce calls of this session.
+func (l *lostSession) produceContext(ctx context.Context) context.Context {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.pctx == nil || l.pctx.Err() != nil {
+		l.pctx, l.cancel = context.WithCancel(ctx)
+	}
+	return l.pctx
+}
+
+// sessionLost is the stream's OnSessionLost.
+func (r *Relay) sessionLost(cause error) {
+	r.lost.discard.Store(true)
+	r.lost.mu.Lock()
+	if r.lost.cancel != nil {
+		r.lost.cancel() // a Produce waiting for buffer space returns, its record not buffered
+	}
+	r.lost.mu.Unlock()
+	// Wait for a Produce call in progress: its record is buffered (or not) before the abort
+	// begins, so that no record of the old session is delivered after an earlier one was aborted.
+	r.lost.produce.Lock()
+	r.lost.produce.Unlock() //nolint:staticcheck // an empty critical section: a barrier
+	r.track.reset()
+	done := make(chan struct{})
+	r.lost.mu.Lock()
+	prev := r.lost.done
+	r.lost.done = done
+	r.lost.mu.Unlock()
+	buffered := r.sink.Buffered()
+	if buffered > 0 {
+		r.log.Warn("the replication session ended: aborting the records still buffered for Kafka, so that none lands after "+
+			"those of whoever holds the slot next; the next session replays them from the slot",
+			"buffered", buffered, "cause", cause)
+	}
+	go func() {
+		defer close(done)
+		if prev != nil {
+			<-prev
+		}
+		began := time.Now()
+		if err := r.sink.Abort(context.Background()); err != nil {
+			r.log.Warn("aborting the buffered records failed", "cause", err)
+		} else if buffered > 0 {
+			r.log.Info("aborted the records buffered for Kafka when the session ended", "took", time.Since(began).Round(time.Millisecond))
+		}
+	}()
+}
+
+// awaitAbort waits, at the KindReset that starts a new session, until the abort of the lost
+// session's records finished. It returns false if ctx ended first.
+func (r *Relay) awaitAbort(ctx context.Context) bool {
+	r.lost.mu.Lock()
+	done := r.lost.done
+	r.lost.mu.Unlock()
+	if done != nil {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return false
+		}
+	}
+	r.lost.discard.Store(false)
+	r.track.resume()
+	return true
+}
