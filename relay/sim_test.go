@@ -128,7 +128,7 @@ type harness struct {
 	vnet        *kfake.VirtualNetwork
 	tune        func(*Config)
 	sampleEvery time.Duration // how often invariant (e) samples; 0: every millisecond
-	takeovers []takeover // invariant (l), guarded by mu
+	takeovers   []takeover    // invariant (l), guarded by mu
 }
 
 type runState struct {
@@ -424,7 +424,7 @@ func (h *harness) run(i int, run *simRun, txns []simTxnSpec) {
 		}()
 	}
 	if run.takeoverFor > 0 {
-		var mu sync.Mutex
+		mu := make(chanMutex, 1) // held across takeover's waits: a sync.Mutex waiter would stop a bubble's clock
 		over := false
 		t := time.AfterFunc(run.takeoverAt, func() {
 			mu.Lock()
@@ -560,7 +560,7 @@ func (h *harness) takeover(i int, r *Relay, runDone <-chan struct{}) {
 			return // the session was not lost (it had ended already)
 		}
 	}
-	adm := kadm.NewClient(mustClient(kgo.SeedBrokers(h.kafka.ListenAddrs()...)))
+	adm := kadm.NewClient(mustClient(append(h.netOpts(), kgo.SeedBrokers(h.kafka.ListenAddrs()...))...))
 	defer adm.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

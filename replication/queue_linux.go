@@ -6,8 +6,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// queued returns the bytes waiting in c's receive queue (SIOCINQ).
+// queued returns the bytes waiting in c's receive queue (SIOCINQ); ok is false when c is nil
+// (the connection is not TCP: a Unix socket, or the simulation's in-memory pipe).
 func queued(c *net.TCPConn) (n int, ok bool) {
+	if c == nil {
+		return 0, false
+	}
 	rc, err := c.SyscallConn()
 	if err != nil {
 		return 0, false
