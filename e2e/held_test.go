@@ -53,7 +53,7 @@ func TestHeldDeadLetterPausesReadingInBoundedMemory(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		dropCheck()
-		f.Pool.Exec(context.Background(), `DELETE FROM cdc_relay_dead_letters WHERE slot = $1`, f.Slot)
+		_, _ = f.Pool.Exec(context.Background(), `DELETE FROM cdc_relay_dead_letters WHERE slot = $1`, f.Slot)
 	})
 
 	p := e.Start(t, nil, "--max-buffered-records", strconv.Itoa(maxRecords), "--metrics-addr", "127.0.0.1:0")

@@ -22,7 +22,7 @@ func TestRecordTooLargeForTheBufferWithItsHeadersIsDeadLettered(t *testing.T) {
 	f := e.F
 	ctx := context.Background()
 	t.Cleanup(func() {
-		f.Pool.Exec(context.Background(), `DELETE FROM public.cdc_relay_dead_letters WHERE slot = $1`, f.Slot)
+		_, _ = f.Pool.Exec(context.Background(), `DELETE FROM public.cdc_relay_dead_letters WHERE slot = $1`, f.Slot)
 	})
 	p := e.Start(t, nil, "--max-buffered-bytes", "524288")
 	var bigID int64
@@ -35,7 +35,7 @@ func TestRecordTooLargeForTheBufferWithItsHeadersIsDeadLettered(t *testing.T) {
 	cons.WaitFor(t, 60*time.Second, "the row after the large one", testenv.HasAll(after))
 	var reason string
 	testenv.Eventually(t, 60*time.Second, "the large record in the dead-letter table", func() bool {
-		f.Pool.QueryRow(ctx, `SELECT error FROM public.cdc_relay_dead_letters WHERE slot = $1 AND outbox_id = $2`, f.Slot, strconv.FormatInt(bigID, 10)).Scan(&reason)
+		_ = f.Pool.QueryRow(ctx, `SELECT error FROM public.cdc_relay_dead_letters WHERE slot = $1 AND outbox_id = $2`, f.Slot, strconv.FormatInt(bigID, 10)).Scan(&reason)
 		return reason != "" || p.Exited()
 	})
 	if p.Exited() {

@@ -40,7 +40,7 @@ func (r *Relay) waitForRoom(ctx context.Context) bool {
 		case <-say.C:
 			r.logHeld("reading paused: the confirmed position is held by an unresolved record and the transactions behind it reached the limit", began)
 			t := time.NewTicker(heldLogEvery)
-			defer t.Stop()
+			defer t.Stop() //nolint:gocritic // say fires once: one ticker per pause
 			tick = t.C
 		case <-tick:
 			r.logHeld("reading still paused: the confirmed position is still held", began)

@@ -61,7 +61,7 @@ func (r *Relay) sessionLost(cause error) {
 	// Wait for a Produce call in progress: its record is buffered (or not) before the abort
 	// begins, so that no record of the old session is delivered after an earlier one was aborted.
 	r.lost.produce.Lock()
-	r.lost.produce.Unlock() //nolint:staticcheck // an empty critical section: a barrier
+	r.lost.produce.Unlock() //nolint:staticcheck,gocritic // an empty critical section: a barrier
 	r.track.reset()
 	done := make(chan struct{})
 	r.lost.mu.Lock()

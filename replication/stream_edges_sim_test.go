@@ -77,8 +77,10 @@ func TestSimStreamEndsASessionWhoseServerWentSilent(t *testing.T) {
 	}
 	t.Logf("silent session ended after %s (receive timeout %s)", noticed.Round(time.Millisecond), timeout)
 	cancel()
-	<-errc
-	s.Close(context.Background())
+	if err := <-errc; err != nil {
+		t.Errorf("Run after cancel: %v", err)
+	}
+	_ = s.Close(context.Background())
 }
 
 // A healthy server with nothing to send must never look silent: every heartbeat asks it to
@@ -126,8 +128,10 @@ func quietHealthyServer(t *testing.T, interval time.Duration) {
 		t.Errorf("%d sessions, %d reconnects, state %s over %s of a quiet healthy server: want one streaming session", n, s.Reconnects(), s.State(), 8*timeout)
 	}
 	cancel()
-	<-errc
-	s.Close(context.Background())
+	if err := <-errc; err != nil {
+		t.Errorf("Run after cancel: %v", err)
+	}
+	_ = s.Close(context.Background())
 }
 
 // A prompt-confirm wake moves the socket's read deadline into the past. It came also while a
@@ -166,6 +170,8 @@ func TestSimStreamWakeDuringHandshakeDoesNotFailIt(t *testing.T) {
 		t.Errorf("%d sessions, state %s; wakes during the handshake failed it:\n%s", n, s.State(), logs.String())
 	}
 	cancel()
-	<-errc
-	s.Close(context.Background())
+	if err := <-errc; err != nil {
+		t.Errorf("Run after cancel: %v", err)
+	}
+	_ = s.Close(context.Background())
 }
