@@ -17,8 +17,9 @@ var (
 	ErrSlotMissing = errors.New("replication slot does not exist")
 	// ErrSlotActive means another process streams from the slot; the Stream waits as a standby.
 	ErrSlotActive = errors.New("replication slot is held by another process")
-	// ErrSlotLost means the server invalidated the slot (max_slot_wal_keep_size) and removed
-	// WAL it still needed: events written meanwhile are not in the WAL any more.
+	// ErrSlotLost means the server invalidated the slot (WAL removed past max_slot_wal_keep_size,
+	// or on 17+ catalog rows removed, wal_level lowered, the idle timeout): it cannot stream
+	// again, and events written since its position may be gone.
 	ErrSlotLost = errors.New("replication slot was invalidated")
 	// ErrWrongPlugin means the slot does not use pgoutput.
 	ErrWrongPlugin = errors.New("replication slot does not use the pgoutput plugin")
@@ -104,7 +105,7 @@ func classify(err error, slot string) error {
 	case pgErr.Code == pgerrcode.UndefinedObject && strings.Contains(msg, "replication slot"):
 		return fmt.Errorf("%w: slot %q: %w (create it with `cdc-relay slot create --slot %s ...`)", ErrSlotMissing, slot, err, slot)
 	case pgErr.Code == pgerrcode.ObjectNotInPrerequisiteState && strings.Contains(msg, "can no longer get changes"):
-		return slotLostError(slot, err)
+		return slotLostError(slot, lostCause(pgErr), err)
 	}
 	return err
 }
@@ -128,9 +129,22 @@ func IsSilent(err error) bool {
 	return errors.As(err, &se)
 }
 
-func slotLostError(slot string, err error) error {
-	return fmt.Errorf("%w: slot %q lost WAL it needed (max_slot_wal_keep_size was exceeded while the relay was behind or stopped): "+
-		"drop and re-create it with `cdc-relay slot drop --slot %s` and `cdc-relay slot create --slot %s ...`, "+
+// slotLostError says that the server invalidated the slot, and why as far as the relay can
+// tell: wal_status lost means PostgreSQL removed WAL the slot needed (max_slot_wal_keep_size);
+// otherwise the server's own detail names the cause (on 17+ also rows removed by VACUUM, an
+// insufficient wal_level, idle_replication_slot_timeout), and `slot status` gives the
+// invalidation_reason with what to do about it.
+func slotLostError(slot, cause string, err error) error {
+	return fmt.Errorf("%w: slot %q was invalidated: %s; `cdc-relay slot status --slot %s` shows its invalidation_reason and what "+
+		"prevents it next time. Drop and re-create it with `cdc-relay slot drop --slot %s` and `cdc-relay slot create --slot %s ...`, "+
 		"then republish the outbox rows written while it was lost (the polling publisher `cdc-relay poll` can do that from the table): %w",
-		ErrSlotLost, slot, slot, slot, err)
+		ErrSlotLost, slot, cause, slot, slot, slot, err)
+}
+
+// lostCause is what the server said about an invalidated slot: its detail when it gave one.
+func lostCause(pgErr *pgconn.PgError) string {
+	if pgErr.Detail != "" {
+		return "PostgreSQL says: " + strings.TrimSuffix(pgErr.Detail, ".")
+	}
+	return "PostgreSQL can no longer decode changes from it"
 }

@@ -328,7 +328,7 @@ func (s *Stream) checkSlot(ctx context.Context) (pglogrepl.LSN, error) {
 		return 0, fmt.Errorf("%w: slot %q uses %q", ErrWrongPlugin, s.cfg.Slot, plugin)
 	}
 	if walStatus == "lost" {
-		return 0, slotLostError(s.cfg.Slot, errors.New("wal_status is lost"))
+		return 0, slotLostError(s.cfg.Slot, "its wal_status is lost: it held back more WAL than max_slot_wal_keep_size allows, and PostgreSQL removed WAL it still needed", errors.New("wal_status is lost"))
 	}
 	if pid != "0" {
 		if n, _ := strconv.Atoi(pid); uint32(n) != s.conn.PID() {

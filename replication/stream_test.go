@@ -131,4 +131,13 @@ func TestClassifyServerErrors(t *testing.T) {
 	if msg := classify(cases["lost"].pg, "s").Error(); !strings.Contains(msg, "slot drop") || !strings.Contains(msg, "slot create") {
 		t.Errorf("a lost slot must say how to recover: %s", msg)
 	}
+	// A slot invalidated for another reason than removed WAL (rows_removed on a standby,
+	// wal_level_insufficient, idle_timeout on 18) must not be blamed on max_slot_wal_keep_size:
+	// the message carries the server's own detail and points to slot status for the reason.
+	conflict := &pgconn.PgError{Code: "55000", Message: `can no longer get changes from replication slot "s"`,
+		Detail: "This slot has been invalidated because it was conflicting with recovery."}
+	msg := classify(conflict, "s").Error()
+	if strings.Contains(msg, "max_slot_wal_keep_size") || !strings.Contains(msg, "conflicting with recovery") || !strings.Contains(msg, "slot status") {
+		t.Errorf("a slot lost to a recovery conflict must say so, not blame max_slot_wal_keep_size: %s", msg)
+	}
 }
