@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/cdc-relay/cdc-relay/internal/testenv"
 )
 
@@ -160,19 +162,34 @@ func TestPollServesPendingMetrics(t *testing.T) {
 		code, _ := httpGet(t, addr, "/readyz")
 		return code == http.StatusOK
 	})
-	// Rows the poller cannot take (another transaction holds them) stay pending and age.
+	// Rows the poller cannot take (another transaction holds them) stay pending and age. The
+	// row must be committed to count as pending, so the poller (every 20 ms) may publish it
+	// before the lock is taken: then the lock finds it published and another row is tried.
 	ctx := context.Background()
-	tx, err := f.Pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
+	var tx pgx.Tx
+	for attempt := 1; ; attempt++ {
+		var err error
+		if tx, err = f.Pool.Begin(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var id int64
+		if err := f.Pool.QueryRow(ctx, `INSERT INTO `+f.Table+` (aggregate_id, topic, payload, created_at) VALUES ('late', $1, '{}', now() - interval '1 hour') RETURNING id`, f.Topic).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		// FOR UPDATE waits for a poller that holds the row and then re-checks published_at.
+		tag, err := tx.Exec(ctx, `SELECT id FROM `+f.Table+` WHERE id = $1 AND published_at IS NULL FOR UPDATE`, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tag.RowsAffected() == 1 {
+			break
+		}
+		_ = tx.Rollback(ctx)
+		if attempt == 20 {
+			t.Fatal("the poller published each of 20 rows before a transaction could lock it")
+		}
 	}
-	defer tx.Rollback(ctx)
-	if _, err := f.Pool.Exec(ctx, `INSERT INTO `+f.Table+` (aggregate_id, topic, payload, created_at) VALUES ('late', $1, '{}', now() - interval '1 hour')`, f.Topic); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.Exec(ctx, `SELECT id FROM `+f.Table+` WHERE aggregate_id = 'late' FOR UPDATE`); err != nil {
-		t.Fatal(err)
-	}
+	defer func() { _ = tx.Rollback(ctx) }()
 	testenv.Eventually(t, 30*time.Second, "one pending row an hour old", func() bool {
 		m = scrape(t, addr)
 		return m["cdc_relay_outbox_pending_rows"] == 1 && m["cdc_relay_outbox_oldest_pending_age_seconds"] >= 3600
