@@ -281,21 +281,7 @@ func TestDeadLettersOlderTableKeepsItsLettersAndRefusesUnclassified(t *testing.T
 	bin := testenv.Binary(t, false)
 	ctx := context.Background()
 	table := "public." + f.Name + "_dl"
-	// The DDL of the version before the class column.
-	if _, err := f.Pool.Exec(ctx, `CREATE TABLE `+table+` (
-    id          bigserial    PRIMARY KEY,
-    slot        text         NOT NULL,
-    outbox_id   text,
-    topic       text,
-    key         bytea,
-    value       bytea,
-    headers     jsonb,
-    error       text         NOT NULL,
-    lsn         pg_lsn,
-    created_at  timestamptz  NOT NULL DEFAULT now())`); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+table) })
+	createPreClassDeadLetterTable(t, f, table)
 	hdrs := `{"outbox-id": "7", "outbox-table": "public.orders", "aggregate-id": "k7", "cdc-lsn": "0/16B3748",
 		"dlq-error": "MESSAGE_TOO_LARGE: x", "dlq-original-topic": "` + f.Topic + `"}`
 	if _, err := f.Pool.Exec(ctx, `INSERT INTO `+table+` (slot, outbox_id, topic, key, value, headers, error, lsn)
@@ -475,20 +461,7 @@ func TestRelayParksIntoAnOlderDeadLetterTable(t *testing.T) {
 	f := e.F
 	ctx := context.Background()
 	table := "public." + f.Name + "_dl"
-	if _, err := f.Pool.Exec(ctx, `CREATE TABLE `+table+` (
-    id          bigserial    PRIMARY KEY,
-    slot        text         NOT NULL,
-    outbox_id   text,
-    topic       text,
-    key         bytea,
-    value       bytea,
-    headers     jsonb,
-    error       text         NOT NULL,
-    lsn         pg_lsn,
-    created_at  timestamptz  NOT NULL DEFAULT now())`); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+table) })
+	createPreClassDeadLetterTable(t, f, table)
 	small, smallDLQ := f.Name+".small", f.Name+".smalldlq" // both refuse a 4 KB record
 	testenv.CreateTopicWithConfig(t, small, 1, map[string]string{"max.message.bytes": "2048"})
 	testenv.CreateTopicWithConfig(t, smallDLQ, 1, map[string]string{"max.message.bytes": "2048"})
@@ -530,4 +503,24 @@ func TestRelayParksIntoAnOlderDeadLetterTable(t *testing.T) {
 	if err := f.Pool.QueryRow(ctx, `SELECT class FROM `+table+` WHERE outbox_id = $1`, strconv.FormatInt(second, 10)).Scan(&class); err != nil || class == nil || *class != "MESSAGE_TOO_LARGE" {
 		t.Errorf("the letter parked after the migration: class %v (%v), want MESSAGE_TOO_LARGE", class, err)
 	}
+}
+
+// createPreClassDeadLetterTable creates table with the dead-letter table's DDL of the version
+// before the class column (an older relay's), dropped when the test ends.
+func createPreClassDeadLetterTable(t *testing.T, f *testenv.Fixture, table string) {
+	t.Helper()
+	if _, err := f.Pool.Exec(context.Background(), `CREATE TABLE `+table+` (
+    id          bigserial    PRIMARY KEY,
+    slot        text         NOT NULL,
+    outbox_id   text,
+    topic       text,
+    key         bytea,
+    value       bytea,
+    headers     jsonb,
+    error       text         NOT NULL,
+    lsn         pg_lsn,
+    created_at  timestamptz  NOT NULL DEFAULT now())`); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+table) })
 }
