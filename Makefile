@@ -63,7 +63,7 @@ bench-docs:
 	go run -C tools ./cmd/cdc-bench docs --report ../results/latest/report.json $(BENCH_DOCS_FLAGS) ../docs/benchmark.md ../README.md
 
 ## faults: only the fault-injection suite (e2e/faults), against the private pair of
-## scripts/faults-up.sh (.dev/faults/: Postgres 54339, Kafka 19192 with an ACL authorizer).
+## scripts/faults-up.sh (.dev/faults/: Postgres 15442, Kafka 19192 with an ACL authorizer).
 faults:
 	eval "$$(scripts/faults-up.sh)" && CDC_RELAY_REQUIRE_SERVICES=1 go test -race -count=1 -p 1 -timeout 30m ./e2e/faults
 

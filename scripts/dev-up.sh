@@ -6,12 +6,12 @@
 #   scripts/dev-up.sh pg | kafka       # just one (exports are printed all the same)
 #
 # Data and logs live in .dev/ at the repo root (pg/, pg.log, kafka/, kafka.log, kafka.pid).
-# Env: CDC_RELAY_DEV_PG_PORT (54329), CDC_RELAY_DEV_KAFKA_PORT (19092; controller on port+1, or
+# Env: CDC_RELAY_DEV_PG_PORT (15432), CDC_RELAY_DEV_KAFKA_PORT (19092; controller on port+1, or
 # CDC_RELAY_DEV_KAFKA_CONTROLLER_PORT), CDC_RELAY_DEV_TIMEOUT (120 s per service), CDC_RELAY_DEV_PG_BIN.
 #
 # CDC_RELAY_DEV_PG_VERSION=14|15|16|17|18 picks the PostgreSQL major (15, Debian's, by default). The
 # others are the builds scripts/pg-install.sh fetches from Maven Central; each runs on its own port,
-# CDC_RELAY_DEV_PG_PORT + MAJOR - 13 (14: 54330, 16: 54332, 17: 54333, 18: 54334), with its own data dir
+# CDC_RELAY_DEV_PG_PORT + MAJOR - 13 (14: 15433, 16: 15435, 17: 15436, 18: 15437), with its own data dir
 # (.dev/pgMAJOR/, log .dev/pgMAJOR.log), so several run side by side; psql comes from Debian's 15. The
 # exports have the same shape for every version: CDC_RELAY_PG_URL names the chosen server.
 #

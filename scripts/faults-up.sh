@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Start (idempotently) the private PostgreSQL and Kafka pair of the fault-injection tests
 # (e2e/faults) and the chaos soak (tools/cmd/cdc-chaos), next to the shared pair of scripts/dev-up.sh:
-# its own data dir (.dev/faults/), its own ports (Postgres 54339, Kafka 19192, controller 19193;
+# its own data dir (.dev/faults/), its own ports (Postgres 15442, Kafka 19192, controller 19193;
 # the TLS listeners on 19194/19195), and a broker with an ACL authorizer that allows everything
 # no ACL denies. Pausing, killing or restarting it disturbs nobody else.
 #
@@ -14,7 +14,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
 export CDC_RELAY_DEV_DIR="${CDC_RELAY_FAULTS_DIR:-$root/.dev/faults}"
-export CDC_RELAY_DEV_PG_PORT="${CDC_RELAY_FAULTS_PG_PORT:-54339}"
+export CDC_RELAY_DEV_PG_PORT="${CDC_RELAY_FAULTS_PG_PORT:-15442}"
 export CDC_RELAY_DEV_KAFKA_PORT="${CDC_RELAY_FAULTS_KAFKA_PORT:-19192}"
 export CDC_RELAY_DEV_KAFKA_AUTHORIZER=1
 unset CDC_RELAY_DEV_KAFKA_CONTROLLER_PORT CDC_RELAY_DEV_KAFKA_SASL_PORT CDC_RELAY_DEV_KAFKA_SSL_PORT

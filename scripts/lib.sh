@@ -15,11 +15,11 @@ PG_MAJORS=(14 15 16 17 18)
 
 # pg_select_version MAJOR sets the server the scripts run: PG_VERSION, PG_PORT, PG_DATA, PG_LOG, PG_URL,
 # PG_TLS_URL. CDC_RELAY_DEV_PG_VERSION picks it (lib.sh calls this once it has defined the rest).
-# 15 (the default) is Debian's, on CDC_RELAY_DEV_PG_PORT (54329) with its data in pg/. Every other major
-# has its own port, CDC_RELAY_DEV_PG_PORT + MAJOR - 13 (14: 54330, 16: 54332, 17: 54333, 18: 54334), and
+# 15 (the default) is Debian's, on CDC_RELAY_DEV_PG_PORT (15432) with its data in pg/. Every other major
+# has its own port, CDC_RELAY_DEV_PG_PORT + MAJOR - 13 (14: 15433, 16: 15435, 17: 15436, 18: 15437), and
 # its own data dir pgMAJOR/ and log pgMAJOR.log, so that one of each can run side by side.
 pg_select_version() {
-	local base="${CDC_RELAY_DEV_PG_PORT:-54329}"
+	local base="${CDC_RELAY_DEV_PG_PORT:-15432}"
 	PG_VERSION="$1"
 	if [[ "$PG_VERSION" == 15 ]]; then
 		PG_PORT="$base" PG_DATA="$DEV_DIR/pg" PG_LOG="$DEV_DIR/pg.log"
@@ -249,8 +249,10 @@ pg_up() {
 		if ! pg_running; then
 			write_pg_conf
 			log "starting postgres $want ($PG_BIN) on 127.0.0.1:$PG_PORT, log $PG_LOG"
-			# The port lies in Linux's ephemeral range (32768-60999), so a client connection of
-			# someone else's may hold it for a moment: retry "Address already in use" a few times.
+			# The default ports lie below Linux's ephemeral range (32768-60999): in it, a long-lived
+			# client connection (the broker's own, to its controller) held 54334 for a whole CI run.
+			# A port set by CDC_RELAY_DEV_PG_PORT may still be taken for a moment: retry a few times,
+			# then say who holds it.
 			local try offset
 			for try in 1 2 3 4 5; do
 				offset=$(($(stat -c %s "$PG_LOG") + 1))
@@ -262,6 +264,11 @@ pg_up() {
 					continue
 				fi
 				tail -n 20 "$PG_LOG" >&2 || true
+				if tail -c +"$offset" "$PG_LOG" | grep -q 'Address already in use'; then
+					log "127.0.0.1:$PG_PORT is held by:"
+					ss -Htanp "( sport = :$PG_PORT )" >&2 2>/dev/null || true
+					die "postgres could not listen on 127.0.0.1:$PG_PORT (in use, above): stop what holds it or set CDC_RELAY_DEV_PG_PORT to a free port below 32768"
+				fi
 				die "postgres did not start; see $PG_LOG"
 			done
 		fi

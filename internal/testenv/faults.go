@@ -75,7 +75,7 @@ func CheckControlled(t testing.TB) {
 		return def
 	}
 	kport := want("CDC_RELAY_DEV_KAFKA_PORT", "19092")
-	pport := want("CDC_RELAY_DEV_PG_PORT", "54329")
+	pport := want("CDC_RELAY_DEV_PG_PORT", "15432")
 	brokers := Brokers(t)
 	if len(brokers) != 1 || !strings.HasSuffix(brokers[0], ":"+kport) {
 		t.Fatalf("CDC_RELAY_BROKERS=%v is not the broker scripts/kafka-ctl.sh controls (port %s): "+
