@@ -25,7 +25,7 @@ import (
 // For tests only.
 const crashEnv = "CDC_RELAY_TEST_CRASH_AFTER_CONFIRMS"
 
-func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	var (
 		c            common
 		pubs         listFlag
@@ -86,6 +86,16 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return &usageError{fmt.Errorf("--dead-letter-table: %w", err)}
 	}
 	log := c.logger(stderr)
+	// A SIGTERM or Ctrl-C before streaming starts is a clean stop like one after it (exit 0):
+	// nothing was published, nothing confirmed. The checks it interrupted fail with the canceled
+	// context, which is not an error of the relay's (a supervisor would count it as a crash).
+	streaming := false
+	defer func() {
+		if err != nil && !streaming && ctx.Err() != nil {
+			log.Info("stopped during startup, before streaming: nothing was published or confirmed", "interrupted", err)
+			err = nil
+		}
+	}()
 	dcfg.Tables = tables
 	if err := prod.sink(&scfg, &c, fs, log, dcfg.Topic); err != nil {
 		return err
@@ -177,6 +187,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	log.Info("starting", "slot", c.slot, "publications", []string(pubs), "brokers", []string(prod.brokers))
+	streaming = true
 	if err := r.Run(ctx); err != nil {
 		return prod.topicErr(fmt.Errorf("run: %w", err))
 	}
