@@ -12,8 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/cdc-relay/cdc-relay/deadletters"
 	"github.com/cdc-relay/cdc-relay/internal/testenv"
-	"github.com/cdc-relay/cdc-relay/slotstore"
 )
 
 // dlCLI runs `cdc-relay dead-letters ...` and returns its stdout+stderr and exit code.
@@ -168,7 +168,7 @@ func TestDeadLettersFromTableReplayDiscard(t *testing.T) {
 	bin := testenv.Binary(t, false)
 	ctx := context.Background()
 	table := "public." + f.Name + "_dl"
-	ddl, err := slotstore.DeadLetterTableDDL(table)
+	ddl, err := deadletters.TableDDL(table)
 	if err != nil {
 		t.Fatal(err)
 	}
