@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/cdc-relay/cdc-relay/internal/slotfacts"
 	"github.com/cdc-relay/cdc-relay/outbox"
 	"github.com/cdc-relay/cdc-relay/slotstore"
 )
@@ -88,7 +89,7 @@ func CreateMarksTable(ctx context.Context, conn *pgx.Conn, table string) error {
 		}
 		stmt := marksMigration(t, pkey)
 		if _, err := conn.Exec(ctx, stmt); err != nil {
-			if sqlstate(err) == pgerrcode.InsufficientPrivilege {
+			if slotfacts.Code(err) == pgerrcode.InsufficientPrivilege {
 				err = fmt.Errorf("%w: only the table's owner may migrate it; have it run once:\n%s;\n: %w", slotstore.ErrPermission, stmt, err)
 			}
 			return fmt.Errorf("migrate the dead-letter marks table %s: %w", t, err)
@@ -96,11 +97,11 @@ func CreateMarksTable(ctx context.Context, conn *pgx.Conn, table string) error {
 		return nil
 	}
 	_, err = conn.Exec(ctx, marksDDL(t))
-	if c := sqlstate(err); c == pgerrcode.UniqueViolation || c == pgerrcode.DuplicateTable { // created concurrently
+	if c := slotfacts.Code(err); c == pgerrcode.UniqueViolation || c == pgerrcode.DuplicateTable { // created concurrently
 		err = nil
 	}
 	if err != nil {
-		if sqlstate(err) == pgerrcode.InsufficientPrivilege {
+		if slotfacts.Code(err) == pgerrcode.InsufficientPrivilege {
 			err = fmt.Errorf("%w: it needs CREATE on schema %q, or an owner runs once:\n%s;\n(and grants SELECT, INSERT on it): %w",
 				slotstore.ErrPermission, t.Schema, marksDDL(t), err)
 		}

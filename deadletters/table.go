@@ -3,15 +3,14 @@ package deadletters
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/cdc-relay/cdc-relay/internal/slotfacts"
 	"github.com/cdc-relay/cdc-relay/outbox"
 	"github.com/cdc-relay/cdc-relay/sink"
 	"github.com/cdc-relay/cdc-relay/slotstore"
@@ -74,11 +73,11 @@ func CreateTable(ctx context.Context, conn *pgx.Conn, table string) error {
 		return nil
 	}
 	_, err = conn.Exec(ctx, tableDDL(t))
-	if c := sqlstate(err); c == pgerrcode.UniqueViolation || c == pgerrcode.DuplicateTable { // created concurrently
+	if c := slotfacts.Code(err); c == pgerrcode.UniqueViolation || c == pgerrcode.DuplicateTable { // created concurrently
 		err = nil
 	}
 	if err != nil {
-		switch sqlstate(err) {
+		switch slotfacts.Code(err) {
 		case pgerrcode.InsufficientPrivilege:
 			var role string
 			_ = conn.QueryRow(ctx, `SELECT current_user`).Scan(&role)
@@ -132,7 +131,7 @@ func MigrateTable(ctx context.Context, conn *pgx.Conn, table string) (bool, erro
 		stmt += ` ADD COLUMN IF NOT EXISTS ` + pgx.Identifier{c}.Sanitize() + ` ` + stateTypes[c]
 	}
 	if _, err := conn.Exec(ctx, stmt); err != nil {
-		if sqlstate(err) == pgerrcode.InsufficientPrivilege {
+		if slotfacts.Code(err) == pgerrcode.InsufficientPrivilege {
 			err = fmt.Errorf("%w: only the table's owner may add the replay columns; have it run once:\n%s;\n: %w", slotstore.ErrPermission, stmt, err)
 		}
 		return true, fmt.Errorf("migrate the dead-letter table %s: %w", t, err)
@@ -204,13 +203,4 @@ func (w *TableWriter) Insert(ctx context.Context, slot string, rec *kgo.Record, 
 // The key and value go to bytea columns unchanged.
 func pgText(s string) string {
 	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
-}
-
-// sqlstate returns the SQLSTATE of err, or "" when it is not a server error.
-func sqlstate(err error) string {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		return pgErr.Code
-	}
-	return ""
 }

@@ -24,4 +24,9 @@
 // replays from the slot's confirmed position), and resumes. A slot held by another process
 // makes the Stream a standby that retries until the slot is free. A missing or invalidated slot
 // and configuration errors end Run with an error that says what to do.
+//
+// What it knows of the slot it shares with slotstore through internal/slotfacts: the name
+// rules (Config.Validate), the query that reads the slot before each session (the simple
+// protocol, which the replication connection takes), what a server error says about the slot,
+// and the sentinels, which ErrSlotMissing, ErrSlotActive, ErrSlotLost and ErrWrongPlugin are.
 package replication

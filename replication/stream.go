@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/cdc-relay/cdc-relay/internal/retry"
+	"github.com/cdc-relay/cdc-relay/internal/slotfacts"
 )
 
 // Kind says what a Message carries.
@@ -297,13 +297,11 @@ func (s *Stream) session(ctx context.Context, out chan<- []Message) (bool, error
 // slot's own confirmed position, even when this process already confirmed more (DESIGN.md,
 // "Every session starts from the slot's own confirmed_flush_lsn").
 func (s *Stream) checkSlot(ctx context.Context) (pglogrepl.LSN, error) {
-	q := "SELECT plugin, coalesce(active_pid, 0), coalesce(confirmed_flush_lsn::text, ''), coalesce(wal_status, '') " +
-		"FROM pg_replication_slots WHERE slot_name = '" + s.cfg.Slot + "' AND database = current_database()"
-	res, err := s.conn.Exec(ctx, q).ReadAll()
+	slot, found, err := slotfacts.Lookup(ctx, s.conn, s.cfg.Slot)
 	if err != nil {
-		return 0, fmt.Errorf("read slot %q: %w", s.cfg.Slot, err)
+		return 0, err
 	}
-	if len(res) != 1 || len(res[0].Rows) == 0 {
+	if !found || !slot.SameDatabase {
 		if f := s.Flushed(); f != 0 && s.nowTL != s.timeline {
 			return 0, fmt.Errorf("%w: slot %q is not on this server, which is on timeline %d while the relay started on timeline %d: "+
 				"a standby was promoted and the slot stayed on the old primary (before PostgreSQL 17 no logical slot moves to a "+
@@ -322,23 +320,19 @@ func (s *Stream) checkSlot(ctx context.Context) (pglogrepl.LSN, error) {
 		return 0, fmt.Errorf("%w: slot %q in this database (create it with `cdc-relay slot create --slot %s --publication ...`)",
 			ErrSlotMissing, s.cfg.Slot, s.cfg.Slot)
 	}
-	row := res[0].Rows[0]
-	plugin, pid, confirmed, walStatus := string(row[0]), string(row[1]), string(row[2]), string(row[3])
-	if plugin != "pgoutput" {
-		return 0, fmt.Errorf("%w: slot %q uses %q", ErrWrongPlugin, s.cfg.Slot, plugin)
+	if slot.Plugin != "pgoutput" {
+		return 0, fmt.Errorf("%w: slot %q uses %q", ErrWrongPlugin, s.cfg.Slot, slot.Plugin)
 	}
-	if walStatus == "lost" {
+	if slot.WALStatus == "lost" {
 		return 0, slotLostError(s.cfg.Slot, "its wal_status is lost: it held back more WAL than max_slot_wal_keep_size allows, and PostgreSQL removed WAL it still needed", errors.New("wal_status is lost"))
 	}
-	if pid != "0" {
-		if n, _ := strconv.Atoi(pid); uint32(n) != s.conn.PID() {
-			return 0, fmt.Errorf("%w: slot %q is active for PID %s", ErrSlotActive, s.cfg.Slot, pid)
-		}
+	if slot.PID != 0 && uint32(slot.PID) != s.conn.PID() {
+		return 0, fmt.Errorf("%w: slot %q is active for PID %d", ErrSlotActive, s.cfg.Slot, slot.PID)
 	}
-	lsn, err := pglogrepl.ParseLSN(confirmed)
-	if err != nil {
-		return 0, fmt.Errorf("read slot %q: confirmed_flush_lsn %q: %w", s.cfg.Slot, confirmed, err)
+	if !slot.HasConfirmed {
+		return 0, fmt.Errorf("read slot %q: it has no confirmed_flush_lsn", s.cfg.Slot)
 	}
+	lsn := slot.Confirmed
 	// Start from the slot's own position, never from a higher one this process remembers: after
 	// a failover the new primary's slot may be behind it, and starting ahead would skip what lies
 	// between. Replay is allowed, loss is not. Reporting exactly the slot's position is also safe
