@@ -5,45 +5,43 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/cdc-relay/cdc-relay/deadletters"
 	"github.com/cdc-relay/cdc-relay/internal/testenv"
 	"github.com/cdc-relay/cdc-relay/outbox"
+	"github.com/cdc-relay/cdc-relay/slotstore"
 )
 
-// Dead-letter table names follow outbox.ParseTable: a bare name is public.name, taken literally.
+// TableDDL and CreateTable name the table as outbox.ParseTable does (a bare name is
+// public.name, taken literally, always quoted), and refuse a bad name before any statement.
 func TestDeadLetterTableNames(t *testing.T) {
-	t.Parallel()
 	long := strings.Repeat("a", 63)
-	for _, tc := range []struct {
-		in, schema, name, quoted string
-	}{
-		{"cdc_relay_dead_letters", "public", "cdc_relay_dead_letters", `"public"."cdc_relay_dead_letters"`},
-		{deadletters.DefaultTable, "public", "cdc_relay_dead_letters", `"public"."cdc_relay_dead_letters"`},
-		{"ops.dead", "ops", "dead", `"ops"."dead"`},
-		{"Ops.Dead Letters", "Ops", "Dead Letters", `"Ops"."Dead Letters"`}, // literal: no case folding
-		{`a"b.c`, `a"b`, "c", `"a""b"."c"`},
-		{long + "." + long, long, long, `"` + long + `"."` + long + `"`},
-	} {
-		got, err := outbox.ParseTable(tc.in)
-		if err != nil || got.Schema != tc.schema || got.Name != tc.name || got.Sanitize() != tc.quoted ||
-			got.String() != tc.schema+"."+tc.name {
-			t.Errorf("ParseTable(%q) = %+v (%s), %v; want %s.%s (%s)", tc.in, got, got.Sanitize(), err, tc.schema, tc.name, tc.quoted)
+	quoted := map[string]string{
+		"cdc_relay_dead_letters":      `"public"."cdc_relay_dead_letters"`,
+		deadletters.DefaultTable:      `"public"."cdc_relay_dead_letters"`,
+		"ops.dead":                    `"ops"."dead"`,
+		"Ops.Dead Letters":            `"Ops"."Dead Letters"`, // literal: no case folding
+		`a"b.c`:                       `"a""b"."c"`,
+		long + "." + long:             `"` + long + `"."` + long + `"`,
+		deadletters.DefaultMarksTable: `"public"."cdc_relay_dead_letter_marks"`,
+	}
+	for in, q := range quoted {
+		ddl, err := deadletters.TableDDL(in)
+		if err != nil || !strings.HasPrefix(ddl, "CREATE TABLE IF NOT EXISTS "+q+" (") {
+			t.Errorf("TableDDL(%q) = %q, %v; want it to create %s", in, ddl, err, q)
 		}
-		ddl, err := deadletters.TableDDL(tc.in)
-		if err != nil || !strings.HasPrefix(ddl, "CREATE TABLE IF NOT EXISTS "+tc.quoted+" (") {
-			t.Errorf("TableDDL(%q) = %q, %v; want it to create %s", tc.in, ddl, err, tc.quoted)
+		if ddl, err := deadletters.MarksTableDDL(in); err != nil || !strings.HasPrefix(ddl, "CREATE TABLE IF NOT EXISTS "+q+" (") {
+			t.Errorf("MarksTableDDL(%q) = %q, %v; want it to create %s", in, ddl, err, q)
 		}
 	}
 	for _, bad := range []string{"", "a.b.c", ".dead", "public.", ".", long + "a", "public." + long + "a", "pub\x00lic.dead"} {
-		if got, err := outbox.ParseTable(bad); !errors.Is(err, outbox.ErrBadName) {
-			t.Errorf("ParseTable(%q) = %+v, %v; want ErrBadName", bad, got, err)
-		}
 		if _, err := deadletters.TableDDL(bad); !errors.Is(err, outbox.ErrBadName) {
 			t.Errorf("TableDDL(%q): %v; want ErrBadName", bad, err)
+		}
+		if _, err := deadletters.MarksTableDDL(bad); !errors.Is(err, outbox.ErrBadName) {
+			t.Errorf("MarksTableDDL(%q): %v; want ErrBadName", bad, err)
 		}
 		if err := deadletters.CreateTable(t.Context(), nil, bad); !errors.Is(err, outbox.ErrBadName) {
 			t.Errorf("CreateTable(%q): %v; want ErrBadName before any statement", bad, err)
@@ -56,16 +54,10 @@ func TestDeadLetterTableNames(t *testing.T) {
 // the same name: the table is public's (an unqualified name means public.name) all the same.
 func TestDeadLetterTableIgnoresSearchPath(t *testing.T) {
 	t.Parallel()
-	admin := connect(t)
-	ctx := testCtx(t)
-	name := testenv.Name(t)
+	admin, ctx, name := connect(t), t.Context(), testenv.Name(t)
 	decoy := name + "_sp"
-	dsch := pgx.Identifier{decoy}.Sanitize()
-	exec(t, admin, "CREATE SCHEMA "+dsch)
-	t.Cleanup(func() {
-		exec(t, admin, "DROP SCHEMA IF EXISTS "+dsch+" CASCADE")
-		exec(t, admin, "DROP TABLE IF EXISTS "+pgx.Identifier{"public", name}.Sanitize())
-	})
+	dsch := newSchema(t, admin, decoy)
+	t.Cleanup(func() { exec(t, admin, "DROP TABLE IF EXISTS "+pgx.Identifier{"public", name}.Sanitize()) })
 	exec(t, admin, "CREATE TABLE "+pgx.Identifier{decoy, name}.Sanitize()+" (decoy int)")
 
 	conn := connect(t)
@@ -110,34 +102,66 @@ func TestDeadLetterTableIgnoresSearchPath(t *testing.T) {
 	}
 }
 
+// TestDeadLetterTablePermission runs CreateTable as a role without CREATE on the schema: the
+// error names the grant on the table's schema, and once an owner made the table the role
+// needs none. The table is qualified with the test's own schema (not in the role's
+// search_path), so the shared database's public schema, where the default table may already
+// exist, is not involved.
+func TestDeadLetterTablePermission(t *testing.T) {
+	t.Parallel()
+	admin, ctx, name := connect(t), t.Context(), testenv.Name(t)
+	schema := name + "_sch"
+	sch, role := newSchema(t, admin, schema), pgx.Identifier{name}.Sanitize()
+	exec(t, admin, "CREATE ROLE "+role+" NOLOGIN NOSUPERUSER")
+	t.Cleanup(func() {
+		exec(t, admin, "DROP OWNED BY "+role)
+		exec(t, admin, "DROP ROLE "+role)
+	})
+	exec(t, admin, "GRANT USAGE ON SCHEMA "+sch+" TO "+role)
+	conn := connect(t)
+	exec(t, conn, "SET ROLE "+role)
+	table := schema + ".dead_letters"
+
+	err := deadletters.CreateTable(ctx, conn, table)
+	if !errors.Is(err, slotstore.ErrPermission) || !strings.Contains(err.Error(), "GRANT CREATE ON SCHEMA "+sch+" TO "+role) {
+		t.Fatalf("CreateTable without CREATE on the schema: err = %v; want ErrPermission naming GRANT CREATE ON SCHEMA %s TO %s", err, sch, role)
+	}
+
+	ddl, err := deadletters.TableDDL(table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec(t, admin, ddl)
+	if err := deadletters.CreateTable(ctx, conn, table); err != nil {
+		t.Errorf("CreateTable with the table made by its owner: %v; want nil (no CREATE needed)", err)
+	}
+}
+
 // connect opens a normal connection that the test's cleanup closes.
 func connect(t *testing.T) *pgx.Conn {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	conn, err := pgx.ConnectConfig(ctx, testenv.PGConfig(t))
+	conn, err := pgx.ConnectConfig(t.Context(), testenv.PGConfig(t))
 	if err != nil {
 		t.Fatalf("connect to CDC_RELAY_PG_URL: %v", err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = conn.Close(ctx)
-	})
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
 	return conn
 }
 
-func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
+// exec runs sql on conn, in a test or in its cleanup (after t.Context ended).
 func exec(t *testing.T, conn *pgx.Conn, sql string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := conn.Exec(ctx, sql); err != nil {
+	if _, err := conn.Exec(context.Background(), sql); err != nil {
 		t.Fatalf("%s: %v", sql, err)
 	}
+}
+
+// newSchema creates schema, dropped with everything in it when the test ends, and returns it
+// quoted.
+func newSchema(t *testing.T, admin *pgx.Conn, schema string) string {
+	t.Helper()
+	sch := pgx.Identifier{schema}.Sanitize()
+	exec(t, admin, "CREATE SCHEMA "+sch)
+	t.Cleanup(func() { exec(t, admin, "DROP SCHEMA IF EXISTS "+sch+" CASCADE") })
+	return sch
 }

@@ -1,11 +1,9 @@
 package slotfacts
 
-import (
-	"errors"
+import "errors"
 
-	"github.com/cdc-relay/cdc-relay/outbox"
-)
-
+// The slot's sentinels: replication and slotstore re-export these values, so that errors.Is
+// holds across them (each once defined its own, with the same text and another value).
 var (
 	// ErrSlotMissing means the replication slot does not exist (in this database).
 	ErrSlotMissing = errors.New("replication slot does not exist")
@@ -18,7 +16,4 @@ var (
 	ErrSlotLost = errors.New("replication slot was invalidated")
 	// ErrSlotWrongPlugin means the slot exists but is not a logical slot with the pgoutput plugin.
 	ErrSlotWrongPlugin = errors.New("replication slot does not use the pgoutput plugin")
-	// ErrBadName means a slot, publication or table name is not acceptable. It is
-	// outbox.ErrBadName, the error of outbox.ParseTable.
-	ErrBadName = outbox.ErrBadName
 )

@@ -1,6 +1,14 @@
 package slotfacts
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/cdc-relay/cdc-relay/outbox"
+)
+
+// ErrBadName means a slot, publication or table name is not acceptable. It is
+// outbox.ErrBadName, the error of outbox.ParseTable.
+var ErrBadName = outbox.ErrBadName
 
 // MaxIdentLen is NAMEDATALEN-1, the longest name the server keeps.
 const MaxIdentLen = 63
