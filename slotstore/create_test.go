@@ -11,11 +11,8 @@ import (
 
 func TestCreateMakesPublicationAndSlot(t *testing.T) {
 	t.Parallel()
-	e := setup(t)
-	e.createTable(t, e.Table)
-	ctx := testCtx(t)
-
-	res, err := slotstore.New(connect(t)).Create(ctx, slotstore.CreateOptions{
+	e, ctx, store := withTable(t)
+	res, err := store.Create(ctx, slotstore.CreateOptions{
 		Slot: e.Slot, Publication: e.Pub, Tables: []string{e.Table}, // unqualified: schema public
 	})
 	if err != nil {
@@ -59,10 +56,7 @@ FROM pg_replication_slots WHERE slot_name = $1`, e.Slot).Scan(&plugin, &slotType
 
 func TestCreateTwiceIsNoop(t *testing.T) {
 	t.Parallel()
-	e := setup(t)
-	e.createTable(t, e.Table)
-	ctx := testCtx(t)
-	store := slotstore.New(connect(t))
+	e, ctx, store := withTable(t)
 	opts := slotstore.CreateOptions{Slot: e.Slot, Publication: e.Pub, Tables: []string{"public." + e.Table}}
 
 	first, err := store.Create(ctx, opts)
@@ -176,10 +170,7 @@ func TestCreateRejectsBadNames(t *testing.T) {
 // on and the primary's failover check answers.
 func TestCreateFailoverNeeds17(t *testing.T) {
 	t.Parallel()
-	e := setup(t)
-	e.createTable(t, e.Table)
-	ctx := testCtx(t)
-	store := slotstore.New(connect(t))
+	e, ctx, store := withTable(t)
 	var version int
 	if err := e.admin.QueryRow(ctx, `SELECT current_setting('server_version_num')::int / 10000`).Scan(&version); err != nil {
 		t.Fatal(err)
