@@ -10,7 +10,7 @@
 //     simple query protocol, the only one a replication connection (replication=database)
 //     accepts, so the stream's walsender connection and slotstore's normal one share it.
 //
-// It is a leaf: it imports no package of this module but outbox (ErrBadName is outbox's, the
-// error of a bad table name), and replication, slotstore, deadletters and poller import it. It starts no goroutines; Lookup takes ctx
+// It is a leaf: it imports no package of this module; replication, slotstore, deadletters,
+// poller and outbox (for ErrBadName and MaxIdentLen, which a table name obeys too) import it. It starts no goroutines; Lookup takes ctx
 // first and passes it to pgconn.
 package slotfacts

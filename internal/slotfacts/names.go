@@ -1,14 +1,13 @@
 package slotfacts
 
 import (
+	"errors"
 	"fmt"
-
-	"github.com/cdc-relay/cdc-relay/outbox"
 )
 
-// ErrBadName means a slot, publication or table name is not acceptable. It is
-// outbox.ErrBadName, the error of outbox.ParseTable.
-var ErrBadName = outbox.ErrBadName
+// ErrBadName means a slot, publication or table name is not acceptable. outbox.ErrBadName,
+// the error of outbox.ParseTable, is the same value.
+var ErrBadName = errors.New("invalid name")
 
 // MaxIdentLen is NAMEDATALEN-1, the longest name the server keeps.
 const MaxIdentLen = 63
