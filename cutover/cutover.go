@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/cdc-relay/cdc-relay/deadletters"
 	"github.com/cdc-relay/cdc-relay/outbox"
 	"github.com/cdc-relay/cdc-relay/poller"
 	"github.com/cdc-relay/cdc-relay/slotstore"
@@ -93,7 +94,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	res.PublicationCreated, res.ConsistentPoint, res.Snapshot = cr.PublicationCreated, cr.ConsistentPoint, cr.Snapshot
 	log.Info("created the slot with an exported snapshot", "slot", o.Slot, "consistent_point", cr.ConsistentPoint, "snapshot", cr.Snapshot)
 	if o.DeadLetterTable != "" {
-		if err := store.CreateDeadLetterTable(ctx, o.DeadLetterTable); err != nil {
+		if err := deadletters.CreateTable(ctx, conn, o.DeadLetterTable); err != nil {
 			log.Warn("dead-letter table not created; the relay creates it on first use", "table", o.DeadLetterTable, "cause", err)
 		}
 	}

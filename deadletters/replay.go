@@ -268,8 +268,14 @@ func (r *Replayer) Replay(ctx context.Context, letters []*Letter) (Tally, error)
 	}
 	wg.Wait()
 	for _, s := range todo {
+		failure := sink.Failure(0)
+		if s.err != nil {
+			// The relay's and the poller's classification: refused means refused on its own, not
+			// a batch refused as too large although this record fits (that one failed: rerun).
+			failure, s.err = r.Sink.Classify(s.rec, s.err)
+		}
 		switch {
-		case s.err != nil && sink.Rejected(s.err):
+		case failure == sink.Refused:
 			cause := CauseNotWritable
 			if errors.Is(s.err, kerr.MessageTooLarge) || errors.Is(s.err, kerr.RecordListTooLarge) {
 				cause = CauseTooLarge

@@ -17,7 +17,6 @@ import (
 
 	"github.com/cdc-relay/cdc-relay/internal/contract"
 	"github.com/cdc-relay/cdc-relay/outbox"
-	"github.com/cdc-relay/cdc-relay/slotstore"
 )
 
 // Store is where letters are parked and what was done to them is kept.
@@ -46,7 +45,7 @@ func (s *TopicStore) Name() string { return "dead-letter topic " + s.Topic }
 
 // Prepare creates the marks table if it is missing.
 func (s *TopicStore) Prepare(ctx context.Context) error {
-	return slotstore.New(s.Conn).CreateDeadLetterMarksTable(ctx, s.Marks.String())
+	return CreateMarksTable(ctx, s.Conn, s.Marks.String())
 }
 
 // Load reads the topic from its start to the end it had when Load began.
@@ -226,7 +225,7 @@ func (s *TopicStore) Mark(ctx context.Context, l *Letter, st State) (bool, error
 }
 
 // TableStore reads the PostgreSQL dead-letter table, whose replayed_at and discarded_at
-// columns keep what was done (MigrateDeadLetterTable adds them).
+// columns keep what was done (MigrateTable adds them).
 type TableStore struct {
 	Conn  *pgx.Conn
 	Table outbox.Table
@@ -238,7 +237,7 @@ func (s *TableStore) Name() string { return "dead-letter table " + s.Table.Strin
 
 // Prepare adds the state columns if they are missing; it reports whether the table exists.
 func (s *TableStore) Prepare(ctx context.Context) (bool, error) {
-	return slotstore.New(s.Conn).MigrateDeadLetterTable(ctx, s.Table.String())
+	return MigrateTable(ctx, s.Conn, s.Table.String())
 }
 
 // Load reads every letter of the table.

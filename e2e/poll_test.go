@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdc-relay/cdc-relay/internal/testenv"
@@ -294,5 +296,56 @@ func TestPollUsageErrors(t *testing.T) {
 		if code != c.code || !regexp.MustCompile(regexp.QuoteMeta(c.want)).MatchString(errOut) {
 			t.Errorf("%s: exit %d, want %d with %q in stderr:\n%s%s", c.name, code, c.code, c.want, out, errOut)
 		}
+	}
+}
+
+// A batch the broker refuses as too large although each of its records fits the topic on its
+// own (max.message.bytes lowered while `poll` ran, after it read the old limit; franz-go fails
+// every record of a refused batch) is not the records' fault: its rows stay pending, nothing
+// reaches the dead-letter topic, and once the topic takes the batch again they are published
+// to it. `poll` dead-lettered every record of such a batch (sink.Rejected), where `run` keeps
+// them: the events went to the dead-letter topic and their rows were marked published.
+func TestPollKeepsABatchRefusedAsTooLargePending(t *testing.T) {
+	t.Parallel()
+	e := newPollEnv(t)
+	lim := e.F.Name + ".lim"
+	testenv.CreateTopicWithConfig(t, lim, 1, map[string]string{"max.message.bytes": "100000"})
+	dlq := testenv.Consume(t, e.F.DLQ)
+	p := e.Start(t, nil, "--linger", "300ms") // a cycle's records go in one batch
+	payload := `{"p": "` + strings.Repeat("x", 1000) + `"}`
+	e.F.Insert(t, false, testenv.Row{Key: "k", Topic: lim, Payload: payload})
+	testenv.Eventually(t, 30*time.Second, "the first row published (the poller read the topic's limit)", func() bool { return e.pending(t) == 0 })
+
+	setLimit := func(v string) {
+		adm := kadm.NewClient(testenv.Kafka(t))
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "max.message.bytes", Value: &v}}, lim); err != nil {
+			t.Fatalf("set max.message.bytes of %s to %s: %v", lim, v, err)
+		}
+	}
+	setLimit("4000") // each ~1.2 KB record fits; the batch of ten does not
+	rows := make([]testenv.Row, 10)
+	for i := range rows {
+		rows[i] = testenv.Row{Key: "k", Topic: lim, Payload: payload}
+	}
+	e.F.Insert(t, false, rows...)
+	refused := func() bool {
+		return strings.Contains(p.Output(), "cycle failed") && strings.Contains(p.Output(), "MESSAGE_TOO_LARGE")
+	}
+	testenv.Eventually(t, 30*time.Second, "the batch refused as too large, or its rows gone", func() bool { return refused() || e.pending(t) < 10 })
+	if n := e.pending(t); n != 10 || !refused() {
+		t.Fatalf("%d rows pending, want all 10: the batch refused as too large was dead-lettered or published (refusal logged: %v):\n%s",
+			n, refused(), p.Output())
+	}
+
+	setLimit("100000")
+	testenv.Eventually(t, 60*time.Second, "the rows published once the topic takes the batch", func() bool { return e.pending(t) == 0 })
+	p.Stop(t)
+	if got := testenv.EndOffset(t, lim); got != 11 {
+		t.Errorf("%s holds %d records, want 11", lim, got)
+	}
+	if recs := dlq.Records(); len(recs) != 0 {
+		t.Errorf("%d records on the dead-letter topic, want none: every record fit the topic on its own", len(recs))
 	}
 }

@@ -13,8 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/cdc-relay/cdc-relay/deadletters"
 	"github.com/cdc-relay/cdc-relay/internal/testenv"
-	"github.com/cdc-relay/cdc-relay/slotstore"
 )
 
 // Records Kafka rejects for good are dead-lettered with their original key, value and headers
@@ -47,7 +47,7 @@ func TestRejectedRecordsAreDeadLetteredAndTheStreamGoesOn(t *testing.T) {
 	t.Cleanup(func() {
 		_, _ = f.Pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS `+pgx.Identifier{decoy}.Sanitize()+` CASCADE`)
 	})
-	ddl, err := slotstore.DeadLetterTableDDL(decoy + ".cdc_relay_dead_letters")
+	ddl, err := deadletters.TableDDL(decoy + ".cdc_relay_dead_letters")
 	if err != nil {
 		t.Fatal(err)
 	}

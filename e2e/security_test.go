@@ -21,8 +21,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/cdc-relay/cdc-relay/deadletters"
 	"github.com/cdc-relay/cdc-relay/internal/testenv"
-	"github.com/cdc-relay/cdc-relay/slotstore"
 )
 
 // The secure variant: Postgres over TLS (sslmode=verify-full) as a role with LOGIN,
@@ -447,7 +447,7 @@ func TestLeastPrivilegeSlotCommands(t *testing.T) {
 
 	// The table's owner makes the publication, and the dead-letter table exists (slot create
 	// makes it when missing, which needs CREATE on the schema); the role does the rest.
-	ddl, err := slotstore.DeadLetterTableDDL(slotstore.DefaultDeadLetterTable)
+	ddl, err := deadletters.TableDDL(deadletters.DefaultTable)
 	if err != nil {
 		t.Fatal(err)
 	}

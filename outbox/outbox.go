@@ -2,22 +2,23 @@ package outbox
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/cdc-relay/cdc-relay/internal/slotfacts"
 )
 
 // DefaultTable is the outbox table when none is configured.
 const DefaultTable = "public.outbox"
 
 // maxIdentLen is NAMEDATALEN-1, the longest name the server keeps.
-const maxIdentLen = 63
+const maxIdentLen = slotfacts.MaxIdentLen
 
-// ErrBadName means a name is malformed: a table name here, and (slotstore.ErrBadName is the
-// same value) a slot or publication name.
-var ErrBadName = errors.New("invalid name")
+// ErrBadName means a name is malformed: a table name here, and a slot or publication name
+// (slotfacts' name rules): one value, slotfacts.ErrBadName, which slotstore re-exports too.
+var ErrBadName = slotfacts.ErrBadName
 
 // Table is a schema-qualified table name, taken literally (no case folding: unquoted
 // identifiers are stored in lower case, and that is how they must be written here).

@@ -71,18 +71,22 @@ func TestParseHeadersRefusesReservedNames(t *testing.T) {
 }
 
 func TestParseTable(t *testing.T) {
+	long := strings.Repeat("a", 63)
 	for _, c := range []struct{ in, str, sql string }{
 		{"outbox", "public.outbox", `"public"."outbox"`},
 		{"app.outbox", "app.outbox", `"app"."outbox"`},
 		{"Weird.Name", "Weird.Name", `"Weird"."Name"`},
 		{`app.Out"box`, `app.Out"box`, `"app"."Out""box"`},
+		{"Ops.Dead Letters", "Ops.Dead Letters", `"Ops"."Dead Letters"`}, // literal: no case folding
+		{`a"b.c`, `a"b.c`, `"a""b"."c"`},
+		{long + "." + long, long + "." + long, `"` + long + `"."` + long + `"`},
 	} {
 		tb, err := outbox.ParseTable(c.in)
 		if err != nil || tb.String() != c.str || tb.Sanitize() != c.sql {
 			t.Errorf("%s: %s %s, %v; want %s %s", c.in, tb, tb.Sanitize(), err, c.str, c.sql)
 		}
 	}
-	for _, in := range []string{"", ".", "a.", ".b", "a.b.c", "a\x00b", strings.Repeat("x", 64), "public." + strings.Repeat("x", 64)} {
+	for _, in := range []string{"", ".", "a.", ".b", "a.b.c", "a\x00b", strings.Repeat("x", 64), "public." + strings.Repeat("x", 64), "public.", "pub\x00lic.dead"} {
 		if _, err := outbox.ParseTable(in); !errors.Is(err, outbox.ErrBadName) {
 			t.Errorf("%q: %v, want ErrBadName", in, err)
 		}

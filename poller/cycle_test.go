@@ -1,6 +1,7 @@
 package poller
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -22,11 +23,11 @@ import (
 )
 
 // fake is a kfake cluster with switches: down fails every request (the broker is gone),
-// reject answers produce requests to the topics named with MESSAGE_TOO_LARGE.
+// reject answers produce requests to the topics named with the error given.
 type fake struct {
 	c      *kfake.Cluster
 	down   atomic.Bool
-	reject atomic.Value // map[string]bool
+	reject atomic.Value // map[string]*kerr.Error
 	names  map[[16]byte]string
 }
 
@@ -38,7 +39,7 @@ func newFake(t *testing.T, topics ...string) *fake {
 	}
 	t.Cleanup(c.Close)
 	f := &fake{c: c, names: map[[16]byte]string{}}
-	f.reject.Store(map[string]bool{})
+	f.reject.Store(map[string]*kerr.Error{})
 	// Produce v13 names topics by id only.
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
 	if err != nil {
@@ -61,7 +62,7 @@ func newFake(t *testing.T, topics ...string) *fake {
 		if !ok {
 			return nil, nil, false
 		}
-		bad := f.reject.Load().(map[string]bool)
+		bad := f.reject.Load().(map[string]*kerr.Error)
 		resp := pr.ResponseKind().(*kmsg.ProduceResponse)
 		rejected := false
 		for _, rt := range pr.Topics {
@@ -70,8 +71,8 @@ func newFake(t *testing.T, topics ...string) *fake {
 			for _, rp := range rt.Partitions {
 				sp := kmsg.NewProduceResponseTopicPartition()
 				sp.Partition = rp.Partition
-				if bad[rt.Topic] || bad[f.names[rt.TopicID]] {
-					sp.ErrorCode, rejected = kerr.MessageTooLarge.Code, true
+				if e := cmp.Or(bad[rt.Topic], bad[f.names[rt.TopicID]]); e != nil {
+					sp.ErrorCode, rejected = e.Code, true
 				}
 				st.Partitions = append(st.Partitions, sp)
 			}
@@ -175,7 +176,7 @@ func TestRejectedRecordsAreDeadLettered(t *testing.T) {
 	f := newFake(t, "events", "dlq")
 	p, fx := newTestPoller(t, f, 10)
 	ctx := context.Background()
-	f.reject.Store(map[string]bool{"events": true})
+	f.reject.Store(map[string]*kerr.Error{"events": kerr.InvalidRecord})
 	if n, err := p.cycle(ctx); err != nil || n != 10 {
 		t.Fatalf("cycle: %d rows, %v", n, err)
 	}
@@ -186,13 +187,40 @@ func TestRejectedRecordsAreDeadLettered(t *testing.T) {
 	if _, err := fx.Pool.Exec(ctx, `INSERT INTO `+fx.Table+` (aggregate_id, topic, payload) VALUES ('k', 'events', '{}')`); err != nil {
 		t.Fatal(err)
 	}
-	f.reject.Store(map[string]bool{"events": true, "dlq": true})
+	f.reject.Store(map[string]*kerr.Error{"events": kerr.InvalidRecord, "dlq": kerr.InvalidRecord})
 	_, err := p.cycle(ctx)
 	if !errors.Is(err, ErrDeadLetterRefused) || IsRetryable(err) {
 		t.Fatalf("got %v, want ErrDeadLetterRefused (not retryable)", err)
 	}
 	if pendingRows(t, fx) != 1 {
 		t.Errorf("the row neither published nor parked was marked")
+	}
+}
+
+// A batch the broker refuses as too large although each of its records fits a batch of its own
+// (the topic's max.message.bytes was lowered while the poller ran: franz-go never splits a
+// refused batch, and every record in it fails with MESSAGE_TOO_LARGE) is not the records'
+// fault: they are not dead-lettered, the cycle fails and the rows stay pending. The poller
+// dead-lettered them as the relay did not (sink.Rejected against Sink.RejectedAlone): each
+// event went to the dead-letter topic instead of its own and its row was marked published.
+func TestBatchRefusedAsTooLargeIsNotDeadLettered(t *testing.T) {
+	f := newFake(t, "events", "dlq")
+	p, fx := newTestPoller(t, f, 10)
+	ctx := context.Background()
+	f.reject.Store(map[string]*kerr.Error{"events": kerr.MessageTooLarge})
+	_, err := p.cycle(ctx)
+	if !errors.Is(err, kerr.MessageTooLarge) {
+		t.Fatalf("cycle: %v, want the batch's MESSAGE_TOO_LARGE", err)
+	}
+	if n := p.stats.DeadLettered.Load(); n != 0 {
+		t.Errorf("dead-lettered %d records that fit a batch of their own, want 0", n)
+	}
+	if n := pendingRows(t, fx); n != 10 {
+		t.Errorf("pending rows %d, want all 10 (nothing published, nothing parked)", n)
+	}
+	f.reject.Store(map[string]*kerr.Error{})
+	if n, err := p.cycle(ctx); err != nil || n != 10 || pendingRows(t, fx) != 0 {
+		t.Fatalf("cycle once the topic takes the batch: %d rows, %v, %d pending; want 10 published", n, err, pendingRows(t, fx))
 	}
 }
 

@@ -29,7 +29,9 @@
 //     back, so its rows stay pending and no per-row budget exists to be spent. The client's
 //     buffered copies are aborted, and every following cycle first probes Kafka with one
 //     metadata request (ProbeTimeout) and touches no row until the probe answers.
-//   - Rejected for good (too large, invalid or unauthorised topic) and bad rows (NULL or empty
+//   - Rejected for good (too large on its own, invalid or unauthorised topic: sink.Classify's
+//     Refused, the relay's classification; a batch refused as too large although its records
+//     fit is rolled back like an unavailable broker's) and bad rows (NULL or empty
 //     key, NULL payload, headers that are not a JSON object or that use a name reserved by the
 //     record contract, such as outbox-id or cdc-lsn): parked on the dead-letter topic
 //     with the reason, the same as the relay, and then marked published. A dead-letter topic

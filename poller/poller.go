@@ -355,6 +355,13 @@ func (p *Poller) publish(ctx context.Context, batch []pending) error {
 			p.abort(ctx)
 			return fmt.Errorf("%w: %d of %d records not acknowledged within %s", ErrUnavailable, left, len(batch), p.cfg.AckTimeout)
 		}
+		// The relay's classification (sink.Classify): a record is dead-lettered only when Kafka
+		// refused it on its own, never for a batch refused as too large although its records fit
+		// (the topic's limit was lowered while the poller ran); reason names the limit and flag.
+		failure, reason := sink.Failure(0), r.err
+		if r.err != nil && !batch[r.i].dlq {
+			failure, reason = p.sink.Classify(r.rec, r.err)
+		}
 		switch {
 		case r.err == nil:
 			left--
@@ -367,10 +374,10 @@ func (p *Poller) publish(ctx context.Context, batch []pending) error {
 			p.abort(ctx)
 			return fmt.Errorf("%w: %s refused outbox id %s: %w (fix the topic; the row stays pending)",
 				ErrDeadLetterRefused, r.rec.Topic, batch[r.i].id, r.err)
-		case sink.Rejected(r.err):
+		case failure == sink.Refused:
 			p.cfg.Metrics.ProduceError(metrics.ClassRejected)
-			p.log.Error("Kafka rejected a record for good: dead-lettering it", "topic", r.rec.Topic, "outbox_id", batch[r.i].id, "cause", r.err)
-			batch[r.i].rec = sink.DeadLetter(p.cfg.DLQTopic, r.rec, p.tbl.String(), r.err)
+			p.log.Error("Kafka rejected a record for good: dead-lettering it", "topic", r.rec.Topic, "outbox_id", batch[r.i].id, "cause", reason)
+			batch[r.i].rec = sink.DeadLetter(p.cfg.DLQTopic, r.rec, p.tbl.String(), reason)
 			batch[r.i].dlq = true
 			produce(r.i, batch[r.i].rec)
 		default:

@@ -8,8 +8,8 @@ import (
 
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/cdc-relay/cdc-relay/internal/slotfacts"
 	"github.com/cdc-relay/cdc-relay/outbox"
 )
 
@@ -179,8 +179,8 @@ func CreateIndex(ctx context.Context, conn *pgx.Conn, tableName string, c outbox
 // concurrentCreate reports an error from a CREATE INDEX that another session ran at the
 // same moment (duplicate name in pg_class).
 func concurrentCreate(err error) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) && (pe.Code == pgerrcode.DuplicateTable || pe.Code == pgerrcode.UniqueViolation)
+	c := slotfacts.Code(err)
+	return c == pgerrcode.DuplicateTable || c == pgerrcode.UniqueViolation
 }
 
 func indexState(ctx context.Context, q querier, t outbox.Table, name string) (valid, exists bool, err error) {
@@ -195,19 +195,10 @@ func indexState(ctx context.Context, q querier, t outbox.Table, name string) (va
 	return valid, true, nil
 }
 
-// sqlState returns the SQLSTATE of a server error, or "".
-func sqlState(err error) string {
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		return pe.Code
-	}
-	return ""
-}
-
 // schemaChanged reports a server error that means the table or a column changed under the
 // prepared statements: rebuild them before the next cycle.
 func schemaChanged(err error) bool {
-	switch sqlState(err) {
+	switch slotfacts.Code(err) {
 	case pgerrcode.UndefinedTable, pgerrcode.UndefinedColumn, pgerrcode.FeatureNotSupported, pgerrcode.DatatypeMismatch: // FeatureNotSupported: a cached plan changed
 		return true
 	}

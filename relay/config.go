@@ -8,12 +8,12 @@ import (
 
 	"github.com/jackc/pglogrepl"
 
+	"github.com/cdc-relay/cdc-relay/deadletters"
 	"github.com/cdc-relay/cdc-relay/decoder"
 	"github.com/cdc-relay/cdc-relay/metrics"
 	"github.com/cdc-relay/cdc-relay/outbox"
 	"github.com/cdc-relay/cdc-relay/replication"
 	"github.com/cdc-relay/cdc-relay/sink"
-	"github.com/cdc-relay/cdc-relay/slotstore"
 )
 
 // Config configures a Relay. Zero fields take the defaults stated.
@@ -26,7 +26,7 @@ type Config struct {
 	DLQTopic string
 	// DeadLetterTable is the PostgreSQL table, "schema.table" ("table" means public.table),
 	// where a record goes when the dead-letter topic refuses it too; the relay creates it on
-	// first use if missing. Default slotstore.DefaultDeadLetterTable.
+	// first use if missing. Default deadletters.DefaultTable.
 	DeadLetterTable string
 	// Buffer bounds the replication messages waiting between the connection and the
 	// producer (they wait in batches of up to replication.MaxBatch). Default 4096.
@@ -65,7 +65,7 @@ func (c Config) withDefaults() Config {
 		c.DLQTopic = "cdc-relay.dlq"
 	}
 	if c.DeadLetterTable == "" {
-		c.DeadLetterTable = slotstore.DefaultDeadLetterTable
+		c.DeadLetterTable = deadletters.DefaultTable
 	}
 	if c.Buffer == 0 {
 		c.Buffer = 4096

@@ -2,20 +2,17 @@ package relay
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/cdc-relay/cdc-relay/deadletters"
 	"github.com/cdc-relay/cdc-relay/internal/retry"
 	"github.com/cdc-relay/cdc-relay/outbox"
 	"github.com/cdc-relay/cdc-relay/sink"
-	"github.com/cdc-relay/cdc-relay/slotstore"
 )
 
 // deadTable parks dead letters that the dead-letter topic refused in PostgreSQL
@@ -34,8 +31,8 @@ type deadTable struct {
 	mu    sync.Mutex
 	items []tableLetter
 
-	conn     *pgx.Conn // owned by the dead-letter goroutine
-	hasClass bool      // the table has the class column (tables made before it lack it until migrated)
+	conn *pgx.Conn                // owned by the dead-letter goroutine
+	w    *deadletters.TableWriter // on conn
 }
 
 // parker is the last-resort destination for dead letters that the dead-letter topic refused.
@@ -77,7 +74,7 @@ func (d *deadTable) write(ctx context.Context, done func(*kgo.Record, *txn)) err
 			if err := d.writeOnce(ctx, done); err != nil {
 				if d.conn != nil {
 					d.conn.Close(context.Background())
-					d.conn = nil
+					d.conn, d.w = nil, nil
 				}
 				return err
 			}
@@ -98,13 +95,7 @@ func (d *deadTable) writeOnce(ctx context.Context, done func(*kgo.Record, *txn))
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		conn, err := pgx.ConnectConfig(cctx, d.connCfg)
 		if err == nil {
-			err = slotstore.New(conn).CreateDeadLetterTable(cctx, d.table.String())
-		}
-		if err == nil {
-			// A table made by an older version has no class column until `dead-letters`
-			// migrates it (that needs its owner); the dlq-class header in headers says it then.
-			err = conn.QueryRow(cctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = 'class' AND NOT attisdropped)`,
-				d.table.Sanitize()).Scan(&d.hasClass)
+			d.w, err = deadletters.OpenTableWriter(cctx, conn, d.table)
 		}
 		if err != nil && conn != nil {
 			conn.Close(context.Background())
@@ -138,43 +129,9 @@ func (d *deadTable) writeOnce(ctx context.Context, done func(*kgo.Record, *txn))
 }
 
 func (d *deadTable) insert(ctx context.Context, l tableLetter) error {
-	r := l.rec
-	hdrs := make(map[string]string, len(r.Headers))
-	for _, h := range r.Headers {
-		if _, dup := hdrs[h.Key]; !dup {
-			hdrs[pgText(h.Key)] = pgText(string(h.Value))
-		}
-	}
-	hj, err := json.Marshal(hdrs)
-	if err != nil {
-		return err
-	}
-	msg := pgText(fmt.Sprintf("%s; dead-letter topic %s refused it too: %v", sink.Header(r, sink.HeaderDLQError), r.Topic, l.refusal))
-	var lsn *string
-	if v := sink.Header(r, sink.HeaderLSN); v != nil {
-		s := pgText(string(v))
-		lsn = &s
-	}
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	args := []any{d.slot, pgText(string(sink.Header(r, sink.HeaderOutboxID))), pgText(string(sink.Header(r, sink.HeaderDLQTopic))), r.Key, r.Value, string(hj), msg, lsn}
-	cols, vals := `slot, outbox_id, topic, key, value, headers, error, lsn`, `$1, $2, $3, $4, $5, $6::jsonb, $7, $8::pg_lsn`
-	if d.hasClass {
-		cols, vals = cols+`, class`, vals+`, $9`
-		args = append(args, pgText(string(sink.Header(r, sink.HeaderDLQClass))))
-	}
-	_, err = d.conn.Exec(wctx, `INSERT INTO `+d.table.Sanitize()+` (`+cols+`) VALUES (`+vals+`)`, args...)
-	if err != nil {
-		return fmt.Errorf("insert into %s: %w", d.table, err)
-	}
-	return nil
-}
-
-// pgText makes s storable in a text or jsonb column: PostgreSQL refuses NUL bytes (and jsonb
-// the \u0000 escape) and invalid UTF-8, and a letter refused for that would be retried forever.
-// The key and value go to bytea columns unchanged.
-func pgText(s string) string {
-	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+	return d.w.Insert(wctx, d.slot, l.rec, l.refusal)
 }
 
 // close closes the connection. It runs after the dead-letter goroutine has stopped.
@@ -183,6 +140,6 @@ func (d *deadTable) close() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		d.conn.Close(ctx)
 		cancel()
-		d.conn = nil
+		d.conn, d.w = nil, nil
 	}
 }

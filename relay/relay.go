@@ -318,23 +318,25 @@ func (r *Relay) produce(ctx context.Context, x *txn, stamp *sink.Stamp, out deco
 		return // the session was lost meanwhile (lost.go); its transaction was forgotten
 	}
 	r.sink.Produce(r.lost.produceContext(ctx), rec, func(rec *kgo.Record, err error) {
-		switch {
-		case err == nil:
+		if err == nil {
 			r.letters.signal()
 			r.stats.Published.Add(1)
 			r.stats.Bytes.Add(int64(len(rec.Value)))
 			r.cfg.Metrics.Acked(commitAt)
 			r.track.done(x)
-		case errors.Is(err, kgo.ErrAborting):
+			return
+		}
+		failure, err := r.sink.Classify(rec, err) // err: for a refused record, the letter's reason (the limit and the flag)
+		switch failure {
+		case sink.Aborted:
 			// Aborted: the session was lost (its transaction was forgotten, the next session
 			// replays it), or the relay stops after a failure.
-		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		case sink.Unbuffered:
 			// Shutdown while this record waited for buffer space: it was never buffered, and the
 			// pipeline produces nothing after it. Its transaction stays unacknowledged, so the
 			// confirmed position stops before it and the next start replays it.
 			sink.TraceFailed(rec, err)
-		case r.sink.RejectedAlone(rec, err):
-			err = r.sink.Refusal(rec, err) // the limit and the flag, for the letter's reason
+		case sink.Refused:
 			r.cfg.Metrics.ProduceError(metrics.ClassRejected)
 			r.log.Error("Kafka rejected a record for good: dead-lettering it", "topic", rec.Topic, "outbox_id", string(sink.Header(rec, sink.HeaderOutboxID)), "cause", err)
 			r.park(deadLetter{rec: sink.DeadLetter(r.cfg.DLQTopic, rec, relation, err), txn: x})

@@ -4,10 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/cdc-relay/cdc-relay/internal/slotfacts"
 )
 
 // Config configures a Stream. Zero fields take the defaults stated.
@@ -50,26 +51,21 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-var (
-	slotName = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)
-	pubName  = regexp.MustCompile(`^[a-z_][a-z0-9_$]{0,62}$`)
-)
-
 // Validate reports a configuration that cannot work.
 func (c Config) Validate() error {
 	var errs []error
 	if c.Conn == nil {
 		errs = append(errs, errors.New("replication: no PostgreSQL connection configured"))
 	}
-	if !slotName.MatchString(c.Slot) {
-		errs = append(errs, fmt.Errorf("replication: slot name %q is invalid: use 1 to 63 lower-case letters, digits or underscores", c.Slot))
+	if err := slotfacts.CheckSlotName(c.Slot); err != nil {
+		errs = append(errs, fmt.Errorf("replication: %w", err))
 	}
 	if len(c.Publications) == 0 {
 		errs = append(errs, errors.New("replication: no publication"))
 	}
 	for _, p := range c.Publications {
-		if !pubName.MatchString(p) {
-			errs = append(errs, fmt.Errorf("replication: publication name %q is invalid: use 1 to 63 lower-case letters, digits or underscores", p))
+		if err := slotfacts.CheckPublicationName(p); err != nil {
+			errs = append(errs, fmt.Errorf("replication: %w", err))
 		}
 	}
 	if c.StatusInterval < 0 {

@@ -24,4 +24,15 @@
 // replays from the slot's confirmed position), and resumes. A slot held by another process
 // makes the Stream a standby that retries until the slot is free. A missing or invalidated slot
 // and configuration errors end Run with an error that says what to do.
+//
+// Files by subsystem: stream.go (the types and Run's reconnects), session.go (one session's
+// handshake), slot.go (the slot read before START_REPLICATION), loop.go (reading and handing
+// batches over), status.go (Ack and the standby status: Stream.status is the one place that
+// sends it, for one of four reasons), wake.go (the ConfirmDelay wake), close.go (the clean
+// stop), reader.go (batches and SO_RCVLOWAT), errors.go (sentinels, IsRetryable).
+//
+// What it knows of the slot it shares with slotstore through internal/slotfacts: the name
+// rules (Config.Validate), the query that reads the slot before each session (the simple
+// protocol, which the replication connection takes), what a server error says about the slot,
+// and the sentinels, which ErrSlotMissing, ErrSlotActive, ErrSlotLost and ErrWrongPlugin are.
 package replication

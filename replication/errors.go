@@ -9,20 +9,23 @@ import (
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/cdc-relay/cdc-relay/internal/slotfacts"
 	"github.com/cdc-relay/cdc-relay/internal/tlshint"
 )
 
+// The slot's sentinels are slotfacts', the same values as slotstore's, so errors.Is(err,
+// slotstore.ErrSlotMissing) holds for the stream's errors too.
 var (
 	// ErrSlotMissing means the slot does not exist in this database.
-	ErrSlotMissing = errors.New("replication slot does not exist")
+	ErrSlotMissing = slotfacts.ErrSlotMissing
 	// ErrSlotActive means another process streams from the slot; the Stream waits as a standby.
-	ErrSlotActive = errors.New("replication slot is held by another process")
+	ErrSlotActive = slotfacts.ErrSlotActive
 	// ErrSlotLost means the server invalidated the slot (WAL removed past max_slot_wal_keep_size,
 	// or on 17+ catalog rows removed, wal_level lowered, the idle timeout): it cannot stream
 	// again, and events written since its position may be gone.
-	ErrSlotLost = errors.New("replication slot was invalidated")
+	ErrSlotLost = slotfacts.ErrSlotLost
 	// ErrWrongPlugin means the slot does not use pgoutput.
-	ErrWrongPlugin = errors.New("replication slot does not use the pgoutput plugin")
+	ErrWrongPlugin = slotfacts.ErrSlotWrongPlugin
 	// ErrPublicationMissing means a publication named in the configuration does not exist.
 	ErrPublicationMissing = errors.New("publication does not exist")
 	// ErrServerTooOld means the server is older than MinServerMajor.
@@ -96,15 +99,15 @@ func classify(err error, slot string) error {
 	if !errors.As(err, &pgErr) {
 		return err
 	}
-	msg := pgErr.Message
-	switch {
-	case pgErr.Code == pgerrcode.ObjectInUse:
-		return fmt.Errorf("%w: slot %q: %w", ErrSlotActive, slot, err)
-	case pgErr.Code == pgerrcode.UndefinedObject && strings.Contains(msg, "publication"):
+	if pgErr.Code == pgerrcode.UndefinedObject && strings.Contains(pgErr.Message, "publication") {
 		return fmt.Errorf("%w: %w (create it with `cdc-relay slot create`, or fix --publication)", ErrPublicationMissing, err)
-	case pgErr.Code == pgerrcode.UndefinedObject && strings.Contains(msg, "replication slot"):
+	}
+	switch slotfacts.ServerSays(err) {
+	case ErrSlotActive:
+		return fmt.Errorf("%w: slot %q: %w", ErrSlotActive, slot, err)
+	case ErrSlotMissing:
 		return fmt.Errorf("%w: slot %q: %w (create it with `cdc-relay slot create --slot %s ...`)", ErrSlotMissing, slot, err, slot)
-	case pgErr.Code == pgerrcode.ObjectNotInPrerequisiteState && strings.Contains(msg, "can no longer get changes"):
+	case ErrSlotLost:
 		return slotLostError(slot, lostCause(pgErr), err)
 	}
 	return err

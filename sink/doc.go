@@ -5,8 +5,10 @@
 // retriable errors, bounded buffers), and the classification of produce failures into the
 // failure classes (docs/operations.md, "What happens when things go wrong"): a broker that is unavailable is retried inside the client
 // (Produce blocks once the buffers are full, which is the relay's backpressure), while a
-// record Kafka rejects for good reaches its promise with an error for which Rejected reports
-// true, so the caller can dead-letter it. Before a topic's first record the sink reads its
+// record Kafka rejects for good reaches its promise with an error that Sink.Classify calls
+// Refused (failure.go: Kafka refused the record itself, and one too large is too large on its
+// own), so the caller dead-letters it. The relay and the poller both classify with Classify,
+// so a failure means the same to both. Before a topic's first record the sink reads its
 // metadata and configuration (topics.go, limits.go): a topic that does not exist fails its
 // records at once (TopicMissingError) or is created (Config.CreateTopics), the topic's batches
 // are capped at its max.message.bytes, and a topic one broker can lose is warned about; the

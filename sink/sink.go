@@ -2,7 +2,6 @@ package sink
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -40,20 +39,6 @@ func New(cfg Config) (*Sink, error) {
 // Limits returns the producer's buffer limits: records and bytes.
 func (s *Sink) Limits() (records, bytes int) { return s.cfg.MaxBufferedRecords, s.cfg.MaxBufferedBytes }
 
-// RejectedAlone reports whether err, the failure of r, means Kafka refused r itself for good:
-// Rejected(err), and for a record too large, r alone exceeds its topic's limit. A batch
-// refused as too large although r fits on its own (the topic's limit was lowered while the
-// relay ran) is not r's fault: r must not be dead-lettered.
-func (s *Sink) RejectedAlone(r *kgo.Record, err error) bool {
-	if !Rejected(err) {
-		return false
-	}
-	if errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge) {
-		return s.limits.tooLargeAlone(r) || s.largerThanBuffer(r)
-	}
-	return true
-}
-
 // RecordSize is what franz-go counts of a record against MaxBufferedBytes: its key, its value,
 // and its headers' keys and values.
 func RecordSize(r *kgo.Record) int64 {
@@ -77,24 +62,7 @@ func (s *Sink) CheckSize(r *kgo.Record) error {
 	if !s.largerThanBuffer(r) {
 		return nil
 	}
-	return s.Refusal(r, fmt.Errorf("%w (uncompressed_bytes=%d)", kerr.MessageTooLarge, RecordSize(r)))
-}
-
-// Refusal is err, the failure of r that RejectedAlone accepted, with the limit r exceeds and the
-// flag that sets it when it is too large: the reason a dead letter carries.
-func (s *Sink) Refusal(r *kgo.Record, err error) error {
-	if !errors.Is(err, kerr.MessageTooLarge) && !errors.Is(err, kerr.RecordListTooLarge) {
-		return err
-	}
-	if size := RecordSize(r); s.largerThanBuffer(r) {
-		return fmt.Errorf("%w: the record is %d bytes (key, value and headers), more than the producer may buffer "+
-			"(--max-buffered-bytes %d); raise --max-buffered-bytes above it to publish such records", err, size, s.cfg.MaxBufferedBytes)
-	}
-	if s.limits.tooLargeAlone(r) {
-		return fmt.Errorf("%w: the record (%d bytes of key, value and headers) does not fit a batch of its own under topic %s's "+
-			"limit of %d bytes (its max.message.bytes, capped by --batch-max-bytes)", err, RecordSize(r), r.Topic, s.limits.batchMax(r.Topic))
-	}
-	return err
+	return s.refusal(r, fmt.Errorf("%w (uncompressed_bytes=%d)", kerr.MessageTooLarge, RecordSize(r)))
 }
 
 // Client returns the underlying franz-go client (for admin requests and tests).

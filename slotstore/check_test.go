@@ -14,13 +14,7 @@ func TestCheckRun(t *testing.T) {
 
 	t.Run("ready", func(t *testing.T) {
 		t.Parallel()
-		e := setup(t)
-		e.createTable(t, e.Table)
-		ctx := testCtx(t)
-		store := slotstore.New(connect(t))
-		if _, err := store.Create(ctx, slotstore.CreateOptions{Slot: e.Slot, Publication: e.Pub, Tables: []string{e.Table}}); err != nil {
-			t.Fatalf("Create: %v", err)
-		}
+		e, ctx, store, _ := created(t)
 		st, err := store.CheckRun(ctx, e.Slot, e.Pub)
 		if err != nil {
 			t.Fatalf("CheckRun: %v", err)
@@ -33,13 +27,7 @@ func TestCheckRun(t *testing.T) {
 
 	t.Run("missing publication", func(t *testing.T) {
 		t.Parallel()
-		e := setup(t)
-		e.createTable(t, e.Table)
-		ctx := testCtx(t)
-		store := slotstore.New(connect(t))
-		if _, err := store.Create(ctx, slotstore.CreateOptions{Slot: e.Slot, Publication: e.Pub, Tables: []string{e.Table}}); err != nil {
-			t.Fatalf("Create: %v", err)
-		}
+		e, ctx, store, _ := created(t)
 		e.exec(t, "DROP PUBLICATION "+e.Pub)
 		st, err := store.CheckRun(ctx, e.Slot, e.Pub)
 		if !errors.Is(err, slotstore.ErrNoPublication) {

@@ -21,7 +21,7 @@ var ErrSlotExists = errors.New("replication slot already exists")
 type CreateOptions struct {
 	// Slot is the replication slot name, [a-z0-9_]{1,63}. Required.
 	Slot string
-	// Publication is the publication name, [a-z_][a-z0-9_]{0,62}. Required.
+	// Publication is the publication name, [a-z_][a-z0-9_$]{0,62}. Required.
 	Publication string
 	// Tables are the tables to publish, "schema.table" or "table" (schema
 	// public), taken literally. Default: ["public.outbox"]. Duplicates after

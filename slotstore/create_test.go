@@ -11,11 +11,8 @@ import (
 
 func TestCreateMakesPublicationAndSlot(t *testing.T) {
 	t.Parallel()
-	e := setup(t)
-	e.createTable(t, e.Table)
-	ctx := testCtx(t)
-
-	res, err := slotstore.New(connect(t)).Create(ctx, slotstore.CreateOptions{
+	e, ctx, store := withTable(t)
+	res, err := store.Create(ctx, slotstore.CreateOptions{
 		Slot: e.Slot, Publication: e.Pub, Tables: []string{e.Table}, // unqualified: schema public
 	})
 	if err != nil {
@@ -59,10 +56,7 @@ FROM pg_replication_slots WHERE slot_name = $1`, e.Slot).Scan(&plugin, &slotType
 
 func TestCreateTwiceIsNoop(t *testing.T) {
 	t.Parallel()
-	e := setup(t)
-	e.createTable(t, e.Table)
-	ctx := testCtx(t)
-	store := slotstore.New(connect(t))
+	e, ctx, store := withTable(t)
 	opts := slotstore.CreateOptions{Slot: e.Slot, Publication: e.Pub, Tables: []string{"public." + e.Table}}
 
 	first, err := store.Create(ctx, opts)
@@ -176,10 +170,7 @@ func TestCreateRejectsBadNames(t *testing.T) {
 // on and the primary's failover check answers.
 func TestCreateFailoverNeeds17(t *testing.T) {
 	t.Parallel()
-	e := setup(t)
-	e.createTable(t, e.Table)
-	ctx := testCtx(t)
-	store := slotstore.New(connect(t))
+	e, ctx, store := withTable(t)
 	var version int
 	if err := e.admin.QueryRow(ctx, `SELECT current_setting('server_version_num')::int / 10000`).Scan(&version); err != nil {
 		t.Fatal(err)
@@ -211,5 +202,30 @@ func TestCreateFailoverNeeds17(t *testing.T) {
 	}
 	if _, err := store.CheckFailover(ctx); err != nil {
 		t.Errorf("CheckFailover: %v", err)
+	}
+}
+
+// A publication name with a $ after its first character is PostgreSQL's own (an unquoted
+// identifier may hold it) and the stream's (replication.Config took it): Create, CheckRun and
+// Drop take it too. slotstore refused it while the stream accepted it.
+func TestCreateTakesAPublicationNameWithADollar(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.createTable(t, e.Table)
+	ctx := testCtx(t)
+	pub := e.base + "$p"
+	t.Cleanup(func() { _, _ = e.admin.Exec(testCtx(t), "DROP PUBLICATION IF EXISTS "+`"`+pub+`"`) })
+	store := slotstore.New(connect(t))
+	if _, err := store.Create(ctx, slotstore.CreateOptions{Slot: e.Slot, Publication: pub, Tables: []string{e.Table}}); err != nil {
+		t.Fatalf("Create with publication %q: %v", pub, err)
+	}
+	if got, want := e.pubTables(t, pub), []string{"public." + e.Table}; !slices.Equal(got, want) {
+		t.Errorf("publication %s tables = %v, want %v", pub, got, want)
+	}
+	if _, err := store.CheckRun(ctx, e.Slot, pub); err != nil {
+		t.Errorf("CheckRun with publication %q: %v", pub, err)
+	}
+	if err := store.Drop(ctx, e.Slot, pub); err != nil || e.pubExists(t, pub) {
+		t.Errorf("Drop with publication %q: %v (still there: %v)", pub, err, e.pubExists(t, pub))
 	}
 }

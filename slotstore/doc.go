@@ -26,10 +26,15 @@
 //     and table names in DDL are quoted with pgx.Identifier.Sanitize.
 //
 // Names: a slot name is [a-z0-9_]{1,63} (the server's own rule). A publication
-// name is [a-z_][a-z0-9_]{0,62}, so that it means the same thing quoted and
-// unquoted, in psql and in pgoutput's publication_names option. A table is
-// "schema.table" or "table" (schema public); each part is taken literally,
+// name is [a-z_][a-z0-9_$]{0,62} (PostgreSQL's unquoted identifier, in ASCII lower
+// case), so that it means the same thing quoted and unquoted, in psql and in
+// pgoutput's publication_names option. Both rules, the slot's sentinels and the
+// query that reads a slot are internal/slotfacts', which replication uses too, so
+// the stream and slotstore take the same names and errors.Is works across them. A
+// table is "schema.table" or "table" (schema public); each part is taken literally,
 // without SQL case folding, as pg_publication_tables shows it.
+//
+// The dead-letter and marks tables are package deadletters'.
 //
 // Contexts and goroutines: the package starts no goroutines. Every method takes
 // ctx first and passes it to pgx, so cancelling it cancels the statement in flight. Creating a slot waits for the transactions

@@ -6,6 +6,8 @@ import (
 
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/cdc-relay/cdc-relay/internal/slotfacts"
 )
 
 // Drop drops the replication slot and, when publication is not "", the
@@ -55,15 +57,15 @@ func (s *Store) Drop(ctx context.Context, slot, publication string) error {
 	}
 
 	if _, err := s.conn.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, slot); err != nil {
-		switch pgCode(err) {
-		case pgerrcode.ObjectInUse: // a relay took the slot after the check
+		switch said := slotfacts.ServerSays(err); {
+		case said == ErrSlotActive: // a relay took the slot after the check
 			if row, found, lerr := s.lookupSlot(ctx, slot); lerr == nil && found && row.Active {
 				return &SlotActiveError{Slot: slot, PID: row.PID}
 			}
 			return fmt.Errorf("slot %q: %w: %w", slot, ErrSlotActive, err)
-		case pgerrcode.UndefinedObject: // dropped by someone else after the check
+		case said == ErrSlotMissing: // dropped by someone else after the check
 			return fmt.Errorf("slot %q: %w: %w", slot, ErrSlotMissing, err)
-		case pgerrcode.InsufficientPrivilege:
+		case pgCode(err) == pgerrcode.InsufficientPrivilege:
 			return fmt.Errorf("%w (server said: %w)", replicationDenied(slot, "drop a replication slot", ss.Role), err)
 		}
 		return fmt.Errorf("slot %q: drop replication slot: %w", slot, err)

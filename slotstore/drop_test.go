@@ -16,10 +16,7 @@ import (
 
 func TestDropRemovesSlotAndPublication(t *testing.T) {
 	t.Parallel()
-	e := setup(t)
-	e.createTable(t, e.Table)
-	ctx := testCtx(t)
-	store := slotstore.New(connect(t))
+	e, ctx, store := withTable(t)
 	opts := slotstore.CreateOptions{Slot: e.Slot, Publication: e.Pub, Tables: []string{e.Table}}
 
 	if _, err := store.Create(ctx, opts); err != nil {
@@ -56,13 +53,7 @@ func TestDropRemovesSlotAndPublication(t *testing.T) {
 
 func TestDropActiveSlot(t *testing.T) {
 	t.Parallel()
-	e := setup(t)
-	e.createTable(t, e.Table)
-	ctx := testCtx(t)
-	store := slotstore.New(connect(t))
-	if _, err := store.Create(ctx, slotstore.CreateOptions{Slot: e.Slot, Publication: e.Pub, Tables: []string{e.Table}}); err != nil {
-		t.Fatalf("Create: %v", err)
-	}
+	e, ctx, store, _ := created(t)
 
 	// Hold the slot the way a relay does: a replication connection streaming from it.
 	cfg, err := pgconn.ParseConfig(e.url)

@@ -4,22 +4,24 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/cdc-relay/cdc-relay/outbox"
+	"github.com/cdc-relay/cdc-relay/internal/slotfacts"
 )
 
+// The slot's sentinels and ErrBadName are slotfacts', the same values as replication's, so
+// errors.Is(err, slotstore.ErrSlotMissing) holds for the stream's errors too.
 var (
 	// ErrSlotMissing means the replication slot does not exist.
-	ErrSlotMissing = errors.New("replication slot does not exist")
+	ErrSlotMissing = slotfacts.ErrSlotMissing
 	// ErrSlotActive means a process (normally another relay) holds the slot.
 	// The error is a *SlotActiveError carrying the pid.
-	ErrSlotActive = errors.New("replication slot is active")
+	ErrSlotActive = slotfacts.ErrSlotActive
 	// ErrSlotLost means the server invalidated the slot (wal_status 'lost'):
 	// it retained more WAL than max_slot_wal_keep_size allows, or, on 17+, for
 	// the invalidation_reason LostCause explains.
-	ErrSlotLost = errors.New("replication slot is lost")
+	ErrSlotLost = slotfacts.ErrSlotLost
 	// ErrSlotWrongPlugin means the slot exists but is not a logical slot with
 	// the pgoutput plugin.
-	ErrSlotWrongPlugin = errors.New("replication slot does not use the pgoutput plugin")
+	ErrSlotWrongPlugin = slotfacts.ErrSlotWrongPlugin
 	// ErrSlotWrongDatabase means the logical slot exists but was created in
 	// another database than the one connected to.
 	ErrSlotWrongDatabase = errors.New("replication slot belongs to another database")
@@ -38,7 +40,7 @@ var (
 	// or a role attribute the operation needs; the message names it.
 	ErrPermission = errors.New("insufficient privilege")
 	// ErrBadName means a slot, publication or table name is not acceptable.
-	ErrBadName = outbox.ErrBadName // the same value as outbox.ParseTable's
+	ErrBadName = slotfacts.ErrBadName // the same value as outbox.ParseTable's
 )
 
 // SlotActiveError reports that a process holds the replication slot, so it

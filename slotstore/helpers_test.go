@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/cdc-relay/cdc-relay/internal/testenv"
+	"github.com/cdc-relay/cdc-relay/slotstore"
 )
 
 const devUpHint = "run `eval \"$(scripts/dev-up.sh)\"` from the repository root first"
@@ -189,20 +190,20 @@ func (e *env) exec(t *testing.T, sql string, args ...any) {
 // slotExists reports whether the slot is in pg_replication_slots.
 func (e *env) slotExists(t *testing.T, slot string) bool {
 	t.Helper()
-	var ok bool
-	if err := e.admin.QueryRow(testCtx(t),
-		`SELECT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $1)`, slot).Scan(&ok); err != nil {
-		t.Fatal(err)
-	}
-	return ok
+	return e.exists(t, `pg_replication_slots WHERE slot_name = $1`, slot)
 }
 
 // pubExists reports whether the publication is in pg_publication.
 func (e *env) pubExists(t *testing.T, pub string) bool {
 	t.Helper()
+	return e.exists(t, `pg_publication WHERE pubname = $1`, pub)
+}
+
+// exists reports whether the catalog query "FROM where" finds a row for arg.
+func (e *env) exists(t *testing.T, where, arg string) bool {
+	t.Helper()
 	var ok bool
-	if err := e.admin.QueryRow(testCtx(t),
-		`SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1)`, pub).Scan(&ok); err != nil {
+	if err := e.admin.QueryRow(testCtx(t), `SELECT EXISTS (SELECT 1 FROM `+where+`)`, arg).Scan(&ok); err != nil {
 		t.Fatal(err)
 	}
 	return ok
@@ -234,4 +235,25 @@ func (e *env) roleConn(t *testing.T, attrs string) *pgx.Conn {
 		t.Fatalf("set role: %v", err)
 	}
 	return conn
+}
+
+// withTable sets up the test's objects with its table created (setup, createTable), and
+// returns the env, a context and a Store on a connection of its own: where most tests start.
+func withTable(t *testing.T) (*env, context.Context, *slotstore.Store) {
+	t.Helper()
+	e := setup(t)
+	e.createTable(t, e.Table)
+	return e, testCtx(t), slotstore.New(connect(t))
+}
+
+// created is withTable with the test's slot and publication created on its table, and
+// Create's result.
+func created(t *testing.T) (*env, context.Context, *slotstore.Store, slotstore.CreateResult) {
+	t.Helper()
+	e, ctx, store := withTable(t)
+	res, err := store.Create(ctx, slotstore.CreateOptions{Slot: e.Slot, Publication: e.Pub, Tables: []string{e.Table}})
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	return e, ctx, store, res
 }

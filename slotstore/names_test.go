@@ -29,6 +29,8 @@ func TestValidateName(t *testing.T) {
 		{"publication", long, true},
 		{"publication", long + "a", false},
 		{"publication", "1pub", false},
+		{"publication", "pub$1", true}, // PostgreSQL's rule: $ after the first character
+		{"publication", "$pub", false},
 		{"publication", "Pub", false},
 		{"publication", `p"q`, false},
 		{"publication", "", false},

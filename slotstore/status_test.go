@@ -17,14 +17,7 @@ import (
 
 func TestStatusFields(t *testing.T) {
 	t.Parallel()
-	e := setup(t)
-	e.createTable(t, e.Table)
-	ctx := testCtx(t)
-	store := slotstore.New(connect(t))
-	res, err := store.Create(ctx, slotstore.CreateOptions{Slot: e.Slot, Publication: e.Pub, Tables: []string{e.Table}})
-	if err != nil {
-		t.Fatalf("Create: %v", err)
-	}
+	e, ctx, store, res := created(t)
 
 	before, err := store.Status(ctx, e.Slot, e.Pub)
 	if err != nil {
@@ -133,13 +126,7 @@ func TestStatusMissingSlot(t *testing.T) {
 
 func TestStatusJSONFromServer(t *testing.T) {
 	t.Parallel()
-	e := setup(t)
-	e.createTable(t, e.Table)
-	ctx := testCtx(t)
-	store := slotstore.New(connect(t))
-	if _, err := store.Create(ctx, slotstore.CreateOptions{Slot: e.Slot, Publication: e.Pub, Tables: []string{e.Table}}); err != nil {
-		t.Fatalf("Create: %v", err)
-	}
+	e, ctx, store, _ := created(t)
 	st, err := store.Status(ctx, e.Slot, e.Pub)
 	if err != nil {
 		t.Fatalf("Status: %v", err)

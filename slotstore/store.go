@@ -8,8 +8,8 @@ import (
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/cdc-relay/cdc-relay/internal/slotfacts"
 	"github.com/cdc-relay/cdc-relay/outbox"
 )
 
@@ -26,13 +26,7 @@ func New(conn *pgx.Conn) *Store {
 }
 
 // pgCode returns the SQLSTATE of err, or "" when it is not a server error.
-func pgCode(err error) string {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		return pgErr.Code
-	}
-	return ""
-}
+func pgCode(err error) string { return slotfacts.Code(err) }
 
 // session describes the connected role and database.
 type session struct {
@@ -82,30 +76,12 @@ func replicationDenied(slot, what, role string) error {
 }
 
 // slotRow is a row of pg_replication_slots.
-type slotRow struct {
-	Type     string // logical or physical
-	Plugin   string // "" for a physical slot
-	Database string // "" for a physical slot
-	Active   bool
-	PID      int32
-	Failover bool // PostgreSQL 17+; false below
-}
+type slotRow = slotfacts.Slot
 
-// lookupSlot reads the slot; found is false when it does not exist.
+// lookupSlot reads the slot (slotfacts.Lookup, the query the stream uses too); found is false
+// when it does not exist.
 func (s *Store) lookupSlot(ctx context.Context, slot string) (row slotRow, found bool, err error) {
-	// failover is a column from PostgreSQL 17 on; to_jsonb reads it where it exists.
-	err = s.conn.QueryRow(ctx, `
-SELECT slot_type, coalesce(plugin::text, ''), coalesce(database::text, ''), active, coalesce(active_pid, 0),
-       coalesce((to_jsonb(s) ->> 'failover')::bool, false)
-FROM pg_replication_slots s WHERE slot_name = $1`, slot).Scan(
-		&row.Type, &row.Plugin, &row.Database, &row.Active, &row.PID, &row.Failover)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return slotRow{}, false, nil
-	}
-	if err != nil {
-		return slotRow{}, false, fmt.Errorf("slot %q: read pg_replication_slots: %w", slot, err)
-	}
-	return row, true, nil
+	return slotfacts.Lookup(ctx, s.conn.PgConn(), slot)
 }
 
 // checkSlotKind returns ErrSlotWrongPlugin unless the slot is a logical

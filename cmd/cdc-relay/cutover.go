@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cdc-relay/cdc-relay/cutover"
+	"github.com/cdc-relay/cdc-relay/deadletters"
 	"github.com/cdc-relay/cdc-relay/outbox"
 	"github.com/cdc-relay/cdc-relay/poller"
 	"github.com/cdc-relay/cdc-relay/slotstore"
@@ -31,7 +32,7 @@ func cmdCutover(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs := newFlagSet("cutover", cutoverSynopsis, stderr)
 	c.register(fs)
 	fs.StringVar(&pub, "publication", "", "publication to create (insert-only) or extend, as slot create does")
-	fs.StringVar(&deadTable, "dead-letter-table", slotstore.DefaultDeadLetterTable, deadLetterTableUsage)
+	fs.StringVar(&deadTable, "dead-letter-table", deadletters.DefaultTable, deadLetterTableUsage)
 	prod.register(fs, &cfg.DLQTopic)
 	fs.StringVar(&cfg.Table, "table", outbox.DefaultTable, "outbox table, schema.table")
 	fs.StringVar(&cfg.Topic, "topic", "", "publish every row to this topic instead of the row's topic column")
@@ -56,7 +57,7 @@ func cmdCutover(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := checkRanges(fs, []string{"ack-timeout"}, nil); err != nil {
 		return err
 	}
-	if _, err := slotstore.DeadLetterTableDDL(deadTable); err != nil {
+	if _, err := deadletters.TableDDL(deadTable); err != nil {
 		return &usageError{fmt.Errorf("--dead-letter-table: %w", err)}
 	}
 	if err := (slotstore.CreateOptions{Slot: c.slot, Publication: pub, Tables: []string{cfg.Table}}).Validate(); err != nil {

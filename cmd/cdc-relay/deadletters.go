@@ -15,7 +15,6 @@ import (
 	"github.com/cdc-relay/cdc-relay/deadletters"
 	"github.com/cdc-relay/cdc-relay/outbox"
 	"github.com/cdc-relay/cdc-relay/sink"
-	"github.com/cdc-relay/cdc-relay/slotstore"
 )
 
 const deadLettersUsage = "dead-letters list|show|replay|discard needs a subcommand: list, show ID, replay or discard"
@@ -50,8 +49,8 @@ func (f *dlFlags) register(fs *flag.FlagSet, sub string) {
 	f.ksec.register(fs)
 	fs.StringVar(&f.from, "from", "topic", "where the letters are: topic (--dlq-topic) or table (--dead-letter-table)")
 	fs.StringVar(&f.dlqTopic, "dlq-topic", "cdc-relay.dlq", "the dead-letter topic (run's --dlq-topic)")
-	fs.StringVar(&f.deadTable, "dead-letter-table", slotstore.DefaultDeadLetterTable, "the PostgreSQL dead-letter table (run's --dead-letter-table)")
-	fs.StringVar(&f.marksTable, "marks-table", slotstore.DefaultDeadLetterMarksTable, "PostgreSQL table keeping which letters of the topic were replayed or discarded (created if missing)")
+	fs.StringVar(&f.deadTable, "dead-letter-table", deadletters.DefaultTable, "the PostgreSQL dead-letter table (run's --dead-letter-table)")
+	fs.StringVar(&f.marksTable, "marks-table", deadletters.DefaultMarksTable, "PostgreSQL table keeping which letters of the topic were replayed or discarded (created if missing)")
 	fs.StringVar(&f.slot, "slot", "", "--from table: only this slot's letters")
 	if sub == "show" {
 		return

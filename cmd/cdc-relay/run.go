@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/cdc-relay/cdc-relay/deadletters"
 	"github.com/cdc-relay/cdc-relay/decoder"
 	"github.com/cdc-relay/cdc-relay/metrics"
 	"github.com/cdc-relay/cdc-relay/outbox"
@@ -45,7 +46,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) (err e
 	prod.register(fs, &rcfg.DLQTopic)
 	fs.Var(&tables, "table", "only publish rows of these tables, schema.table, comma-separated (default: every table in the publication)")
 	fs.StringVar(&dcfg.Topic, "topic", "", "publish every event to this topic instead of the row's topic column")
-	fs.StringVar(&rcfg.DeadLetterTable, "dead-letter-table", slotstore.DefaultDeadLetterTable, deadLetterTableUsage)
+	fs.StringVar(&rcfg.DeadLetterTable, "dead-letter-table", deadletters.DefaultTable, deadLetterTableUsage)
 	fs.StringVar(&dcfg.MessagePrefix, "message-prefix", "outbox", "prefix of pg_logical_emit_message events to publish")
 	registerColumns(fs, &dcfg.Columns)
 	fs.DurationVar(&interval, "status-interval", 10*time.Second, "how often a status update is sent to PostgreSQL when nothing new was confirmed (the heartbeat)")

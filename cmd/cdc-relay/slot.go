@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/cdc-relay/cdc-relay/deadletters"
 	"github.com/cdc-relay/cdc-relay/internal/retry"
 	"github.com/cdc-relay/cdc-relay/outbox"
 	"github.com/cdc-relay/cdc-relay/replication"
@@ -89,14 +90,14 @@ func cmdSlotCreate(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs.DurationVar(&syncWait, "sync-timeout", 60*time.Second, "with --standby-url: how long to wait for the standby to have the slot")
 	fs.StringVar(&primaryURL, "primary-url", "", "when --pg-url is a standby (decoding on a standby, PostgreSQL 16+): the primary's URL, where create logs the running-transactions record the standby's slot creation waits for")
 	fs.Var(&tables, "table", "outbox table(s) to publish, schema.table, comma-separated or repeated (default public.outbox)")
-	fs.StringVar(&deadTable, "dead-letter-table", slotstore.DefaultDeadLetterTable, deadLetterTableUsage)
+	fs.StringVar(&deadTable, "dead-letter-table", deadletters.DefaultTable, deadLetterTableUsage)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if err := c.validate(); err != nil {
 		return err
 	}
-	ddl, err := slotstore.DeadLetterTableDDL(deadTable)
+	ddl, err := deadletters.TableDDL(deadTable)
 	if err != nil {
 		return &usageError{fmt.Errorf("--dead-letter-table: %w", err)}
 	}
@@ -154,7 +155,7 @@ func cmdSlotCreate(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	// The slot and publication are what run needs; the dead-letter table is the last resort
 	// for records the dead-letter topic refuses, and the relay also creates it on first use.
-	if err := slotstore.New(conn).CreateDeadLetterTable(ctx, deadTable); err != nil {
+	if err := deadletters.CreateTable(ctx, conn, deadTable); err != nil {
 		fmt.Fprintf(stderr, "cdc-relay: warning: %v\nThe relay parks a record there only when the dead-letter topic refuses it too, "+
 			"and holds its position while it cannot. Create it as a role that may, and let the relay's role insert into it:\n%s;\n",
 			err, ddl)

@@ -408,7 +408,7 @@ func (ss *session) serve() {
 				if ss.identifySystem() != nil {
 					return
 				}
-			case strings.HasPrefix(q.String, "SELECT plugin"):
+			case strings.HasPrefix(q.String, "SELECT slot_type"): // slotfacts.Lookup
 				if ss.slotQuery() != nil {
 					return
 				}
@@ -466,7 +466,8 @@ func (ss *session) identifySystem() error {
 	return ss.be.Flush()
 }
 
-// slotQuery answers replication.Stream's read of pg_replication_slots.
+// slotQuery answers replication.Stream's read of pg_replication_slots (slotfacts.Lookup): a
+// logical pgoutput slot of the connection's database.
 func (ss *session) slotQuery() error {
 	s := ss.srv
 	s.mu.Lock()
@@ -479,8 +480,14 @@ func (ss *session) slotQuery() error {
 	txt := func(name string) pgproto3.FieldDescription {
 		return pgproto3.FieldDescription{Name: []byte(name), DataTypeOID: 25, DataTypeSize: -1, TypeModifier: -1}
 	}
-	ss.send(&pgproto3.RowDescription{Fields: []pgproto3.FieldDescription{txt("plugin"), txt("coalesce"), txt("coalesce"), txt("coalesce")}})
-	ss.send(&pgproto3.DataRow{Values: [][]byte{[]byte("pgoutput"), fmt.Appendf(nil, "%d", pid), []byte(confirmed.String()), []byte("reserved")}})
+	active := "f"
+	if pid != 0 {
+		active = "t"
+	}
+	ss.send(&pgproto3.RowDescription{Fields: []pgproto3.FieldDescription{txt("slot_type"), txt("coalesce"), txt("coalesce"),
+		txt("coalesce"), txt("active"), txt("coalesce"), txt("coalesce"), txt("coalesce"), txt("coalesce")}})
+	ss.send(&pgproto3.DataRow{Values: [][]byte{[]byte("logical"), []byte("pgoutput"), []byte("sim"), []byte("t"), []byte(active),
+		fmt.Appendf(nil, "%d", pid), []byte(confirmed.String()), []byte("reserved"), []byte("f")}})
 	ss.send(&pgproto3.CommandComplete{CommandTag: []byte("SELECT 1")})
 	ss.send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
 	return ss.be.Flush()

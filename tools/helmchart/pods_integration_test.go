@@ -19,8 +19,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/cdc-relay/cdc-relay/deadletters"
 	"github.com/cdc-relay/cdc-relay/internal/testenv"
-	"github.com/cdc-relay/cdc-relay/slotstore"
 )
 
 // TestChartOnTheLocalServices runs what the production example renders, as Kubernetes would
@@ -42,7 +42,7 @@ func TestChartOnTheLocalServices(t *testing.T) {
 	// As the docs say for a role that does not own the outbox: the owner makes the publication
 	// (and the dead-letter table) once, the Job's role creates the slot.
 	role := pgx.Identifier{s.PGRole}.Sanitize()
-	ddl, err := slotstore.DeadLetterTableDDL(slotstore.DefaultDeadLetterTable)
+	ddl, err := deadletters.TableDDL(deadletters.DefaultTable)
 	if err != nil {
 		t.Fatal(err)
 	}

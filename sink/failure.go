@@ -1,0 +1,92 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Failure is what a record's failed produce means, as Classify decides it: the one
+// classification the relay's and the poller's promises both use (DESIGN.md, "Retries are
+// unlimited" and "Too large means too large alone").
+type Failure uint8
+
+// The failures, from the harmless to the one that must stop confirmation.
+const (
+	// Aborted: AbortBufferedRecords dropped the record (kgo.ErrAborting); whoever aborted knows
+	// why and replays or forgets it.
+	Aborted Failure = iota + 1
+	// Unbuffered: the context passed to Produce ended while the record waited for buffer space
+	// (context.Canceled, DeadlineExceeded): it was never buffered.
+	Unbuffered
+	// Refused: Kafka refused the record itself for good (Rejected, and for a record too large,
+	// too large on its own): dead-letter it, with the error Classify returns as its reason.
+	Refused
+	// Undelivered: anything else (the client closed, a producer failure, a batch refused as too
+	// large although the record fits on its own because the topic's limit was lowered): the
+	// record may well be deliverable, so it is neither dead-lettered nor passed.
+	Undelivered
+)
+
+func (f Failure) String() string {
+	switch f {
+	case Aborted:
+		return "aborted"
+	case Unbuffered:
+		return "unbuffered"
+	case Refused:
+		return "refused"
+	case Undelivered:
+		return "undelivered"
+	}
+	return "unknown"
+}
+
+// Classify says what err (not nil), the failure of r in its promise, means, and returns the
+// error to report: for a Refused record it is the reason its dead letter carries, naming the
+// limit it exceeds and the flag that sets it when it is too large; otherwise err.
+func (s *Sink) Classify(r *kgo.Record, err error) (Failure, error) {
+	switch {
+	case errors.Is(err, kgo.ErrAborting):
+		return Aborted, err
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return Unbuffered, err
+	case s.rejectedAlone(r, err):
+		return Refused, s.refusal(r, err)
+	}
+	return Undelivered, err
+}
+
+// rejectedAlone reports whether err, the failure of r, means Kafka refused r itself for good:
+// Rejected(err), and for a record too large, r alone exceeds its topic's limit. A batch
+// refused as too large although r fits on its own (the topic's limit was lowered while the
+// relay ran) is not r's fault: r must not be dead-lettered.
+func (s *Sink) rejectedAlone(r *kgo.Record, err error) bool {
+	if !Rejected(err) {
+		return false
+	}
+	if errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge) {
+		return s.limits.tooLargeAlone(r) || s.largerThanBuffer(r)
+	}
+	return true
+}
+
+// refusal is err, the failure of r that rejectedAlone accepted, with the limit r exceeds and the
+// flag that sets it when it is too large: the reason a dead letter carries.
+func (s *Sink) refusal(r *kgo.Record, err error) error {
+	if !errors.Is(err, kerr.MessageTooLarge) && !errors.Is(err, kerr.RecordListTooLarge) {
+		return err
+	}
+	if size := RecordSize(r); s.largerThanBuffer(r) {
+		return fmt.Errorf("%w: the record is %d bytes (key, value and headers), more than the producer may buffer "+
+			"(--max-buffered-bytes %d); raise --max-buffered-bytes above it to publish such records", err, size, s.cfg.MaxBufferedBytes)
+	}
+	if s.limits.tooLargeAlone(r) {
+		return fmt.Errorf("%w: the record (%d bytes of key, value and headers) does not fit a batch of its own under topic %s's "+
+			"limit of %d bytes (its max.message.bytes, capped by --batch-max-bytes)", err, RecordSize(r), r.Topic, s.limits.batchMax(r.Topic))
+	}
+	return err
+}
