@@ -1,0 +1,377 @@
+package txn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cdc-relay/cdc-relay/internal/testenv"
+)
+
+// realSlot is one test's slot on the real broker (scripts/dev-up.sh): a data topic, a
+// checkpoint topic made by EnsureCheckpointTopic, and the producers' configuration, all
+// named from the test and removed at cleanup.
+type realSlot struct {
+	cfg   Config
+	topic string
+	opts  []kgo.Opt // seed brokers
+}
+
+func newRealSlot(t *testing.T) *realSlot {
+	t.Helper()
+	n := testenv.Name(t)
+	s := &realSlot{
+		cfg:   Config{Slot: n, CheckpointTopic: n + ".checkpoints", TransactionTimeout: 20 * time.Second},
+		topic: n + ".events",
+		opts:  []kgo.Opt{kgo.SeedBrokers(testenv.Brokers(t)...)},
+	}
+	testenv.CreateTopic(t, s.topic, 3)
+	adm := testenv.Kafka(t)
+	if err := EnsureCheckpointTopic(ctx(t), adm, s.cfg.CheckpointTopic, 1); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _ = kadm.NewClient(adm).DeleteTopics(c, s.cfg.CheckpointTopic)
+	})
+	return s
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+// producer starts a producer of the slot: its New fences every earlier one. Its client is
+// closed at cleanup unless the test closes it first (a crash).
+func (s *realSlot) producer(t *testing.T) *Producer {
+	t.Helper()
+	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, s.opts...), s.cfg.ClientOpts()...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	p, err := New(ctx(t), cl, s.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// produce puts n records of key into the open transaction and waits for their
+// acknowledgements, as the relay's tracker does before it commits.
+func (s *realSlot) produce(t *testing.T, p *Producer, key string, n int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Add(1)
+		p.Produce(ctx(t), &kgo.Record{Topic: s.topic, Key: []byte(key), Value: fmt.Appendf(nil, "%s-%d", key, i)}, func(_ *kgo.Record, err error) {
+			defer wg.Done()
+			if err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("produce in the transaction: %v", err)
+	}
+}
+
+// committed is what a read_committed consumer sees in the data topic, by key, once no
+// transaction is open: the commit markers are written after EndTxn answers, so a read right
+// after a commit may end before them.
+func (s *realSlot) committed(t *testing.T) map[string]int {
+	t.Helper()
+	testenv.Eventually(t, 30*time.Second, "no open transaction in "+s.topic, func() bool { return !s.openTransactions(t) })
+	return s.visible(t)
+}
+
+// visible is what a read_committed consumer sees now, by key.
+func (s *realSlot) visible(t *testing.T) map[string]int {
+	t.Helper()
+	seen := map[string]int{}
+	if err := readCommitted(ctx(t), s.opts, s.topic, func(r *kgo.Record) { seen[string(r.Key)]++ }); err != nil {
+		t.Fatal(err)
+	}
+	return seen
+}
+
+// openTransactions says whether a transaction holds the data topic's last stable offset below
+// its high watermark: records neither committed nor aborted yet.
+func (s *realSlot) openTransactions(t *testing.T) bool {
+	t.Helper()
+	return openTransactions(t, s.topic)
+}
+
+func openTransactions(t *testing.T, topic string) bool {
+	t.Helper()
+	adm := kadm.NewClient(testenv.Kafka(t))
+	stable, err := adm.ListCommittedOffsets(ctx(t), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end, err := adm.ListEndOffsets(ctx(t), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := false
+	end.Each(func(o kadm.ListedOffset) {
+		if st, ok := stable.Lookup(o.Topic, o.Partition); !ok || st.Offset != o.Offset {
+			open = true
+		}
+	})
+	return open
+}
+
+// checkpoint is what ReadCheckpoint returns once the checkpoint topic has no open
+// transaction (the markers of a commit are written after it answered).
+func (s *realSlot) checkpoint(t *testing.T) (Checkpoint, bool) {
+	t.Helper()
+	testenv.Eventually(t, 30*time.Second, "no open transaction in "+s.cfg.CheckpointTopic, func() bool { return !openTransactions(t, s.cfg.CheckpointTopic) })
+	cp, ok, err := ReadCheckpoint(ctx(t), s.opts, s.cfg.CheckpointTopic, s.cfg.Slot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cp, ok
+}
+
+func wantSeen(t *testing.T, what string, got, want map[string]int) {
+	t.Helper()
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("%s: a read_committed consumer sees %v, want %v", what, got, want)
+	}
+}
+
+// Commit makes the transaction's records and its checkpoint visible to read_committed
+// together; before it, neither is.
+func TestCommitShowsRecordsAndCheckpointTogether(t *testing.T) {
+	s := newRealSlot(t)
+	p := s.producer(t)
+	if _, ok := s.checkpoint(t); ok {
+		t.Fatal("a new slot has a checkpoint")
+	}
+	if err := p.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	s.produce(t, p, "a", 50)
+	wantSeen(t, "records acknowledged, transaction open", s.visible(t), map[string]int{})
+	cp := Checkpoint{Slot: s.cfg.Slot, Position: 0x1000, Split: Split{LSN: 0x2000, Records: 50}, SystemID: "7", Timeline: 1}
+	if err := p.Commit(ctx(t), cp); err != nil {
+		t.Fatal(err)
+	}
+	wantSeen(t, "committed", s.committed(t), map[string]int{"a": 50})
+	if got, ok := s.checkpoint(t); !ok || got != cp {
+		t.Fatalf("after the commit the checkpoint is %+v (found %v), want %+v", got, ok, cp)
+	}
+
+	// The next transaction's checkpoint replaces it; the protocol v2 epoch bump of each
+	// commit does not disturb the producer.
+	for i := range 3 {
+		if err := p.Begin(); err != nil {
+			t.Fatal(err)
+		}
+		s.produce(t, p, "b", 10)
+		cp = Checkpoint{Slot: s.cfg.Slot, Position: 0x3000 + pglogrepl.LSN(0x100*i)}
+		if err := p.Commit(ctx(t), cp); err != nil {
+			t.Fatalf("transaction %d: %v", i+2, err)
+		}
+	}
+	wantSeen(t, "four commits", s.committed(t), map[string]int{"a": 50, "b": 30})
+	if got, _ := s.checkpoint(t); got != cp {
+		t.Fatalf("after four commits the checkpoint is %+v, want the last, %+v", got, cp)
+	}
+}
+
+// Abort shows neither the transaction's records nor its checkpoint: the reader still
+// returns the last committed one.
+func TestAbortShowsNeitherRecordsNorCheckpoint(t *testing.T) {
+	s := newRealSlot(t)
+	p := s.producer(t)
+	first := Checkpoint{Slot: s.cfg.Slot, Position: 0x1000}
+	if err := p.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	s.produce(t, p, "kept", 5)
+	if err := p.Commit(ctx(t), first); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := p.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	s.produce(t, p, "aborted", 20)
+	rec, err := p.checkpointRecord(Checkpoint{Slot: s.cfg.Slot, Position: 0x9000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Client().ProduceSync(ctx(t), rec).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Abort(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if s.openTransactions(t) {
+		t.Fatal("the aborted transaction is still open")
+	}
+	wantSeen(t, "after the abort", s.committed(t), map[string]int{"kept": 5})
+	if got, _ := s.checkpoint(t); got != first {
+		t.Fatalf("after the abort the checkpoint is %+v, want the committed %+v", got, first)
+	}
+
+	// The producer goes on after an abort.
+	if err := p.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	s.produce(t, p, "after", 3)
+	if err := p.Commit(ctx(t), Checkpoint{Slot: s.cfg.Slot, Position: 0x2000}); err != nil {
+		t.Fatal(err)
+	}
+	wantSeen(t, "a commit after the abort", s.committed(t), map[string]int{"kept": 5, "after": 3})
+}
+
+// A second producer with the slot's transactional id (a standby that took the slot) fences
+// the first (a relay paused past wal_sender_timeout): the first's commit fails with the fence
+// error, nothing of its open transaction is ever visible, and its checkpoint is not the one
+// the new holder reads.
+func TestSecondProducerFencesTheFirst(t *testing.T) {
+	s := newRealSlot(t)
+	zombie := s.producer(t)
+	before := Checkpoint{Slot: s.cfg.Slot, Position: 0x1000}
+	if err := zombie.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	s.produce(t, zombie, "before", 4)
+	if err := zombie.Commit(ctx(t), before); err != nil {
+		t.Fatal(err)
+	}
+	if err := zombie.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	s.produce(t, zombie, "zombie", 25) // acknowledged, in the open transaction
+
+	holder := s.producer(t) // takes the id: the zombie's open transaction is aborted
+	if got, _ := s.checkpoint(t); got != before {
+		t.Fatalf("the new holder reads %+v, want the last committed %+v", got, before)
+	}
+
+	err := zombie.Commit(ctx(t), Checkpoint{Slot: s.cfg.Slot, Position: 0x8000})
+	var fe *FencedError
+	if !errors.As(err, &fe) || !IsFenced(err) {
+		t.Fatalf("the fenced producer's commit returned %v, want a *FencedError", err)
+	}
+	t.Logf("the zombie's commit: %v", err)
+	if err := zombie.Begin(); !IsFenced(err) {
+		t.Fatalf("the fenced producer began another transaction: %v", err)
+	}
+	if s.openTransactions(t) {
+		t.Fatal("the zombie's transaction is still open after its fence")
+	}
+	wantSeen(t, "after the fence", s.committed(t), map[string]int{"before": 4})
+	if got, _ := s.checkpoint(t); got != before {
+		t.Fatalf("after the zombie's commit the checkpoint is %+v, want %+v", got, before)
+	}
+
+	// The holder publishes; the zombie's records never appear.
+	if err := holder.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	s.produce(t, holder, "holder", 6)
+	after := Checkpoint{Slot: s.cfg.Slot, Position: 0x2000}
+	if err := holder.Commit(ctx(t), after); err != nil {
+		t.Fatal(err)
+	}
+	wantSeen(t, "the holder's commit", s.committed(t), map[string]int{"before": 4, "holder": 6})
+	if got, _ := s.checkpoint(t); got != after {
+		t.Fatalf("the holder's checkpoint is %+v, want %+v", got, after)
+	}
+}
+
+// A producer that dies mid-transaction (its client closed without EndTransaction: the broker
+// sees the connection go, as after a kill -9) leaves its transaction open; the next producer
+// of the slot aborts it as it takes the id, and the reader returns the last committed
+// checkpoint, not the one the dead transaction held.
+func TestReaderReturnsLastCommittedCheckpointAfterACrashMidTransaction(t *testing.T) {
+	s := newRealSlot(t)
+	dead := s.producer(t)
+	committed := Checkpoint{Slot: s.cfg.Slot, Position: 0x1000, Split: Split{LSN: 0x1800, Records: 10}}
+	if err := dead.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	s.produce(t, dead, "committed", 10)
+	if err := dead.Commit(ctx(t), committed); err != nil {
+		t.Fatal(err)
+	}
+	if err := dead.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	s.produce(t, dead, "lost", 30)
+	rec, err := dead.checkpointRecord(Checkpoint{Slot: s.cfg.Slot, Position: 0x1000, Split: Split{LSN: 0x1800, Records: 40}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dead.Client().ProduceSync(ctx(t), rec).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	dead.Client().Close() // the crash: no EndTransaction
+	if !s.openTransactions(t) {
+		t.Fatal("the crashed producer's transaction is not open: the test does not test a crash")
+	}
+
+	next := s.producer(t)
+	if s.openTransactions(t) {
+		t.Fatal("the next producer took the id and the crashed transaction is still open")
+	}
+	got, ok := s.checkpoint(t)
+	if !ok || got != committed {
+		t.Fatalf("after the crash the checkpoint is %+v (found %v), want the last committed %+v", got, ok, committed)
+	}
+	wantSeen(t, "after the crash", s.committed(t), map[string]int{"committed": 10})
+	whole, skip := got.Skip(0x1800)
+	if whole || skip != 10 {
+		t.Fatalf("the split transaction's replay skips %v/%d, want its first 10 records", whole, skip)
+	}
+
+	if err := next.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	s.produce(t, next, "replayed", 30) // records 11..40 of the split transaction
+	done := Checkpoint{Slot: s.cfg.Slot, Position: 0x1900}
+	if err := next.Commit(ctx(t), done); err != nil {
+		t.Fatal(err)
+	}
+	wantSeen(t, "after the replay", s.committed(t), map[string]int{"committed": 10, "replayed": 30})
+	if got, _ := s.checkpoint(t); got != done {
+		t.Fatalf("the checkpoint after the replay is %+v, want %+v", got, done)
+	}
+}
+
+// A checkpoint topic that deletes by retention would lose a stopped relay's checkpoint.
+func TestEnsureCheckpointTopicRefusesRetention(t *testing.T) {
+	topic := testenv.Name(t) + ".checkpoints"
+	testenv.CreateTopic(t, topic, 1) // the broker's default: cleanup.policy=delete
+	err := EnsureCheckpointTopic(ctx(t), testenv.Kafka(t), topic, 1)
+	var nc *NotCompactedError
+	if !errors.As(err, &nc) || nc.Policy != "delete" {
+		t.Fatalf("a delete-policy checkpoint topic: %v, want a *NotCompactedError", err)
+	}
+}
+
+func TestReadCheckpointOfAMissingTopic(t *testing.T) {
+	_, _, err := ReadCheckpoint(ctx(t), []kgo.Opt{kgo.SeedBrokers(testenv.Brokers(t)...)}, testenv.Name(t)+".none", "s")
+	var tm *TopicMissingError
+	if !errors.As(err, &tm) {
+		t.Fatalf("reading a missing topic: %v, want a *TopicMissingError", err)
+	}
+}
