@@ -102,10 +102,16 @@ func (s *realSlot) committed(t *testing.T) map[string]int {
 func (s *realSlot) visible(t *testing.T) map[string]int {
 	t.Helper()
 	seen := map[string]int{}
-	if err := readCommitted(ctx(t), s.opts, s.topic, func(r *kgo.Record) { seen[string(r.Key)]++ }); err != nil {
+	s.read(t, func(r *kgo.Record) { seen[string(r.Key)]++ })
+	return seen
+}
+
+// read calls each for every record a read_committed consumer sees now in the data topic.
+func (s *realSlot) read(t *testing.T, each func(*kgo.Record)) {
+	t.Helper()
+	if err := readCommitted(ctx(t), s.opts, s.topic, each); err != nil {
 		t.Fatal(err)
 	}
-	return seen
 }
 
 // openTransactions says whether a transaction holds the data topic's last stable offset below
