@@ -41,6 +41,8 @@ var CheckpointTopicConfigs = map[string]string{
 
 // EnsureCheckpointTopic creates topic (one partition, replication factor replicas, -1 for
 // the broker's default) if it does not exist, and checks that an existing one is compacted.
+// It returns once the topic's partition can be listed: a topic created a moment ago is known
+// to the controller before every broker knows it.
 func EnsureCheckpointTopic(ctx context.Context, cl *kgo.Client, topic string, replicas int16) error {
 	adm := kadm.NewClient(cl)
 	configs := map[string]*string{}
@@ -48,13 +50,41 @@ func EnsureCheckpointTopic(ctx context.Context, cl *kgo.Client, topic string, re
 		configs[k] = &v
 	}
 	_, err := adm.CreateTopic(ctx, 1, replicas, configs, topic)
-	if err == nil {
-		return nil
-	}
-	if !errors.Is(err, kerr.TopicAlreadyExists) {
+	switch {
+	case err == nil:
+	case errors.Is(err, kerr.TopicAlreadyExists):
+		if err := checkCompacted(ctx, adm, topic); err != nil {
+			return err
+		}
+	default:
 		return fmt.Errorf("txn: create the checkpoint topic %s: %w", topic, err)
 	}
-	rc, err := describeTopic(ctx, adm, topic)
+	err = whileUnknown(ctx, func() error {
+		ends, err := adm.ListEndOffsets(ctx, topic)
+		if err == nil {
+			err = ends.Error()
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("txn: list the checkpoint topic %s: %w", topic, err)
+	}
+	return nil
+}
+
+// checkCompacted fails with a *NotCompactedError unless topic's cleanup.policy is compact.
+func checkCompacted(ctx context.Context, adm *kadm.Client, topic string) error {
+	var rc kadm.ResourceConfig
+	err := whileUnknown(ctx, func() error {
+		rcs, err := adm.DescribeTopicConfigs(ctx, topic)
+		if err == nil {
+			rc, err = rcs.On(topic, nil)
+		}
+		if err == nil {
+			err = rc.Err
+		}
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("txn: describe the checkpoint topic %s: %w", topic, err)
 	}
@@ -69,25 +99,17 @@ func EnsureCheckpointTopic(ctx context.Context, cl *kgo.Client, topic string, re
 	return nil
 }
 
-// describeTopic describes topic's configs, asking again while the broker does not know the
-// topic yet (a topic created a moment ago, by another relay or a test, is in the metadata of
-// the controller before it is in every broker's).
-func describeTopic(ctx context.Context, adm *kadm.Client, topic string) (kadm.ResourceConfig, error) {
+// whileUnknown calls fn again, every 100 ms, while it fails because the broker does not know
+// the topic yet (just created, by this relay, another one or a test).
+func whileUnknown(ctx context.Context, fn func() error) error {
 	for {
-		rcs, err := adm.DescribeTopicConfigs(ctx, topic)
-		var rc kadm.ResourceConfig
-		if err == nil {
-			rc, err = rcs.On(topic, nil)
-		}
-		if err == nil {
-			err = rc.Err
-		}
+		err := fn()
 		if !errors.Is(err, kerr.UnknownTopicOrPartition) {
-			return rc, err
+			return err
 		}
 		select {
 		case <-ctx.Done():
-			return rc, fmt.Errorf("%w (%w)", err, ctx.Err())
+			return fmt.Errorf("%w (%w)", err, ctx.Err())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -98,13 +120,20 @@ func describeTopic(ctx context.Context, adm *kadm.Client, topic string) (kadm.Re
 // (ok false when none did, or the newest is a tombstone). opts configure the reading client
 // (seed brokers, TLS, SASL); it is made and closed here.
 //
-// Call it after New: New fenced every earlier producer and aborted its open transaction, so
-// the last stable offset is not held back by it, and no earlier producer can commit a newer
-// checkpoint after this read. A slot's key found in more than one partition (the partition
-// count changed) gives the highest position.
+// It reads every partition to its high watermark as listed when the read begins, waiting for
+// the transactions open below it to end: another slot's open transaction in the same topic
+// holds the last stable offset below this slot's newest checkpoint (written after that
+// transaction began), and a read that stopped at the last stable offset would return an
+// older checkpoint (DESIGN.md, "A checkpoint read ends"). Such a wait is bounded by the other
+// producer's transaction timeout, and is usually one commit's round trip.
+//
+// Call it after New: New fenced every earlier producer of the slot and aborted its open
+// transaction, so no earlier producer can commit a newer checkpoint after this read, and this
+// slot's own records hold nothing open. A slot's key found in more than one partition (the
+// partition count changed) gives the highest position.
 func ReadCheckpoint(ctx context.Context, opts []kgo.Opt, topic, slot string) (cp Checkpoint, ok bool, err error) {
 	latest := map[int32]*kgo.Record{} // partition: the slot's newest record
-	err = readCommitted(ctx, opts, topic, func(r *kgo.Record) {
+	err = readCommitted(ctx, opts, topic, toHighWatermark, func(r *kgo.Record) {
 		if string(r.Key) == slot {
 			latest[r.Partition] = r
 		}
@@ -127,11 +156,21 @@ func ReadCheckpoint(ctx context.Context, opts []kgo.Opt, topic, slot string) (cp
 	return cp, ok, nil
 }
 
+// How far readCommitted reads.
+const (
+	// toStableOffset reads what a read_committed consumer sees now: up to the last stable
+	// offset as listed when the read begins.
+	toStableOffset = false
+	// toHighWatermark reads up to the high watermark as listed when the read begins, waiting
+	// for the transactions open below it to commit or abort.
+	toHighWatermark = true
+)
+
 // readCommitted calls each, in offset order per partition, for every committed record of
-// every partition of topic from its start to its last stable offset as listed when the read
-// begins (records written after that may or may not be seen). A client is made from opts and
-// closed here.
-func readCommitted(ctx context.Context, opts []kgo.Opt, topic string, each func(*kgo.Record)) error {
+// every partition of topic from its start to the offset the listing (toStableOffset or
+// toHighWatermark) gave when the read began; records written after that may or may not be
+// seen. A client is made from opts and closed here.
+func readCommitted(ctx context.Context, opts []kgo.Opt, topic string, highWatermark bool, each func(*kgo.Record)) error {
 	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, opts...),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		// Control records (commit and abort markers) are returned too, so that a read ends
@@ -144,9 +183,13 @@ func readCommitted(ctx context.Context, opts []kgo.Opt, topic string, each func(
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	ends, err := adm.ListCommittedOffsets(ctx, topic)
+	list := adm.ListCommittedOffsets // the last stable offsets
+	if highWatermark {
+		list = adm.ListEndOffsets
+	}
+	ends, err := list(ctx, topic)
 	if err != nil {
-		return fmt.Errorf("txn: list %s's last stable offsets: %w", topic, err)
+		return fmt.Errorf("txn: list %s's end offsets: %w", topic, err)
 	}
 	starts, err := adm.ListStartOffsets(ctx, topic)
 	if err != nil {
@@ -177,7 +220,7 @@ func readCommitted(ctx context.Context, opts []kgo.Opt, topic string, each func(
 	for len(want) > 0 {
 		fs := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("txn: read %s: %d partitions not read to their last stable offset: %w", topic, len(want), err)
+			return fmt.Errorf("txn: read %s: %d partitions not read to their end (a transaction open in them has not ended): %w", topic, len(want), err)
 		}
 		var fetchErr error
 		fs.EachError(func(t string, p int32, err error) {
@@ -186,6 +229,9 @@ func readCommitted(ctx context.Context, opts []kgo.Opt, topic string, each func(
 		if fetchErr != nil {
 			return fetchErr
 		}
+		// The end is reached when the record just before it is seen: a committed record, or a
+		// marker (kept for this: after a transaction the last record is its marker), or when a
+		// later one is (aborted records are dropped, and their marker may come after the end).
 		fs.EachRecord(func(r *kgo.Record) {
 			end, reading := want[r.Partition]
 			if !reading || r.Offset >= end {

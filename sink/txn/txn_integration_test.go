@@ -109,7 +109,7 @@ func (s *realSlot) visible(t *testing.T) map[string]int {
 // read calls each for every record a read_committed consumer sees now in the data topic.
 func (s *realSlot) read(t *testing.T, each func(*kgo.Record)) {
 	t.Helper()
-	if err := readCommitted(ctx(t), s.opts, s.topic, each); err != nil {
+	if err := readCommitted(ctx(t), s.opts, s.topic, toStableOffset, each); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -379,5 +379,55 @@ func TestReadCheckpointOfAMissingTopic(t *testing.T) {
 	var tm *TopicMissingError
 	if !errors.As(err, &tm) {
 		t.Fatalf("reading a missing topic: %v, want a *TopicMissingError", err)
+	}
+}
+
+// Slots share the checkpoint topic, so another slot's open transaction holds its last stable
+// offset below this slot's newest checkpoint when that was committed after the other one
+// began. A read that stopped at the last stable offset returned an older checkpoint (here:
+// none), and the relay would have published again what it had committed; the read waits for
+// the other transaction to end instead.
+func TestReadCheckpointWaitsForAnotherSlotsOpenTransaction(t *testing.T) {
+	s := newRealSlot(t)
+	other := *s
+	other.cfg.Slot += "_other"
+	otherP := other.producer(t)
+	if err := otherP.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := otherP.checkpointRecord(Checkpoint{Slot: other.cfg.Slot, Position: 0x5000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := otherP.Client().ProduceSync(ctx(t), rec).FirstErr(); err != nil {
+		t.Fatal(err) // the other slot's transaction is open in the checkpoint topic
+	}
+
+	p := s.producer(t)
+	if err := p.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	s.produce(t, p, "a", 1)
+	cp := Checkpoint{Slot: s.cfg.Slot, Position: 0x1000}
+	if err := p.Commit(ctx(t), cp); err != nil {
+		t.Fatal(err)
+	}
+	s.producer(t) // the slot's relay restarts
+
+	short, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	got, ok, err := ReadCheckpoint(short, s.opts, s.cfg.CheckpointTopic, s.cfg.Slot)
+	if err == nil {
+		t.Fatalf("with another slot's transaction open the read returned %+v (found %v) without waiting for it", got, ok)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatal(err)
+	}
+	if err := otherP.Abort(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	got, ok, err = ReadCheckpoint(ctx(t), s.opts, s.cfg.CheckpointTopic, s.cfg.Slot)
+	if err != nil || !ok || got != cp {
+		t.Fatalf("once the other transaction ended the read returned %+v (found %v, %v), want %+v", got, ok, err, cp)
 	}
 }
