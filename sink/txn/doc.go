@@ -20,8 +20,11 @@
 //     records and the checkpoint become visible to read_committed consumers together, or
 //     neither does. A producer another one fenced gets a *FencedError (IsFenced) from Commit
 //     or Begin, and nothing of its open transaction is ever visible.
-//   - A commit whose outcome is unknown (the EndTxn answer was lost) returns an error that
-//     wraps ErrOutcomeUnknown: the caller confirms nothing and reads the checkpoint again.
+//   - A commit that did not happen returns an error that wraps ErrNotCommitted (a record or
+//     the checkpoint failed, or Kafka aborted the transaction on its timeout: the abort that
+//     follows succeeds, which is how it differs from a fence); one whose outcome is unknown
+//     (the EndTxn answer was lost) wraps ErrOutcomeUnknown. Either way the caller confirms
+//     nothing and replays from the checkpoint (read again after an unknown outcome).
 //
 // What it does not do: it does not know which records belong to which PostgreSQL transaction,
 // nor whether each record was acknowledged; the caller's tracker must call Commit only when

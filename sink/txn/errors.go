@@ -11,6 +11,10 @@ var (
 	// ErrFenced is wrapped by every *FencedError: another producer took this slot's
 	// transactional id. It is fatal for this relay: it must stop without publishing.
 	ErrFenced = errors.New("another relay holds this slot's transactional id")
+	// ErrNotCommitted is wrapped by a Commit error after which the transaction is aborted
+	// and nothing of it is visible: its records must be produced again (replay them from the
+	// slot, skipping what the last committed checkpoint covers).
+	ErrNotCommitted = errors.New("the Kafka transaction was not committed, and nothing of it is visible")
 	// ErrOutcomeUnknown is wrapped by a Commit error after which Kafka may or may not have
 	// committed the transaction: confirm nothing, read the checkpoint again (ReadCheckpoint)
 	// and replay from the slot, skipping what the checkpoint covers.

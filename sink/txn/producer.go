@@ -145,10 +145,16 @@ func (p *Producer) Produce(ctx context.Context, r *kgo.Record, promise func(*kgo
 // acknowledged (Flush), and commits. Call it only when every record produced since Begin was
 // acknowledged or replaced by its dead letter: Kafka commits whatever the transaction holds.
 //
-// Errors: a fence is a *FencedError (IsFenced), and nothing of the transaction is visible;
-// an error before the commit was sent aborts the transaction (nothing visible) and wraps
-// neither; an error after it wraps ErrOutcomeUnknown (the transaction is aborted if it was
-// not committed, and the caller must read the checkpoint again to know which).
+// Errors, each with what the caller does (DESIGN.md, "The position confirmed"):
+//   - a *FencedError (IsFenced): another relay holds the slot; nothing of the transaction is
+//     visible; stop.
+//   - ErrNotCommitted: the transaction was aborted (a record or the checkpoint failed, the
+//     coordinator aborted it on its timeout) and nothing of it is visible; replay it from the
+//     last committed checkpoint.
+//   - ErrOutcomeUnknown: the commit was sent and its answer lost; the transaction is aborted
+//     if it was not committed; read the checkpoint again to know which, and replay from it.
+//   - anything else (a checkpoint that does not validate): nothing was sent, the transaction
+//     is still open.
 func (p *Producer) Commit(ctx context.Context, cp Checkpoint) error {
 	if p.fence != nil {
 		return p.fence
@@ -200,20 +206,28 @@ func (p *Producer) checkpointRecord(cp Checkpoint) (*kgo.Record, error) {
 	return &kgo.Record{Topic: p.cfg.CheckpointTopic, Key: []byte(cp.Slot), Value: value}, nil
 }
 
-// abortAfter aborts the open transaction after cause, returning cause (as a fence when the
-// abort met one).
+// abortAfter aborts the open transaction after cause, which kept it from committing. It
+// returns cause as a fence when it or the abort met one, and wrapped in ErrNotCommitted
+// otherwise (an abort that failed leaves the transaction to its timeout or the next holder's
+// fence: it is never committed either).
 func (p *Producer) abortAfter(ctx context.Context, cause error) error {
 	cause = fenced(p.cfg.TransactionalID, cause)
+	if IsFenced(cause) {
+		_ = p.abort(ctx) // fenced: Kafka aborted it already; this clears the client's state
+		return cause
+	}
 	err := p.abort(ctx)
 	switch {
-	case err == nil || IsFenced(cause):
-		return cause
+	case err == nil:
+		// A transaction the coordinator aborted on its timeout shows the same way (a produce
+		// refused INVALID_PRODUCER_EPOCH), but the abort then succeeds: not a fence.
+		return fmt.Errorf("%w: %w", ErrNotCommitted, cause)
 	case IsFenced(err):
 		// The usual way a fence shows: a produce at the old epoch fails with
 		// INVALID_PRODUCER_EPOCH, and the abort that follows meets PRODUCER_FENCED.
 		return fmt.Errorf("%w (first: %v)", err, cause)
 	default:
-		return fmt.Errorf("%w (then abort: %v)", cause, err)
+		return fmt.Errorf("%w: %w (then abort: %v)", ErrNotCommitted, cause, err)
 	}
 }
 

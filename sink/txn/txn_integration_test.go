@@ -431,3 +431,37 @@ func TestReadCheckpointWaitsForAnotherSlotsOpenTransaction(t *testing.T) {
 		t.Fatalf("once the other transaction ended the read returned %+v (found %v, %v), want %+v", got, ok, err, cp)
 	}
 }
+
+// A transaction open longer than its timeout is aborted by the coordinator, which bumps the
+// epoch as a fence does; the producer's next produce is refused INVALID_PRODUCER_EPOCH as a
+// fenced one's is. But the abort that follows succeeds: the commit reports ErrNotCommitted,
+// not a fence (a relay paused past the timeout with no standby is not told that another relay
+// holds the slot), and the producer goes on.
+func TestTimedOutTransactionIsNotCommittedNotFenced(t *testing.T) {
+	t.Parallel() // the coordinator looks for timed-out transactions every 10 s
+	s := newRealSlot(t)
+	s.cfg.TransactionTimeout = time.Second
+	p := s.producer(t)
+	if err := p.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	s.produce(t, p, "timed-out", 3)
+	testenv.Eventually(t, 60*time.Second, "the coordinator aborts the timed-out transaction", func() bool { return !s.openTransactions(t) })
+	err := p.Commit(ctx(t), Checkpoint{Slot: s.cfg.Slot, Position: 0x1000})
+	if !errors.Is(err, ErrNotCommitted) || IsFenced(err) {
+		t.Fatalf("the commit of a timed-out transaction returned %v, want ErrNotCommitted and no fence", err)
+	}
+	wantSeen(t, "after the timeout", s.committed(t), map[string]int{})
+	if err := p.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	s.produce(t, p, "next", 2)
+	cp := Checkpoint{Slot: s.cfg.Slot, Position: 0x2000}
+	if err := p.Commit(ctx(t), cp); err != nil {
+		t.Fatal(err)
+	}
+	wantSeen(t, "the next transaction", s.committed(t), map[string]int{"next": 2})
+	if got, _ := s.checkpoint(t); got != cp {
+		t.Fatalf("checkpoint %+v, want %+v", got, cp)
+	}
+}
