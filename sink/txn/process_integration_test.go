@@ -35,36 +35,40 @@ func TestProducerProcess(t *testing.T) {
 	if len(spec) != 3 {
 		t.Skip("the child process of the pause and kill tests (" + childEnv + " not set)")
 	}
-	cfg := Config{Slot: spec[0], CheckpointTopic: spec[1], TransactionTimeout: 20 * time.Second}
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(testenv.Brokers(t)...)}, cfg.ClientOpts()...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx := context.Background()
-	p, err := New(ctx, cl, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for n := 1; ; n++ {
-		if err = p.Begin(); err != nil {
-			break
-		}
-		for i := range childRecords {
-			p.Produce(ctx, &kgo.Record{Topic: spec[2], Key: []byte("child"), Value: fmt.Appendf(nil, "%d/%d", n, i)}, nil)
-		}
-		// The records are not awaited one by one: Commit flushes, and a record that failed
-		// fails the flush's transaction with it (the fence makes them fail).
-		if err = p.Commit(ctx, Checkpoint{Slot: cfg.Slot, Position: pglogrepl.LSN(n)}); err != nil {
-			break
-		}
-		fmt.Printf("committed %d\n", n)
-	}
+	err := commitUntilError(t, Config{Slot: spec[0], CheckpointTopic: spec[1], TransactionTimeout: 20 * time.Second}, spec[2])
 	fmt.Printf("stopped: %v\n", err)
 	if IsFenced(err) {
 		os.Exit(fencedExit)
 	}
 	os.Exit(1)
+}
+
+// commitUntilError is the child's loop; it returns the error that ended it.
+func commitUntilError(t *testing.T, cfg Config, topic string) error {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(testenv.Brokers(t)...)}, cfg.ClientOpts()...)...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	p, err := New(ctx, cl, cfg)
+	if err != nil {
+		return err
+	}
+	for n := 1; ; n++ {
+		if err := p.Begin(); err != nil {
+			return err
+		}
+		for i := range childRecords {
+			p.Produce(ctx, &kgo.Record{Topic: topic, Key: []byte("child"), Value: fmt.Appendf(nil, "%d/%d", n, i)}, nil)
+		}
+		// The records are not awaited one by one, as Commit's contract asks: here only a fence
+		// fails them, and then the checkpoint's produce in Commit fails too.
+		if err := p.Commit(ctx, Checkpoint{Slot: cfg.Slot, Position: pglogrepl.LSN(n)}); err != nil {
+			return err
+		}
+		fmt.Printf("committed %d\n", n)
+	}
 }
 
 // startChild runs TestProducerProcess for s and waits until it committed a few transactions.
