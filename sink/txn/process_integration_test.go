@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pglogrepl"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdc-relay/cdc-relay/internal/testenv"
@@ -55,7 +54,9 @@ func commitUntilError(t *testing.T, cfg Config, topic string) error {
 	if err != nil {
 		return err
 	}
+	cp := Checkpoint{Slot: cfg.Slot}
 	for n := 1; ; n++ {
+		cp.Position++ // the checkpoint of transaction n is at position n
 		if err := p.Begin(); err != nil {
 			return err
 		}
@@ -64,7 +65,7 @@ func commitUntilError(t *testing.T, cfg Config, topic string) error {
 		}
 		// The records are not awaited one by one, as Commit's contract asks: here only a fence
 		// fails them, and then the checkpoint's produce in Commit fails too.
-		if err := p.Commit(ctx, Checkpoint{Slot: cfg.Slot, Position: pglogrepl.LSN(n)}); err != nil {
+		if err := p.Commit(ctx, cp); err != nil {
 			return err
 		}
 		fmt.Printf("committed %d\n", n)

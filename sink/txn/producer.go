@@ -94,7 +94,7 @@ func New(ctx context.Context, cl *kgo.Client, cfg Config) (*Producer, error) {
 	cfg = cfg.withDefaults()
 	id, _ := cl.OptValue(kgo.TransactionalID).(string)
 	if id == "" {
-		return nil, ErrNotTransactional
+		return nil, errors.New("txn: the Kafka client has no transactional id: build it with Config.ClientOpts")
 	}
 	if id != cfg.TransactionalID {
 		return nil, fmt.Errorf("txn: the Kafka client's transactional id is %q, the slot's is %q: build the client with Config.ClientOpts", id, cfg.TransactionalID)

@@ -160,6 +160,54 @@ func wantSeen(t *testing.T, what string, got, want map[string]int) {
 	}
 }
 
+// wantCheckpoint fails unless the slot's checkpoint is want.
+func (s *realSlot) wantCheckpoint(t *testing.T, what string, want Checkpoint) {
+	t.Helper()
+	if got, ok := s.checkpoint(t); !ok || got != want {
+		t.Fatalf("%s: the checkpoint is %+v (found %v), want %+v", what, got, ok, want)
+	}
+}
+
+// wantState fails unless a read_committed consumer sees seen (once no transaction is open)
+// and the slot's checkpoint is cp.
+func (s *realSlot) wantState(t *testing.T, what string, seen map[string]int, cp Checkpoint) {
+	t.Helper()
+	wantSeen(t, what, s.committed(t), seen)
+	s.wantCheckpoint(t, what, cp)
+}
+
+// commit runs one transaction of p: n acknowledged records of key, then cp.
+func (s *realSlot) commit(t *testing.T, p *Producer, key string, n int, cp Checkpoint) {
+	t.Helper()
+	if err := p.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	s.produce(t, p, key, n)
+	if err := p.Commit(ctx(t), cp); err != nil {
+		t.Fatalf("commit of %d records of %s: %v", n, key, err)
+	}
+}
+
+// leaveOpen begins a transaction of p with n acknowledged records of key and, when cp is
+// not nil, cp's checkpoint record, all acknowledged, and leaves it open.
+func (s *realSlot) leaveOpen(t *testing.T, p *Producer, key string, n int, cp *Checkpoint) {
+	t.Helper()
+	if err := p.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	s.produce(t, p, key, n)
+	if cp == nil {
+		return
+	}
+	rec, err := p.checkpointRecord(*cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Client().ProduceSync(ctx(t), rec).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // Commit makes the transaction's records and its checkpoint visible to read_committed
 // together; before it, neither is.
 func TestCommitShowsRecordsAndCheckpointTogether(t *testing.T) {
@@ -168,36 +216,21 @@ func TestCommitShowsRecordsAndCheckpointTogether(t *testing.T) {
 	if _, ok := s.checkpoint(t); ok {
 		t.Fatal("a new slot has a checkpoint")
 	}
-	if err := p.Begin(); err != nil {
-		t.Fatal(err)
-	}
-	s.produce(t, p, "a", 50)
+	s.leaveOpen(t, p, "a", 50, nil)
 	wantSeen(t, "records acknowledged, transaction open", s.visible(t), map[string]int{})
 	cp := Checkpoint{Slot: s.cfg.Slot, Position: 0x1000, Split: Split{LSN: 0x2000, Records: 50}, SystemID: "7", Timeline: 1}
 	if err := p.Commit(ctx(t), cp); err != nil {
 		t.Fatal(err)
 	}
-	wantSeen(t, "committed", s.committed(t), map[string]int{"a": 50})
-	if got, ok := s.checkpoint(t); !ok || got != cp {
-		t.Fatalf("after the commit the checkpoint is %+v (found %v), want %+v", got, ok, cp)
-	}
+	s.wantState(t, "committed", map[string]int{"a": 50}, cp)
 
 	// The next transaction's checkpoint replaces it; the protocol v2 epoch bump of each
 	// commit does not disturb the producer.
 	for i := range 3 {
-		if err := p.Begin(); err != nil {
-			t.Fatal(err)
-		}
-		s.produce(t, p, "b", 10)
 		cp = Checkpoint{Slot: s.cfg.Slot, Position: 0x3000 + pglogrepl.LSN(0x100*i)}
-		if err := p.Commit(ctx(t), cp); err != nil {
-			t.Fatalf("transaction %d: %v", i+2, err)
-		}
+		s.commit(t, p, "b", 10, cp)
 	}
-	wantSeen(t, "four commits", s.committed(t), map[string]int{"a": 50, "b": 30})
-	if got, _ := s.checkpoint(t); got != cp {
-		t.Fatalf("after four commits the checkpoint is %+v, want the last, %+v", got, cp)
-	}
+	s.wantState(t, "four commits", map[string]int{"a": 50, "b": 30}, cp)
 }
 
 // Abort shows neither the transaction's records nor its checkpoint: the reader still
@@ -206,44 +239,18 @@ func TestAbortShowsNeitherRecordsNorCheckpoint(t *testing.T) {
 	s := newRealSlot(t)
 	p := s.producer(t)
 	first := Checkpoint{Slot: s.cfg.Slot, Position: 0x1000}
-	if err := p.Begin(); err != nil {
-		t.Fatal(err)
-	}
-	s.produce(t, p, "kept", 5)
-	if err := p.Commit(ctx(t), first); err != nil {
-		t.Fatal(err)
-	}
-
-	if err := p.Begin(); err != nil {
-		t.Fatal(err)
-	}
-	s.produce(t, p, "aborted", 20)
-	rec, err := p.checkpointRecord(Checkpoint{Slot: s.cfg.Slot, Position: 0x9000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Client().ProduceSync(ctx(t), rec).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
+	s.commit(t, p, "kept", 5, first)
+	s.leaveOpen(t, p, "aborted", 20, &Checkpoint{Slot: s.cfg.Slot, Position: 0x9000})
 	if err := p.Abort(ctx(t)); err != nil {
 		t.Fatal(err)
 	}
 	if s.openTransactions(t) {
 		t.Fatal("the aborted transaction is still open")
 	}
-	wantSeen(t, "after the abort", s.committed(t), map[string]int{"kept": 5})
-	if got, _ := s.checkpoint(t); got != first {
-		t.Fatalf("after the abort the checkpoint is %+v, want the committed %+v", got, first)
-	}
+	s.wantState(t, "after the abort", map[string]int{"kept": 5}, first)
 
 	// The producer goes on after an abort.
-	if err := p.Begin(); err != nil {
-		t.Fatal(err)
-	}
-	s.produce(t, p, "after", 3)
-	if err := p.Commit(ctx(t), Checkpoint{Slot: s.cfg.Slot, Position: 0x2000}); err != nil {
-		t.Fatal(err)
-	}
+	s.commit(t, p, "after", 3, Checkpoint{Slot: s.cfg.Slot, Position: 0x2000})
 	wantSeen(t, "a commit after the abort", s.committed(t), map[string]int{"kept": 5, "after": 3})
 }
 
@@ -255,22 +262,11 @@ func TestSecondProducerFencesTheFirst(t *testing.T) {
 	s := newRealSlot(t)
 	zombie := s.producer(t)
 	before := Checkpoint{Slot: s.cfg.Slot, Position: 0x1000}
-	if err := zombie.Begin(); err != nil {
-		t.Fatal(err)
-	}
-	s.produce(t, zombie, "before", 4)
-	if err := zombie.Commit(ctx(t), before); err != nil {
-		t.Fatal(err)
-	}
-	if err := zombie.Begin(); err != nil {
-		t.Fatal(err)
-	}
-	s.produce(t, zombie, "zombie", 25) // acknowledged, in the open transaction
+	s.commit(t, zombie, "before", 4, before)
+	s.leaveOpen(t, zombie, "zombie", 25, nil) // acknowledged, in the open transaction
 
 	holder := s.producer(t) // takes the id: the zombie's open transaction is aborted
-	if got, _ := s.checkpoint(t); got != before {
-		t.Fatalf("the new holder reads %+v, want the last committed %+v", got, before)
-	}
+	s.wantCheckpoint(t, "the new holder reads", before)
 
 	err := zombie.Commit(ctx(t), Checkpoint{Slot: s.cfg.Slot, Position: 0x8000})
 	var fe *FencedError
@@ -284,24 +280,12 @@ func TestSecondProducerFencesTheFirst(t *testing.T) {
 	if s.openTransactions(t) {
 		t.Fatal("the zombie's transaction is still open after its fence")
 	}
-	wantSeen(t, "after the fence", s.committed(t), map[string]int{"before": 4})
-	if got, _ := s.checkpoint(t); got != before {
-		t.Fatalf("after the zombie's commit the checkpoint is %+v, want %+v", got, before)
-	}
+	s.wantState(t, "after the fence", map[string]int{"before": 4}, before)
 
 	// The holder publishes; the zombie's records never appear.
-	if err := holder.Begin(); err != nil {
-		t.Fatal(err)
-	}
-	s.produce(t, holder, "holder", 6)
 	after := Checkpoint{Slot: s.cfg.Slot, Position: 0x2000}
-	if err := holder.Commit(ctx(t), after); err != nil {
-		t.Fatal(err)
-	}
-	wantSeen(t, "the holder's commit", s.committed(t), map[string]int{"before": 4, "holder": 6})
-	if got, _ := s.checkpoint(t); got != after {
-		t.Fatalf("the holder's checkpoint is %+v, want %+v", got, after)
-	}
+	s.commit(t, holder, "holder", 6, after)
+	s.wantState(t, "the holder's commit", map[string]int{"before": 4, "holder": 6}, after)
 }
 
 // A producer that dies mid-transaction (its client closed without EndTransaction: the broker
@@ -312,24 +296,8 @@ func TestReaderReturnsLastCommittedCheckpointAfterACrashMidTransaction(t *testin
 	s := newRealSlot(t)
 	dead := s.producer(t)
 	committed := Checkpoint{Slot: s.cfg.Slot, Position: 0x1000, Split: Split{LSN: 0x1800, Records: 10}}
-	if err := dead.Begin(); err != nil {
-		t.Fatal(err)
-	}
-	s.produce(t, dead, "committed", 10)
-	if err := dead.Commit(ctx(t), committed); err != nil {
-		t.Fatal(err)
-	}
-	if err := dead.Begin(); err != nil {
-		t.Fatal(err)
-	}
-	s.produce(t, dead, "lost", 30)
-	rec, err := dead.checkpointRecord(Checkpoint{Slot: s.cfg.Slot, Position: 0x1000, Split: Split{LSN: 0x1800, Records: 40}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := dead.Client().ProduceSync(ctx(t), rec).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
+	s.commit(t, dead, "committed", 10, committed)
+	s.leaveOpen(t, dead, "lost", 30, &Checkpoint{Slot: s.cfg.Slot, Position: 0x1000, Split: Split{LSN: 0x1800, Records: 40}})
 	dead.Client().Close() // the crash: no EndTransaction
 	if !s.openTransactions(t) {
 		t.Fatal("the crashed producer's transaction is not open: the test does not test a crash")
@@ -339,28 +307,15 @@ func TestReaderReturnsLastCommittedCheckpointAfterACrashMidTransaction(t *testin
 	if s.openTransactions(t) {
 		t.Fatal("the next producer took the id and the crashed transaction is still open")
 	}
-	got, ok := s.checkpoint(t)
-	if !ok || got != committed {
-		t.Fatalf("after the crash the checkpoint is %+v (found %v), want the last committed %+v", got, ok, committed)
-	}
+	s.wantCheckpoint(t, "after the crash", committed)
 	wantSeen(t, "after the crash", s.committed(t), map[string]int{"committed": 10})
-	whole, skip := got.Skip(0x1800)
-	if whole || skip != 10 {
+	if whole, skip := committed.Skip(0x1800); whole || skip != 10 {
 		t.Fatalf("the split transaction's replay skips %v/%d, want its first 10 records", whole, skip)
 	}
 
-	if err := next.Begin(); err != nil {
-		t.Fatal(err)
-	}
-	s.produce(t, next, "replayed", 30) // records 11..40 of the split transaction
 	done := Checkpoint{Slot: s.cfg.Slot, Position: 0x1900}
-	if err := next.Commit(ctx(t), done); err != nil {
-		t.Fatal(err)
-	}
-	wantSeen(t, "after the replay", s.committed(t), map[string]int{"committed": 10, "replayed": 30})
-	if got, _ := s.checkpoint(t); got != done {
-		t.Fatalf("the checkpoint after the replay is %+v, want %+v", got, done)
-	}
+	s.commit(t, next, "replayed", 30, done) // records 11..40 of the split transaction
+	s.wantState(t, "after the replay", map[string]int{"committed": 10, "replayed": 30}, done)
 }
 
 // A checkpoint topic that deletes by retention would lose a stopped relay's checkpoint.
@@ -392,26 +347,11 @@ func TestReadCheckpointWaitsForAnotherSlotsOpenTransaction(t *testing.T) {
 	other := *s
 	other.cfg.Slot += "_other"
 	otherP := other.producer(t)
-	if err := otherP.Begin(); err != nil {
-		t.Fatal(err)
-	}
-	rec, err := otherP.checkpointRecord(Checkpoint{Slot: other.cfg.Slot, Position: 0x5000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := otherP.Client().ProduceSync(ctx(t), rec).FirstErr(); err != nil {
-		t.Fatal(err) // the other slot's transaction is open in the checkpoint topic
-	}
+	// The other slot's transaction is open in the checkpoint topic.
+	other.leaveOpen(t, otherP, "other", 0, &Checkpoint{Slot: other.cfg.Slot, Position: 0x5000})
 
-	p := s.producer(t)
-	if err := p.Begin(); err != nil {
-		t.Fatal(err)
-	}
-	s.produce(t, p, "a", 1)
 	cp := Checkpoint{Slot: s.cfg.Slot, Position: 0x1000}
-	if err := p.Commit(ctx(t), cp); err != nil {
-		t.Fatal(err)
-	}
+	s.commit(t, s.producer(t), "a", 1, cp)
 	s.producer(t) // the slot's relay restarts
 
 	short, cancel := context.WithTimeout(context.Background(), 3*time.Second)
@@ -426,10 +366,7 @@ func TestReadCheckpointWaitsForAnotherSlotsOpenTransaction(t *testing.T) {
 	if err := otherP.Abort(ctx(t)); err != nil {
 		t.Fatal(err)
 	}
-	got, ok, err = ReadCheckpoint(ctx(t), s.opts, s.cfg.CheckpointTopic, s.cfg.Slot)
-	if err != nil || !ok || got != cp {
-		t.Fatalf("once the other transaction ended the read returned %+v (found %v, %v), want %+v", got, ok, err, cp)
-	}
+	s.wantCheckpoint(t, "once the other transaction ended", cp)
 }
 
 // A transaction open longer than its timeout is aborted by the coordinator, which bumps the
@@ -442,26 +379,14 @@ func TestTimedOutTransactionIsNotCommittedNotFenced(t *testing.T) {
 	s := newRealSlot(t)
 	s.cfg.TransactionTimeout = time.Second
 	p := s.producer(t)
-	if err := p.Begin(); err != nil {
-		t.Fatal(err)
-	}
-	s.produce(t, p, "timed-out", 3)
+	s.leaveOpen(t, p, "timed-out", 3, nil)
 	testenv.Eventually(t, 60*time.Second, "the coordinator aborts the timed-out transaction", func() bool { return !s.openTransactions(t) })
 	err := p.Commit(ctx(t), Checkpoint{Slot: s.cfg.Slot, Position: 0x1000})
 	if !errors.Is(err, ErrNotCommitted) || IsFenced(err) {
 		t.Fatalf("the commit of a timed-out transaction returned %v, want ErrNotCommitted and no fence", err)
 	}
 	wantSeen(t, "after the timeout", s.committed(t), map[string]int{})
-	if err := p.Begin(); err != nil {
-		t.Fatal(err)
-	}
-	s.produce(t, p, "next", 2)
 	cp := Checkpoint{Slot: s.cfg.Slot, Position: 0x2000}
-	if err := p.Commit(ctx(t), cp); err != nil {
-		t.Fatal(err)
-	}
-	wantSeen(t, "the next transaction", s.committed(t), map[string]int{"next": 2})
-	if got, _ := s.checkpoint(t); got != cp {
-		t.Fatalf("checkpoint %+v, want %+v", got, cp)
-	}
+	s.commit(t, p, "next", 2, cp)
+	s.wantState(t, "the next transaction", map[string]int{"next": 2}, cp)
 }
