@@ -25,6 +25,10 @@
 //     follows succeeds, which is how it differs from a fence); one whose outcome is unknown
 //     (the EndTxn answer was lost) wraps ErrOutcomeUnknown. Either way the caller confirms
 //     nothing and replays from the checkpoint (read again after an unknown outcome).
+//   - Progress, fed the PostgreSQL transactions as they are decoded, says which records a
+//     replay skips (a committed Kafka transaction has them) and which checkpoint the open
+//     Kafka transaction commits with, a PostgreSQL transaction split across Kafka
+//     transactions included.
 //
 // What it does not do: it does not know which records belong to which PostgreSQL transaction,
 // nor whether each record was acknowledged; the caller's tracker must call Commit only when
