@@ -166,10 +166,18 @@ const (
 	toHighWatermark = true
 )
 
-// readCommitted calls each, in offset order per partition, for every committed record of
-// every partition of topic from its start to the offset the listing (toStableOffset or
-// toHighWatermark) gave when the read began; records written after that may or may not be
-// seen. A client is made from opts and closed here.
+// ReadCommitted calls each, in offset order per partition, for every record of topic that a
+// read_committed consumer sees, from each partition's start to its high watermark as listed
+// when the read begins, waiting for the transactions open below it to end (records written
+// after the listing may or may not be seen). It is what a checker of exactly-once delivery
+// reads: nothing of an aborted transaction, everything of a committed one. A client is made
+// from opts and closed here.
+func ReadCommitted(ctx context.Context, opts []kgo.Opt, topic string, each func(*kgo.Record)) error {
+	return readCommitted(ctx, opts, topic, toHighWatermark, each)
+}
+
+// readCommitted is ReadCommitted, to the last stable offset instead when highWatermark is
+// toStableOffset: what a read_committed consumer sees now, without waiting.
 func readCommitted(ctx context.Context, opts []kgo.Opt, topic string, highWatermark bool, each func(*kgo.Record)) error {
 	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, opts...),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
