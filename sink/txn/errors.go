@@ -13,7 +13,7 @@ import (
 // read_committed consumers; the new holder replays it from the checkpoint.
 type FencedError struct {
 	TransactionalID string
-	Err             error // the broker's answer: PRODUCER_FENCED or INVALID_PRODUCER_EPOCH
+	Err             error // the coordinator's answer, PRODUCER_FENCED
 }
 
 func (e *FencedError) Error() string {

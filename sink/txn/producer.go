@@ -134,9 +134,10 @@ func (p *Producer) fatal(err error) error {
 }
 
 // Produce buffers r in the open transaction; promise runs when Kafka acknowledged or refused
-// it (a refused record fails its transaction's commit unless its dead letter replaces it in
-// the same transaction: that is the caller's to track). ctx bounds only the wait for buffer
-// space, as kgo.Client.Produce's does.
+// it. A refused record is not in the transaction, and Commit would commit the others without
+// it: the caller commits only once its dead letter, produced in the same transaction, was
+// acknowledged (or aborts). ctx bounds only the wait for buffer space, as
+// kgo.Client.Produce's does.
 func (p *Producer) Produce(ctx context.Context, r *kgo.Record, promise func(*kgo.Record, error)) {
 	p.cl.Produce(ctx, r, promise)
 }
