@@ -24,7 +24,7 @@ type realSlot struct {
 	opts  []kgo.Opt // seed brokers
 }
 
-func newRealSlot(t *testing.T) *realSlot {
+func newRealSlot(t testing.TB) *realSlot {
 	t.Helper()
 	n := testenv.Name(t)
 	s := &realSlot{
@@ -45,7 +45,7 @@ func newRealSlot(t *testing.T) *realSlot {
 	return s
 }
 
-func ctx(t *testing.T) context.Context {
+func ctx(t testing.TB) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	return c
@@ -53,7 +53,7 @@ func ctx(t *testing.T) context.Context {
 
 // producer starts a producer of the slot: its New fences every earlier one. Its client is
 // closed at cleanup unless the test closes it first (a crash).
-func (s *realSlot) producer(t *testing.T) *Producer {
+func (s *realSlot) producer(t testing.TB) *Producer {
 	t.Helper()
 	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, s.opts...), s.cfg.ClientOpts()...)...)
 	if err != nil {
@@ -69,7 +69,7 @@ func (s *realSlot) producer(t *testing.T) *Producer {
 
 // produce puts n records of key into the open transaction and waits for their
 // acknowledgements, as the relay's tracker does before it commits.
-func (s *realSlot) produce(t *testing.T, p *Producer, key string, n int) {
+func (s *realSlot) produce(t testing.TB, p *Producer, key string, n int) {
 	t.Helper()
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
@@ -92,14 +92,14 @@ func (s *realSlot) produce(t *testing.T, p *Producer, key string, n int) {
 // committed is what a read_committed consumer sees in the data topic, by key, once no
 // transaction is open: the commit markers are written after EndTxn answers, so a read right
 // after a commit may end before them.
-func (s *realSlot) committed(t *testing.T) map[string]int {
+func (s *realSlot) committed(t testing.TB) map[string]int {
 	t.Helper()
 	testenv.Eventually(t, 30*time.Second, "no open transaction in "+s.topic, func() bool { return !s.openTransactions(t) })
 	return s.visible(t)
 }
 
 // visible is what a read_committed consumer sees now, by key.
-func (s *realSlot) visible(t *testing.T) map[string]int {
+func (s *realSlot) visible(t testing.TB) map[string]int {
 	t.Helper()
 	seen := map[string]int{}
 	s.read(t, func(r *kgo.Record) { seen[string(r.Key)]++ })
@@ -107,7 +107,7 @@ func (s *realSlot) visible(t *testing.T) map[string]int {
 }
 
 // read calls each for every record a read_committed consumer sees now in the data topic.
-func (s *realSlot) read(t *testing.T, each func(*kgo.Record)) {
+func (s *realSlot) read(t testing.TB, each func(*kgo.Record)) {
 	t.Helper()
 	if err := readCommitted(ctx(t), s.opts, s.topic, toStableOffset, each); err != nil {
 		t.Fatal(err)
@@ -116,12 +116,12 @@ func (s *realSlot) read(t *testing.T, each func(*kgo.Record)) {
 
 // openTransactions says whether a transaction holds the data topic's last stable offset below
 // its high watermark: records neither committed nor aborted yet.
-func (s *realSlot) openTransactions(t *testing.T) bool {
+func (s *realSlot) openTransactions(t testing.TB) bool {
 	t.Helper()
 	return openTransactions(t, s.topic)
 }
 
-func openTransactions(t *testing.T, topic string) bool {
+func openTransactions(t testing.TB, topic string) bool {
 	t.Helper()
 	adm := kadm.NewClient(testenv.Kafka(t))
 	stable, err := adm.ListCommittedOffsets(ctx(t), topic)
@@ -143,7 +143,7 @@ func openTransactions(t *testing.T, topic string) bool {
 
 // checkpoint is what ReadCheckpoint returns once the checkpoint topic has no open
 // transaction (the markers of a commit are written after it answered).
-func (s *realSlot) checkpoint(t *testing.T) (Checkpoint, bool) {
+func (s *realSlot) checkpoint(t testing.TB) (Checkpoint, bool) {
 	t.Helper()
 	testenv.Eventually(t, 30*time.Second, "no open transaction in "+s.cfg.CheckpointTopic, func() bool { return !openTransactions(t, s.cfg.CheckpointTopic) })
 	cp, ok, err := ReadCheckpoint(ctx(t), s.opts, s.cfg.CheckpointTopic, s.cfg.Slot)
@@ -153,7 +153,7 @@ func (s *realSlot) checkpoint(t *testing.T) (Checkpoint, bool) {
 	return cp, ok
 }
 
-func wantSeen(t *testing.T, what string, got, want map[string]int) {
+func wantSeen(t testing.TB, what string, got, want map[string]int) {
 	t.Helper()
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("%s: a read_committed consumer sees %v, want %v", what, got, want)
@@ -161,7 +161,7 @@ func wantSeen(t *testing.T, what string, got, want map[string]int) {
 }
 
 // wantCheckpoint fails unless the slot's checkpoint is want.
-func (s *realSlot) wantCheckpoint(t *testing.T, what string, want Checkpoint) {
+func (s *realSlot) wantCheckpoint(t testing.TB, what string, want Checkpoint) {
 	t.Helper()
 	if got, ok := s.checkpoint(t); !ok || got != want {
 		t.Fatalf("%s: the checkpoint is %+v (found %v), want %+v", what, got, ok, want)
@@ -170,14 +170,14 @@ func (s *realSlot) wantCheckpoint(t *testing.T, what string, want Checkpoint) {
 
 // wantState fails unless a read_committed consumer sees seen (once no transaction is open)
 // and the slot's checkpoint is cp.
-func (s *realSlot) wantState(t *testing.T, what string, seen map[string]int, cp Checkpoint) {
+func (s *realSlot) wantState(t testing.TB, what string, seen map[string]int, cp Checkpoint) {
 	t.Helper()
 	wantSeen(t, what, s.committed(t), seen)
 	s.wantCheckpoint(t, what, cp)
 }
 
 // commit runs one transaction of p: n acknowledged records of key, then cp.
-func (s *realSlot) commit(t *testing.T, p *Producer, key string, n int, cp Checkpoint) {
+func (s *realSlot) commit(t testing.TB, p *Producer, key string, n int, cp Checkpoint) {
 	t.Helper()
 	if err := p.Begin(); err != nil {
 		t.Fatal(err)
@@ -190,7 +190,7 @@ func (s *realSlot) commit(t *testing.T, p *Producer, key string, n int, cp Check
 
 // leaveOpen begins a transaction of p with n acknowledged records of key and, when cp is
 // not nil, cp's checkpoint record, all acknowledged, and leaves it open.
-func (s *realSlot) leaveOpen(t *testing.T, p *Producer, key string, n int, cp *Checkpoint) {
+func (s *realSlot) leaveOpen(t testing.TB, p *Producer, key string, n int, cp *Checkpoint) {
 	t.Helper()
 	if err := p.Begin(); err != nil {
 		t.Fatal(err)
