@@ -509,6 +509,12 @@ kafka_stop() {
 		sleep 0.1
 	done
 	rm -f "$KAFKA_PID_FILE"
+	# A JVM's main thread can be a zombie (not alive above) while its other threads still exit
+	# and hold the listening sockets: a start right after a SIGKILL found the ports taken.
+	deadline=$((SECONDS + 10))
+	while ((SECONDS < deadline)) && { kafka_port_busy "$KAFKA_PORT" || kafka_port_busy "$KAFKA_CONTROLLER_PORT"; }; do
+		sleep 0.1
+	done
 }
 
 print_exports() {

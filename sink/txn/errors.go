@@ -1,0 +1,62 @@
+package txn
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// FencedError says that a newer producer with the same transactional id fenced this one:
+// another relay took the slot (a standby after this one paused past wal_sender_timeout, or a
+// second relay started by mistake). Nothing of this producer's open transaction is visible to
+// read_committed consumers; the new holder replays it from the checkpoint.
+type FencedError struct {
+	TransactionalID string
+	Err             error // the coordinator's answer, PRODUCER_FENCED
+}
+
+func (e *FencedError) Error() string {
+	return fmt.Sprintf("%v (%s): %v; this relay stops without publishing, the holder replays its open transaction from the checkpoint", ErrFenced, e.TransactionalID, e.Err)
+}
+
+// Unwrap returns ErrFenced and the broker's error.
+func (e *FencedError) Unwrap() []error { return []error{ErrFenced, e.Err} }
+
+var (
+	// ErrFenced is wrapped by every *FencedError: another producer took this slot's
+	// transactional id. It is fatal for this relay: it must stop without publishing.
+	ErrFenced = errors.New("another relay holds this slot's transactional id")
+	// ErrNotCommitted is wrapped by a Commit error after which the transaction is aborted
+	// and nothing of it is visible: its records must be produced again (replay them from the
+	// slot, skipping what the last committed checkpoint covers).
+	ErrNotCommitted = errors.New("the Kafka transaction was not committed, and nothing of it is visible")
+	// ErrOutcomeUnknown is wrapped by a Commit error after which Kafka may or may not have
+	// committed the transaction: confirm nothing, read the checkpoint again (ReadCheckpoint)
+	// and replay from the slot, skipping what the checkpoint covers.
+	ErrOutcomeUnknown = errors.New("the outcome of the Kafka commit is unknown")
+	// ErrNoSlot is returned by Config.Validate when the slot is not named.
+	ErrNoSlot = errors.New("txn: the slot is not named: the transactional id and the checkpoint key derive from it")
+)
+
+// IsFenced reports whether err says that a newer producer took this producer's transactional
+// id. PRODUCER_FENCED is the coordinator's answer (InitProducerID, AddPartitionsToTxn,
+// EndTxn); INVALID_PRODUCER_EPOCH is a partition leader's (a produce at an epoch older than
+// the newest producer's: KIP-588 made it abortable, but under KIP-890's epoch bump per
+// transaction the abort that follows meets PRODUCER_FENCED whenever another producer took the
+// id, and this package reports the fence once the abort says so: after a transaction the
+// coordinator aborted on its timeout, which bumps the epoch too, the abort succeeds).
+func IsFenced(err error) bool {
+	return errors.Is(err, ErrFenced) || errors.Is(err, kerr.ProducerFenced)
+}
+
+// fenced wraps err in a *FencedError when it is a fence, and returns it unchanged otherwise.
+func fenced(id string, err error) error {
+	if err == nil || errors.Is(err, ErrFenced) {
+		return err
+	}
+	if errors.Is(err, kerr.ProducerFenced) {
+		return &FencedError{TransactionalID: id, Err: err}
+	}
+	return err
+}

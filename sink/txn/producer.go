@@ -1,0 +1,252 @@
+package txn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// DefaultCheckpointTopic is the compacted topic that holds every slot's checkpoint.
+const DefaultCheckpointTopic = "cdc-relay-checkpoints"
+
+// DefaultTransactionTimeout is how long Kafka lets a transaction stay open before it aborts it
+// (franz-go's default is 40 s). It bounds how long a paused relay's open transaction holds
+// back read_committed consumers (the last stable offset) when no new holder fences it. It
+// must not exceed the broker's transaction.max.timeout.ms (15 minutes by default).
+const DefaultTransactionTimeout = 30 * time.Second
+
+// TransactionalID is the transactional.id of a slot's relays: the same for every relay that
+// can hold the slot (a restart, a standby), so that the one that takes it fences the others.
+// Two PostgreSQL clusters with slots of the same name that publish to one Kafka cluster must
+// not share it: Config.TransactionalID overrides it.
+func TransactionalID(slot string) string { return "cdc-relay-" + slot }
+
+// Config configures a Producer. Zero fields take the defaults stated.
+type Config struct {
+	// Slot names the replication slot whose position the checkpoints carry. Required.
+	Slot string
+	// TransactionalID is the producer's transactional.id. Default TransactionalID(Slot).
+	TransactionalID string
+	// CheckpointTopic is the compacted topic of the checkpoints (EnsureCheckpointTopic).
+	// Default DefaultCheckpointTopic.
+	CheckpointTopic string
+	// TransactionTimeout is the transaction.timeout.ms of the producer. Default
+	// DefaultTransactionTimeout.
+	TransactionTimeout time.Duration
+}
+
+// Validate reports a configuration that cannot work.
+func (c Config) Validate() error {
+	if c.Slot == "" {
+		return ErrNoSlot
+	}
+	if c.TransactionTimeout < 0 {
+		return fmt.Errorf("txn: transaction timeout %s is negative", c.TransactionTimeout)
+	}
+	return nil
+}
+
+func (c Config) withDefaults() Config {
+	if c.TransactionalID == "" {
+		c.TransactionalID = TransactionalID(c.Slot)
+	}
+	if c.CheckpointTopic == "" {
+		c.CheckpointTopic = DefaultCheckpointTopic
+	}
+	if c.TransactionTimeout == 0 {
+		c.TransactionTimeout = DefaultTransactionTimeout
+	}
+	return c
+}
+
+// ClientOpts are the options the Kafka client that New wraps must be built with (add them to
+// sink.Config.Opts, after the sink's own).
+func (c Config) ClientOpts() []kgo.Opt {
+	c = c.withDefaults()
+	return []kgo.Opt{
+		kgo.TransactionalID(c.TransactionalID),
+		kgo.TransactionTimeout(c.TransactionTimeout),
+	}
+}
+
+// Producer is a slot's transactional producer: Begin, Produce, Commit (or Abort), again.
+// It is owned by one goroutine (the relay's pipeline); Produce's promises run on franz-go's.
+type Producer struct {
+	cl    *kgo.Client
+	cfg   Config
+	fence error // the *FencedError once one was met: every later call returns it
+}
+
+// New takes the slot's transactional id with cl (built with cfg.ClientOpts): the
+// InitProducerID it sends fences every earlier producer of the id, and Kafka aborts the
+// transaction such a producer left open before it answers. Read the checkpoint
+// (ReadCheckpoint) only after New returns: before it, a paused holder could still commit.
+// A fence at this point (a newer producer took the id while this one started) is a
+// *FencedError. New does not close cl on error.
+func New(ctx context.Context, cl *kgo.Client, cfg Config) (*Producer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	id, _ := cl.OptValue(kgo.TransactionalID).(string)
+	if id == "" {
+		return nil, errors.New("txn: the Kafka client has no transactional id: build it with Config.ClientOpts")
+	}
+	if id != cfg.TransactionalID {
+		return nil, fmt.Errorf("txn: the Kafka client's transactional id is %q, the slot's is %q: build the client with Config.ClientOpts", id, cfg.TransactionalID)
+	}
+	cfg.TransactionalID = id
+	if _, _, err := cl.ProducerID(ctx); err != nil {
+		return nil, fmt.Errorf("txn: take transactional id %s: %w", id, fenced(id, err))
+	}
+	return &Producer{cl: cl, cfg: cfg}, nil
+}
+
+// Client is the wrapped client.
+func (p *Producer) Client() *kgo.Client { return p.cl }
+
+// TransactionalID is the producer's transactional.id.
+func (p *Producer) TransactionalID() string { return p.cfg.TransactionalID }
+
+// Begin opens a transaction. A producer that was fenced gets a *FencedError.
+func (p *Producer) Begin() error {
+	if p.fence != nil {
+		return p.fence
+	}
+	if err := p.cl.BeginTransaction(); err != nil {
+		return p.fatal(fmt.Errorf("txn: begin: %w", fenced(p.cfg.TransactionalID, err)))
+	}
+	return nil
+}
+
+// fatal remembers err when it is a fence: a fenced producer stays fenced (franz-go keeps the
+// failed transaction open in the client, and a later Begin would say only "already in a
+// transaction").
+func (p *Producer) fatal(err error) error {
+	if p.fence == nil && IsFenced(err) {
+		p.fence = err
+	}
+	return err
+}
+
+// Produce buffers r in the open transaction; promise runs when Kafka acknowledged or refused
+// it. A refused record is not in the transaction, and Commit would commit the others without
+// it: the caller commits only once its dead letter, produced in the same transaction, was
+// acknowledged (or aborts). ctx bounds only the wait for buffer space, as
+// kgo.Client.Produce's does.
+func (p *Producer) Produce(ctx context.Context, r *kgo.Record, promise func(*kgo.Record, error)) {
+	p.cl.Produce(ctx, r, promise)
+}
+
+// Commit writes cp into the open transaction, waits for every record of the transaction to be
+// acknowledged (Flush), and commits. Call it only when every record produced since Begin was
+// acknowledged or replaced by its dead letter: Kafka commits whatever the transaction holds.
+//
+// Errors, each with what the caller does (DESIGN.md, "The position confirmed"):
+//   - a *FencedError (IsFenced): another relay holds the slot; nothing of the transaction is
+//     visible; stop.
+//   - ErrNotCommitted: the transaction was aborted (a record or the checkpoint failed, the
+//     coordinator aborted it on its timeout) and nothing of it is visible; replay it from the
+//     last committed checkpoint.
+//   - ErrOutcomeUnknown: the commit was sent and its answer lost; the transaction is aborted
+//     if it was not committed; read the checkpoint again to know which, and replay from it.
+//   - anything else (a checkpoint that does not validate): nothing was sent, the transaction
+//     is still open.
+func (p *Producer) Commit(ctx context.Context, cp Checkpoint) error {
+	if p.fence != nil {
+		return p.fence
+	}
+	return p.fatal(p.commit(ctx, cp))
+}
+
+func (p *Producer) commit(ctx context.Context, cp Checkpoint) error {
+	if cp.Slot != p.cfg.Slot {
+		return fmt.Errorf("txn: checkpoint of slot %q given to the producer of slot %q", cp.Slot, p.cfg.Slot)
+	}
+	rec, err := p.checkpointRecord(cp)
+	if err != nil {
+		return err
+	}
+	if err := p.cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
+		return p.abortAfter(ctx, fmt.Errorf("txn: write checkpoint %s to %s: %w", cp.Position, p.cfg.CheckpointTopic, err))
+	}
+	if err := p.cl.Flush(ctx); err != nil {
+		return p.abortAfter(ctx, fmt.Errorf("txn: flush before commit: %w", err))
+	}
+	if err := p.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		id := p.cfg.TransactionalID
+		if IsFenced(err) {
+			return fmt.Errorf("txn: commit: %w", fenced(id, err))
+		}
+		if errors.Is(err, kerr.OperationNotAttempted) {
+			// The producer id failed before the commit was sent (a produce fenced or failed
+			// it): nothing was committed. Abort, which surfaces the fence if it was one.
+			return p.abortAfter(ctx, fmt.Errorf("txn: commit not attempted: %w", err))
+		}
+		// Per franz-go's EndTransaction: an unconfirmed outcome is retried with TryAbort,
+		// which reloads the producer id and fence-aborts anything still open.
+		abortErr := p.cl.EndTransaction(ctx, kgo.TryAbort)
+		if IsFenced(abortErr) {
+			return fmt.Errorf("txn: commit: %w", fenced(id, abortErr))
+		}
+		return fmt.Errorf("txn: commit: %w: %w (then abort: %v)", ErrOutcomeUnknown, err, abortErr)
+	}
+	return nil
+}
+
+// checkpointRecord is cp's record in the checkpoint topic, keyed by the slot.
+func (p *Producer) checkpointRecord(cp Checkpoint) (*kgo.Record, error) {
+	value, err := cp.MarshalBinary()
+	if err != nil {
+		return nil, err
+	}
+	return &kgo.Record{Topic: p.cfg.CheckpointTopic, Key: []byte(cp.Slot), Value: value}, nil
+}
+
+// abortAfter aborts the open transaction after cause, which kept it from committing. It
+// returns cause as a fence when it or the abort met one, and wrapped in ErrNotCommitted
+// otherwise (an abort that failed leaves the transaction to its timeout or the next holder's
+// fence: it is never committed either).
+func (p *Producer) abortAfter(ctx context.Context, cause error) error {
+	cause = fenced(p.cfg.TransactionalID, cause)
+	if IsFenced(cause) {
+		_ = p.abort(ctx) // fenced: Kafka aborted it already; this clears the client's state
+		return cause
+	}
+	err := p.abort(ctx)
+	switch {
+	case err == nil:
+		// A transaction the coordinator aborted on its timeout shows the same way (a produce
+		// refused INVALID_PRODUCER_EPOCH), but the abort then succeeds: not a fence.
+		return fmt.Errorf("%w: %w", ErrNotCommitted, cause)
+	case IsFenced(err):
+		// The usual way a fence shows: a produce at the old epoch fails with
+		// INVALID_PRODUCER_EPOCH, and the abort that follows meets PRODUCER_FENCED.
+		return fmt.Errorf("%w (first: %v)", err, cause)
+	default:
+		return fmt.Errorf("%w: %w (then abort: %v)", ErrNotCommitted, cause, err)
+	}
+}
+
+// Abort drops what the open transaction buffers and aborts it: none of its records become
+// visible to read_committed consumers. A fence is a *FencedError.
+func (p *Producer) Abort(ctx context.Context) error {
+	if p.fence != nil {
+		return p.fence
+	}
+	return p.fatal(p.abort(ctx))
+}
+
+func (p *Producer) abort(ctx context.Context) error {
+	if err := p.cl.AbortBufferedRecords(ctx); err != nil {
+		return fmt.Errorf("txn: abort buffered records: %w", err)
+	}
+	if err := p.cl.EndTransaction(ctx, kgo.TryAbort); err != nil {
+		return fmt.Errorf("txn: abort: %w", fenced(p.cfg.TransactionalID, err))
+	}
+	return nil
+}
