@@ -1,13 +1,18 @@
 package replication
 
 import (
+	"bytes"
 	"context"
 	"net"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/cdc-relay/cdc-relay/internal/simwal"
 )
 
 // caughtUpReader is a reader on a real TCP socket over loopback, caught up (no SO_RCVLOWAT),
@@ -168,5 +173,50 @@ func BenchmarkCaughtUpRead(b *testing.B) {
 		if msg, err := r.receive(ctx, dl); msg == nil || err != nil {
 			b.Fatalf("got %T, %v", msg, err)
 		}
+	}
+}
+
+// pgconn reuses its read buffers (DESIGN.md, "pgconn reuses its read buffer"): a message's Data
+// that aliased them would be overwritten by the reads after it, while the pipeline still holds
+// it (its record's value until Kafka acknowledges). Rows of 10 KB (read through pgproto3's
+// pooled large buffers) and of a few bytes (its 8 KB buffer) are all held until the last one
+// arrived, then compared with what was committed.
+func TestSimStreamMessagesOutliveTheReadBuffer(t *testing.T) {
+	srv, s := simStream(t, Config{})
+	rel := simwal.OutboxRelation(16384)
+	payload := func(i int) string { // distinct per row: a copy shared by two rows shows
+		n := 10 << 10
+		if i%3 == 1 {
+			n = 8
+		}
+		return strings.Repeat(string(rune('a'+i%26)), n) + strconv.Itoa(i)
+	}
+	const rows = 60
+	for i := range rows {
+		srv.Commit(64, []simwal.Change{{Rel: rel, Values: []simwal.Value{
+			simwal.Text(strconv.Itoa(i)), simwal.Text("k"), simwal.Text("t"), simwal.Text(payload(i)), nil, nil}}})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch := make(chan []Message, 4*rows)
+	errc := make(chan error, 1)
+	go func() { errc <- s.Run(ctx, ch) }()
+	got := collect(t, ch, 3*rows+1, map[Kind]int{}) // Begin, Insert, Commit each, one Relation
+	i := 0
+	for _, m := range got {
+		if m.Kind != KindData || m.Data[0] != 'I' {
+			continue
+		}
+		if want := payload(i); !bytes.Contains(m.Data, []byte(want)) {
+			t.Errorf("Insert %d no longer holds its payload (%.20q...): its Data was overwritten by a later read", i, want)
+		}
+		i++
+	}
+	if i != rows {
+		t.Errorf("%d Inserts, want %d", i, rows)
+	}
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatalf("Run = %v", err)
 	}
 }
