@@ -159,23 +159,6 @@ func TestCaughtUpReadAllocatesNothing(t *testing.T) {
 	}
 }
 
-// BenchmarkCaughtUpRead is one message written to a loopback socket and read as a caught-up
-// stream reads it.
-func BenchmarkCaughtUpRead(b *testing.B) {
-	r, s := caughtUpReader(b)
-	m := copyData(b, 100)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	dl := time.Now().Add(time.Hour)
-	b.ReportAllocs()
-	for b.Loop() {
-		send(b, s, m)
-		if msg, err := r.receive(ctx, dl); msg == nil || err != nil {
-			b.Fatalf("got %T, %v", msg, err)
-		}
-	}
-}
-
 // pgconn reuses its read buffers (DESIGN.md, "pgconn reuses its read buffer"): a message's Data
 // that aliased them would be overwritten by the reads after it, while the pipeline still holds
 // it (its record's value until Kafka acknowledges). Rows of 10 KB (read through pgproto3's
