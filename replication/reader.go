@@ -1,7 +1,6 @@
 package replication
 
 import (
-	"bufio"
 	"context"
 	"io"
 	"net"
@@ -19,15 +18,22 @@ import (
 // (the walsender is sending transactions committed behindLag or more before), it raises the
 // socket's SO_RCVLOWAT, so that the kernel wakes it when drainLowat bytes are queued or
 // drainWait has passed, instead of at every message; below caughtUpLag it lowers it again.
-// DESIGN.md ("Reading a backlog") has the rules, results/ the measurements.
+// A drain of large messages (a mean of largeMsg bytes or more) reads in larger pieces: up to
+// readSizeLarge bytes a read, woken at drainLowatLarge. DESIGN.md ("Reading a backlog") has
+// the rules, results/ the measurements.
 const (
-	MaxBatch      = 512                   // messages per batch at most
-	idleAfter     = 10 * time.Millisecond // nothing read for this long while draining: drained
-	maxBatchBytes = 256 << 10             // message bytes per batch at most (one larger message is its own batch)
-	behindLag     = 10 * time.Millisecond
-	caughtUpLag   = 2 * time.Millisecond
-	drainLowat    = 32 << 10
-	drainWait     = time.Millisecond
+	MaxBatch        = 512                   // messages per batch at most
+	idleAfter       = 10 * time.Millisecond // nothing read for this long while draining: drained
+	maxBatchBytes   = 256 << 10             // message bytes per batch at most (one larger message is its own batch)
+	behindLag       = 10 * time.Millisecond
+	caughtUpLag     = 2 * time.Millisecond
+	drainLowat      = 32 << 10
+	drainWait       = time.Millisecond
+	readSize        = 64 << 10  // bytes a read takes at most
+	readSizeLarge   = 256 << 10 // while draining large messages
+	drainLowatLarge = 128 << 10
+	largeMsg        = 1 << 10 // mean message bytes from which a drain reads in large pieces
+	smallMsg        = 512     // and below which it reads in readSize pieces again
 )
 
 // reader reads the replication connection for the goroutine that owns the stream: it
@@ -35,18 +41,21 @@ const (
 // belongs to that goroutine.
 type reader struct {
 	conn    *pgconn.PgConn
-	tcp     *net.TCPConn  // the connection's socket, for SO_RCVLOWAT; nil when not TCP
-	br      *bufio.Reader // the connection's read buffer, under pgproto3's
-	lowat   bool          // SO_RCVLOWAT is raised: draining a backlog
-	lastMsg time.Time     // when the last message arrived, to notice a drained backlog
-	heard   time.Time     // when the server was last heard from: the receive timeout's clock
-	bound   readBound     // bounds a caught-up read without a context of its own
+	tcp     *net.TCPConn // the connection's socket, for SO_RCVLOWAT; nil when not TCP
+	br      *readBuffer  // the connection's read buffer, under pgproto3's
+	lowat   bool         // SO_RCVLOWAT is raised: draining a backlog
+	large   bool         // draining large messages: SO_RCVLOWAT drainLowatLarge, reads of readSizeLarge
+	meanMsg int          // the XLogData payloads' moving mean size, bytes
+	lastMsg time.Time    // when the last message arrived, to notice a drained backlog
+	heard   time.Time    // when the server was last heard from: the receive timeout's clock
+	bound   readBound    // bounds a caught-up read without a context of its own
 }
 
 // frontend is the connection's pgconn.Config.BuildFrontend: every connection reads through a
-// 64 KiB buffer, so that one read takes what the walsender has sent in one go.
+// buffer of its own, so that one read takes what the walsender has sent in one go (readSize,
+// readSizeLarge while draining large messages).
 func (r *reader) frontend(rd io.Reader, w io.Writer) *pgproto3.Frontend {
-	r.br = bufio.NewReaderSize(rd, 64<<10)
+	r.br = &readBuffer{rd: rd, buf: make([]byte, readSizeLarge), max: readSize}
 	return pgproto3.NewFrontend(r.br, w)
 }
 
@@ -111,6 +120,7 @@ func (r *reader) woken() error { return r.conn.Conn().SetReadDeadline(time.Time{
 // its commit starts a drain, one sent within caughtUpLag ends it. The lag is on the server's
 // clock alone.
 func (r *reader) xlogData(x pglogrepl.XLogData) {
+	r.meanMsg += (len(x.WALData) - r.meanMsg) / 8
 	if len(x.WALData) == 0 || pglogrepl.MessageType(x.WALData[0]) != pglogrepl.MessageTypeBegin {
 		return
 	}
@@ -121,14 +131,24 @@ func (r *reader) xlogData(x pglogrepl.XLogData) {
 }
 
 // adapt raises SO_RCVLOWAT when the walsender sends transactions lag after their commit
-// and lowers it when the stream has caught up.
+// and lowers it when the stream has caught up; while draining, it follows the messages' size.
 func (r *reader) adapt(lag time.Duration) {
 	switch {
 	case r.tcp == nil:
-	case !r.lowat && lag >= behindLag:
-		r.lowat = setRcvLowat(r.tcp, drainLowat) == nil
 	case r.lowat && lag <= caughtUpLag:
 		r.leaveDrain()
+	case r.lowat || lag >= behindLag:
+		large := r.meanMsg >= largeMsg || r.large && r.meanMsg >= smallMsg
+		if r.lowat && large == r.large {
+			return
+		}
+		lowat, size := drainLowat, readSize
+		if large {
+			lowat, size = drainLowatLarge, readSizeLarge
+		}
+		if setRcvLowat(r.tcp, lowat) == nil {
+			r.lowat, r.large, r.br.max = true, large, size
+		}
 	}
 }
 
@@ -145,9 +165,42 @@ func (r *reader) socketEmpty() bool {
 // leaveDrain reads each message as it comes again: SO_RCVLOWAT back to 1.
 func (r *reader) leaveDrain() {
 	if r.tcp != nil && setRcvLowat(r.tcp, 1) == nil {
-		r.lowat = false
+		r.lowat, r.large, r.br.max = false, false, readSize
 	}
 }
+
+// readBuffer is bufio.Reader's Read and Buffered with a read size that can change: a read from
+// the socket takes max bytes at most.
+type readBuffer struct {
+	rd   io.Reader
+	buf  []byte
+	r, w int // buf[r:w] is read from rd and not yet returned
+	max  int // bytes a read from rd takes at most, ≤ len(buf)
+}
+
+// Read returns bytes already read, or reads once from rd: into p directly when p can take a
+// whole read, as bufio.Reader does.
+func (b *readBuffer) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if b.r == b.w {
+		if len(p) >= b.max {
+			return b.rd.Read(p)
+		}
+		n, err := b.rd.Read(b.buf[:b.max])
+		b.r, b.w = 0, n
+		if n == 0 {
+			return 0, err
+		}
+	}
+	n := copy(p, b.buf[b.r:b.w])
+	b.r += n
+	return n, nil
+}
+
+// Buffered returns the number of bytes read from rd and not yet returned.
+func (b *readBuffer) Buffered() int { return b.w - b.r }
 
 func tcpConn(c net.Conn) *net.TCPConn {
 	if t, ok := c.(interface{ NetConn() net.Conn }); ok { // TLS

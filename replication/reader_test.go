@@ -203,3 +203,54 @@ func TestSimStreamMessagesOutliveTheReadBuffer(t *testing.T) {
 		t.Fatalf("Run = %v", err)
 	}
 }
+
+// readBuffer reads from the socket in pieces of its current size at most, hands out what it
+// holds before reading again, and lets a read that can take a whole piece go to the socket.
+func TestReadBufferReadsInPiecesOfItsSize(t *testing.T) {
+	src := &countingReader{data: bytes.Repeat([]byte("0123456789"), 100)}
+	b := &readBuffer{rd: src, buf: make([]byte, 64), max: 16}
+	var got []byte
+	read := func(n int) int {
+		p := make([]byte, n)
+		n, err := b.Read(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, p[:n]...)
+		return n
+	}
+	for len(got) < 48 {
+		read(5)
+	}
+	if src.largest != 16 || len(got) != 48 {
+		t.Fatalf("pieces of 16: largest read %d, %d bytes returned", src.largest, len(got))
+	}
+	b.max = 64
+	read(10)
+	if src.largest != 64 || b.Buffered() != 54 {
+		t.Fatalf("pieces of 64: largest read %d (want 64), %d buffered (want 54)", src.largest, b.Buffered())
+	}
+	if n := read(100); n != 54 || b.Buffered() != 0 {
+		t.Fatalf("a read returned %d bytes with %d buffered; want what was held first, 54", n, b.Buffered())
+	}
+	if n := read(100); n != 100 || b.Buffered() != 0 {
+		t.Fatalf("a read larger than a piece: %d bytes, %d buffered; want 100 straight from the socket, 0", n, b.Buffered())
+	}
+	if string(got) != string(src.data[:len(got)]) {
+		t.Fatalf("bytes out of order: %q", got)
+	}
+}
+
+// countingReader returns data in reads as large as asked, and remembers the largest.
+type countingReader struct {
+	data    []byte
+	off     int
+	largest int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	c.largest = max(c.largest, len(p))
+	n := copy(p, c.data[c.off:])
+	c.off += n
+	return n, nil
+}
