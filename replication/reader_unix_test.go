@@ -4,9 +4,10 @@ package replication
 
 import (
 	"context"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cdc-relay/cdc-relay/internal/proc"
 )
 
 // BenchmarkCaughtUpRead is one message written to a loopback socket and read as a caught-up
@@ -14,26 +15,13 @@ import (
 //
 //	go test -run '^$' -bench CaughtUpRead -benchtime 50000x -count 5 ./replication
 func BenchmarkCaughtUpRead(b *testing.B) {
-	r, s := caughtUpReader(b)
-	m := copyData(b, 100)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	dl := time.Now().Add(time.Hour) // the next status update: the same for many reads
+	read := oneRead(b)
 	b.ReportAllocs()
-	cpu0 := processCPU()
+	cpu0 := proc.SelfCPU()
 	for b.Loop() {
-		send(b, s, m)
-		if msg, err := r.receive(ctx, dl); msg == nil || err != nil {
-			b.Fatalf("got %T, %v", msg, err)
-		}
+		read()
 	}
-	b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
-}
-
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru) // cannot fail for RUSAGE_SELF
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	b.ReportMetric(float64(proc.SelfCPU()-cpu0)/float64(b.N), "cpu-ns/op")
 }
 
 // BenchmarkDrainRead is a drain of 10 KB messages over loopback, written as fast as the socket
@@ -72,7 +60,7 @@ func BenchmarkDrainRead(b *testing.B) {
 			}()
 			ctx := context.Background()
 			b.SetBytes(int64(len(m)))
-			cpu0 := processCPU()
+			cpu0 := proc.SelfCPU()
 			for b.Loop() {
 				for {
 					msg, err := r.receive(ctx, time.Now().Add(time.Hour))
@@ -84,7 +72,7 @@ func BenchmarkDrainRead(b *testing.B) {
 					}
 				}
 			}
-			b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(proc.SelfCPU()-cpu0)/float64(b.N), "cpu-ns/op")
 		})
 	}
 }
