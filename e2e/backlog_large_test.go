@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"crypto/md5"
 	"encoding/hex"
 	"encoding/json"
@@ -20,25 +19,15 @@ import (
 func TestLargeRowBacklogArrivesIntact(t *testing.T) {
 	t.Parallel()
 	e := testenv.NewRelayEnv(t, true)
-	const txns, perTx, pad = 150, 10, 320 // 1,500 rows of 10 KB (md5 hex, 32 bytes, 320 times)
+	const txns, perTx, pad = 150, 10, 320 // 1,500 rows of 10 KB (md5 hex, 32 bytes, 320 times), 10 a transaction
 	var ids []int64
 	for i := range txns {
-		rows, err := e.F.Pool.Query(context.Background(), `INSERT INTO `+e.F.Table+` (aggregate_id, topic, payload)
-			SELECT 'k' || (g % 7), $1, jsonb_build_object('g', g, 'pad', repeat(md5(g::text), $2))
-			FROM generate_series($3::int, $3::int + $4 - 1) g RETURNING id`, e.F.Topic, pad, i*perTx, perTx)
-		if err != nil {
-			t.Fatal(err)
+		rows := make([]testenv.Row, perTx)
+		for j := range rows {
+			g := i*perTx + j
+			rows[j] = testenv.Row{Key: "k" + strconv.Itoa(g%7), Payload: `{"g": ` + strconv.Itoa(g) + `, "pad": "` + padOf(g, pad) + `"}`}
 		}
-		for rows.Next() {
-			var id int64
-			if err := rows.Scan(&id); err != nil {
-				t.Fatal(err)
-			}
-			ids = append(ids, id)
-		}
-		if err := rows.Err(); err != nil {
-			t.Fatal(err)
-		}
+		ids = append(ids, e.F.Insert(t, false, rows...)...)
 	}
 	e.Start(t, nil)
 	cons := testenv.Consume(t, e.F.Topic)
@@ -52,8 +41,7 @@ func TestLargeRowBacklogArrivesIntact(t *testing.T) {
 		if err := json.Unmarshal(r.Value, &v); err != nil {
 			t.Fatalf("record %s: value is not the row's JSON (%v): %.60q", testenv.Header(r, "outbox-id"), err, r.Value)
 		}
-		sum := md5.Sum([]byte(strconv.Itoa(v.G)))
-		if want := strings.Repeat(hex.EncodeToString(sum[:]), pad); v.Pad != want {
+		if want := padOf(v.G, pad); v.Pad != want {
 			t.Fatalf("row g=%d: its payload's pad is not the one committed (%d bytes, want %d): bytes of another row", v.G, len(v.Pad), len(want))
 		}
 		if want := "k" + strconv.Itoa(v.G%7); string(r.Key) != want {
@@ -66,4 +54,10 @@ func TestLargeRowBacklogArrivesIntact(t *testing.T) {
 	}
 	late := insertAged(t, e.F, 1, 0, false)
 	cons.WaitFor(t, 30*time.Second, "a small row written after the backlog", hasAll(late))
+}
+
+// padOf is row g's filler: the md5 of its number in hex, n times, so that no two rows share it.
+func padOf(g, n int) string {
+	sum := md5.Sum([]byte(strconv.Itoa(g)))
+	return strings.Repeat(hex.EncodeToString(sum[:]), n)
 }
