@@ -63,7 +63,7 @@ func (r *reader) frontend(rd io.Reader, w io.Writer) *pgproto3.Frontend {
 // touches the new connection: its handshake must not see a read deadline in the past.
 func (r *reader) start(conn *pgconn.PgConn) {
 	r.bound.detach()
-	r.conn, r.tcp, r.lowat = conn, tcpConn(conn.Conn()), false
+	r.conn, r.tcp, r.lowat, r.large = conn, tcpConn(conn.Conn()), false, false
 }
 
 // buffered reports whether the next message (or part of it) has been read from the socket.
