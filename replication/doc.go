@@ -17,7 +17,8 @@
 //
 // Contexts and goroutines: one goroutine owns the connection, the one running Run; the package
 // starts none of its own (Ack arms a timer whose callback only moves a read deadline and
-// signals). Ack and the read-only accessors are safe from any goroutine. Cancelling Run's ctx
+// signals; a caught-up read is ended by a timer and a context.AfterFunc that only move the
+// read deadline of the read in progress). Ack and the read-only accessors are safe from any goroutine. Cancelling Run's ctx
 // ends Run at the next read or channel send; Close then sends the final status and ends the
 // COPY within its own ctx. When the connection is lost, Run reconnects with backoff, sends a
 // KindReset message downstream (the consumer must forget any open transaction: the server

@@ -6,7 +6,7 @@ import (
 )
 
 // loopbackPair returns both ends of a TCP connection over 127.0.0.1, closed when t ends.
-func loopbackPair(t *testing.T) (client, server *net.TCPConn) {
+func loopbackPair(t testing.TB) (client, server *net.TCPConn) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 func TestReaderRaisesAndLowersRcvLowat(t *testing.T) {
 	c, _ := loopbackPair(t)
 	r := &reader{tcp: c}
+	r.frontend(c, c)
 	lowat := func() int {
 		rc, err := c.SyscallConn()
 		if err != nil {
@@ -61,5 +62,37 @@ func TestReaderRaisesAndLowersRcvLowat(t *testing.T) {
 	r.xlogData(msg('B', time.Millisecond))
 	if r.lowat || lowat() != 1 {
 		t.Fatalf("caught up: lowat %d, want 1", lowat())
+	}
+
+	// A drain of large rows reads in larger pieces, and in the usual ones again once the rows
+	// are small; caught up, every read is the usual size.
+	insert := func(n int) pglogrepl.XLogData { return pglogrepl.XLogData{WALData: make([]byte, n)} }
+	r.xlogData(msg('B', time.Second))
+	if !r.lowat || r.large || lowat() != drainLowat || r.br.max != readSize {
+		t.Fatalf("small rows: lowat %d, read size %d; want %d, %d", lowat(), r.br.max, drainLowat, readSize)
+	}
+	for range 20 { // Begin, Insert of 10 KB, Commit
+		r.xlogData(msg('B', time.Second))
+		r.xlogData(insert(10 << 10))
+		r.xlogData(insert(26))
+	}
+	if !r.large || lowat() != drainLowatLarge || r.br.max != readSizeLarge {
+		t.Fatalf("10 KB rows: lowat %d, read size %d; want %d, %d", lowat(), r.br.max, drainLowatLarge, readSizeLarge)
+	}
+	for range 40 { // Begin, Insert of 200 bytes, Commit
+		r.xlogData(msg('B', time.Second))
+		r.xlogData(insert(200))
+		r.xlogData(insert(26))
+	}
+	if !r.lowat || r.large || lowat() != drainLowat || r.br.max != readSize {
+		t.Fatalf("small rows again: lowat %d, read size %d; want %d, %d", lowat(), r.br.max, drainLowat, readSize)
+	}
+	for range 20 {
+		r.xlogData(msg('B', time.Second))
+		r.xlogData(insert(10 << 10))
+	}
+	r.xlogData(msg('B', time.Millisecond))
+	if r.lowat || r.large || lowat() != 1 || r.br.max != readSize {
+		t.Fatalf("caught up after large rows: lowat %d, read size %d; want 1, %d", lowat(), r.br.max, readSize)
 	}
 }

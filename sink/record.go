@@ -76,10 +76,46 @@ func NewStamp(lsn pglogrepl.LSN, commitTime time.Time) *Stamp {
 		s.n = 1
 	}
 	start := len(buf)
-	buf = commitTime.UTC().AppendFormat(buf, CommitTimeLayout)
+	buf = appendCommitTime(buf, commitTime)
 	s.h[s.n] = kgo.RecordHeader{Key: HeaderCommitTime, Value: buf[start:]}
 	s.n++
 	return s
+}
+
+// appendCommitTime appends t in UTC as CommitTimeLayout formats it, without interpreting the
+// layout: with one-row transactions this runs once per record, and time.AppendFormat was most
+// of a stamp's cost. Years outside 0-9999 take AppendFormat's own rendering.
+func appendCommitTime(b []byte, t time.Time) []byte {
+	t = t.UTC()
+	year, month, day := t.Date()
+	if year < 0 || year > 9999 {
+		return t.AppendFormat(b, CommitTimeLayout)
+	}
+	hour, minute, sec := t.Clock()
+	b = appendDigits(b, year, 4)
+	b = append(b, '-')
+	b = appendDigits(b, int(month), 2)
+	b = append(b, '-')
+	b = appendDigits(b, day, 2)
+	b = append(b, 'T')
+	b = appendDigits(b, hour, 2)
+	b = append(b, ':')
+	b = appendDigits(b, minute, 2)
+	b = append(b, ':')
+	b = appendDigits(b, sec, 2)
+	b = append(b, '.')
+	b = appendDigits(b, t.Nanosecond()/1000, 6)
+	return append(b, 'Z')
+}
+
+// appendDigits appends v's n lowest decimal digits, zero-padded.
+func appendDigits(b []byte, v, n int) []byte {
+	var tmp [8]byte
+	for i := n - 1; i >= 0; i-- {
+		tmp[i] = byte('0' + v%10)
+		v /= 10
+	}
+	return append(b, tmp[:n]...)
 }
 
 // appendLSN appends lsn as PostgreSQL writes it (pglogrepl.LSN.String): upper-case hex,

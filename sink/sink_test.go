@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -262,5 +263,34 @@ func TestStampFormatsLikePostgres(t *testing.T) {
 		if string(h[1].Value) != ct.UTC().Format(CommitTimeLayout) {
 			t.Errorf("cdc-lsn's value overlaps cdc-commit-time's: %q", h[1].Value)
 		}
+	}
+}
+
+// The stamp formats the commit time itself (appendCommitTime): it must write exactly what
+// time.Format writes with CommitTimeLayout, for any instant and zone.
+func TestCommitTimeFormatsLikeTheLayout(t *testing.T) {
+	times := []time.Time{
+		time.Unix(0, 0), time.Unix(1, 999), time.Date(2026, 12, 31, 23, 59, 59, 999999999, time.UTC),
+		time.Date(2000, 1, 1, 0, 0, 0, 0, time.FixedZone("x", -12*3600)), time.Date(0, 1, 1, 0, 0, 0, 1000, time.UTC),
+		time.Date(9999, 12, 31, 23, 59, 59, 999999000, time.UTC), time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(-1, 6, 15, 12, 0, 0, 0, time.UTC), time.Date(294276, 12, 31, 23, 59, 59, 999999000, time.UTC),
+		time.Date(2024, 2, 29, 7, 8, 9, 10000, time.FixedZone("y", 5*3600+1800)),
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 20000 {
+		times = append(times, time.Unix(rng.Int64N(400*365*86400)-100*365*86400, rng.Int64N(1e9)).In(time.FixedZone("z", rng.IntN(86400)-43200)))
+	}
+	for _, ct := range times {
+		if got, want := string(appendCommitTime([]byte("x"), ct)), "x"+ct.UTC().Format(CommitTimeLayout); got != want {
+			t.Fatalf("%v: %q, want %q", ct, got, want)
+		}
+	}
+}
+
+func BenchmarkNewStamp(b *testing.B) {
+	at := time.Date(2026, 12, 1, 20, 30, 0, 123456000, time.UTC)
+	b.ReportAllocs()
+	for b.Loop() {
+		NewStamp(0x16B3748, at)
 	}
 }

@@ -2,22 +2,15 @@ package sink
 
 import (
 	"context"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/cdc-relay/cdc-relay/internal/otlpsink"
+	"github.com/cdc-relay/cdc-relay/internal/proc"
 )
-
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru) // cannot fail for RUSAGE_SELF
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // BenchmarkRecordSpan is what tracing adds to each record, export included: the span's start
 // with the record's attributes, the traceparent header, the buffered event, the end at the
@@ -54,7 +47,7 @@ func BenchmarkRecordSpan(b *testing.B) {
 			noop := func(*kgo.Record, error) {}
 			b.ReportAllocs()
 			b.ResetTimer()
-			cpu0 := cpuTime()
+			cpu0 := proc.SelfCPU()
 			for i := 0; i < b.N; i++ {
 				r := &kgo.Record{Topic: "orders", Key: []byte("order-42"), Value: []byte(`{"order_id": 42}`), Context: context.Background(),
 					Headers: []kgo.RecordHeader{{Key: HeaderOutboxID, Value: []byte("42")}, {Key: HeaderOutboxTable, Value: []byte("public.outbox")},
@@ -72,7 +65,7 @@ func BenchmarkRecordSpan(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(proc.SelfCPU()-cpu0)/float64(b.N), "cpu-ns/op")
 		})
 	}
 }
