@@ -35,7 +35,7 @@ func TestPausedRelayThatLostTheSlotLandsNothingAfterTheNewHolder(t *testing.T) {
 		"--format", "cloudevents", "--ce-source", "/relay-a", "--metrics-addr", "127.0.0.1:0")
 	aMetrics := metricsAddr(t, a)
 	testenv.Eventually(t, 60*time.Second, "relay A to stream", func() bool { return strings.Contains(a.Output(), "msg=streaming") })
-	b := e.Start(t, nil, "--format", "cloudevents", "--ce-source", "/relay-b")
+	b := e.Start(t, nil, "--format", "cloudevents", "--ce-source", "/relay-b", "--metrics-addr", "")
 	testenv.Eventually(t, 60*time.Second, "relay B to wait as a standby", func() bool { return strings.Contains(b.Output(), "waiting as a standby") })
 
 	cons := testenv.Consume(t, f.Topic)
