@@ -1,15 +1,9 @@
 package e2e
 
 import (
-	"cmp"
-	"context"
-	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdc-relay/cdc-relay/internal/testenv"
 )
@@ -28,9 +22,8 @@ import (
 // of the same keys; SIGCONT A, then end the stall. Each relay names itself in ce_source
 // (--format cloudevents), so the topic tells whose record is whose.
 func TestPausedRelayThatLostTheSlotLandsNothingAfterTheNewHolder(t *testing.T) {
-	e := testenv.NewRelayEnv(t, true)
-	f := e.F
 	kafka := testenv.NewKafkaProxy(t)
+	e := testenv.NewRelayEnv(t, true)
 	a := e.Start(t, nil, "--pg-url", walSenderURL(t, "", "5s"), "--brokers", kafka.Brokers(),
 		"--format", "cloudevents", "--ce-source", "/relay-a", "--metrics-addr", "127.0.0.1:0")
 	aMetrics := metricsAddr(t, a)
@@ -38,15 +31,13 @@ func TestPausedRelayThatLostTheSlotLandsNothingAfterTheNewHolder(t *testing.T) {
 	b := e.Start(t, nil, "--format", "cloudevents", "--ce-source", "/relay-b", "--metrics-addr", "")
 	testenv.Eventually(t, 60*time.Second, "relay B to wait as a standby", func() bool { return strings.Contains(b.Output(), "waiting as a standby") })
 
-	cons := testenv.Consume(t, f.Topic)
-	w := testenv.NewWriter(f.Pool, f.Table, f.Topic)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
+	cons := testenv.Consume(t, e.F.Topic)
+	w := testenv.NewWriter(e.F.Pool, e.F.Table, e.F.Topic)
 	const keys = 4
 	write := func(txns int) []int64 {
 		before := len(w.Committed())
 		for range txns {
-			if err := w.Tx(ctx, 2, keys); err != nil {
+			if err := w.Tx(t.Context(), 2, keys); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -60,22 +51,12 @@ func TestPausedRelayThatLostTheSlotLandsNothingAfterTheNewHolder(t *testing.T) {
 	stalled := write(10)
 	metricAtLeast(t, aMetrics, "cdc_relay_records_in_flight", float64(len(stalled)))
 
-	if err := syscall.Kill(a.PID(), syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	resumed := false
-	cont := func() {
-		if !resumed {
-			resumed = true
-			_ = syscall.Kill(a.PID(), syscall.SIGCONT)
-		}
-	}
-	defer cont() // a stopped process ignores the cleanup's SIGTERM
+	a.Pause(t)
 	testenv.Eventually(t, 60*time.Second, "relay B to take the slot", func() bool { return strings.Contains(b.Output(), "msg=streaming") })
 	write(10)
 	cons.WaitFor(t, 60*time.Second, "every committed row, published by B", testenv.HasAll(w.Committed()))
 
-	cont()
+	a.Continue()
 	// With the abort, A's buffer empties while Kafka is still out of its reach (nothing it held
 	// can land any more); without it, it would hold its records until the stall ends.
 	emptied := waitFor(90*time.Second, func() bool { return scrape(t, aMetrics)["cdc_relay_records_in_flight"] == 0 })
@@ -86,8 +67,7 @@ func TestPausedRelayThatLostTheSlotLandsNothingAfterTheNewHolder(t *testing.T) {
 			return scrape(t, aMetrics)["cdc_relay_records_in_flight"] == 0
 		})
 	}
-	end := testenv.EndOffset(t, f.Topic)
-	recs := cons.WaitFor(t, 60*time.Second, "every record on the topic", func(r []*kgo.Record) bool { return int64(len(r)) >= end })
+	recs := caughtUp(t, cons, e.F.Topic)
 
 	byA, late := landedAfterNewHolder(recs, "/relay-a", "/relay-b")
 	for i, r := range late {
@@ -116,28 +96,6 @@ func TestPausedRelayThatLostTheSlotLandsNothingAfterTheNewHolder(t *testing.T) {
 	dups := w.Verify(t, recs)
 	t.Logf("%d committed rows, %d of them while A was cut off from Kafka; %d records, %d by A before B stopped, %d duplicates",
 		len(w.Committed()), len(stalled), len(recs), byA, dups)
-}
-
-// landedAfterNewHolder returns how many records ce_source old produced, and those of them that
-// landed in their partition after ce_source holder's first record of the same key.
-func landedAfterNewHolder(recs []*kgo.Record, old, holder string) (byOld int, late []*kgo.Record) {
-	recs = slices.Clone(recs)
-	slices.SortFunc(recs, func(x, y *kgo.Record) int {
-		return cmp.Or(cmp.Compare(x.Partition, y.Partition), cmp.Compare(x.Offset, y.Offset))
-	})
-	took := map[string]bool{}
-	for _, r := range recs {
-		switch testenv.Header(r, "ce_source") {
-		case holder:
-			took[string(r.Key)] = true
-		case old:
-			byOld++
-			if took[string(r.Key)] {
-				late = append(late, r)
-			}
-		}
-	}
-	return byOld, late
 }
 
 // waitFor polls cond every 100 ms until it holds (true) or timeout passed (false).

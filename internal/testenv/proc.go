@@ -104,6 +104,17 @@ func (p *Proc) Wait(t testing.TB, timeout time.Duration) (int, syscall.Signal) {
 	}
 }
 
+// Pause stops the process with SIGSTOP, as a long GC pause or a frozen VM would, until Continue
+// (or the test's cleanup, so that the cleanup's SIGTERM is not left pending).
+func (p *Proc) Pause(t testing.TB) {
+	t.Helper()
+	p.p.Send(syscall.SIGSTOP)
+	t.Cleanup(p.Continue)
+}
+
+// Continue resumes a paused process with SIGCONT (nothing if it is not paused).
+func (p *Proc) Continue() { p.p.Send(syscall.SIGCONT) }
+
 // Exited reports whether the process has exited.
 func (p *Proc) Exited() bool { return p.p.Exited() }
 
