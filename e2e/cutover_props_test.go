@@ -1,17 +1,18 @@
 package e2e
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"maps"
 	"math/rand/v2"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdc-relay/cdc-relay/internal/testenv"
@@ -22,9 +23,10 @@ var switchN = flag.Int("switch.n", 20, "seeds 1..N that TestSwitchingPublishersA
 
 var switchSeed = flag.Uint64("switch.seed", 0, "run only this seed of TestSwitchingPublishersAsProperties")
 
-// Switching publishers as properties: `cutover` (polling to the relay) and `outbox mark-published`
-// (the relay back to polling), over seeded schedules against the real PostgreSQL and Kafka, with
-// a service writing two-row transactions throughout. A schedule starts with the poller and
+// Switching publishers as properties: `cutover` (polling to the relay), `outbox mark-published`
+// (the relay back to polling) and `dead-letters replay`, over seeded schedules against the real
+// PostgreSQL and Kafka, with a service writing two-row transactions throughout and, now and
+// then, a row too large for its topic (every publisher dead-letters it). A schedule starts with the poller and
 // switches one to three times; each publisher runs once or twice, each run ending in a kill -9
 // (the poller between Kafka's acknowledgement and its mark, the relay between the
 // acknowledgement and its confirmation) or a SIGTERM at a random moment; a cutover is sometimes
@@ -38,7 +40,11 @@ var switchSeed = flag.Uint64("switch.seed", 0, "run only this seed of TestSwitch
 //   - neither command sends a row twice: a cutover sends each row at most once, never one marked
 //     before it began, and again only what the publisher before it had sent without marking (at
 //     most one batch); the relay never sends a row the cutover before it sent, nor one marked
-//     before that cutover; the poller after mark-published never sends a row it marked.
+//     before that cutover; the poller after mark-published never sends a row it marked;
+//   - `dead-letters replay --all`, between phases, sends nothing while the too-large rows' topic
+//     still refuses them; once its limit is raised (at the end) the replays send every
+//     too-large row exactly once, however often each publisher dead-lettered it, and the last
+//     replay sends nothing.
 //
 // A failing seed prints its schedule and the command that runs it alone; -switch.n=N runs N.
 func TestSwitchingPublishersAsProperties(t *testing.T) {
@@ -76,6 +82,13 @@ type switchRun struct {
 	env  []string
 	cons *testenv.Consumer
 
+	// Rows too large for their topic (its max.message.bytes is 2 KiB until the end): every
+	// publisher dead-letters them, and `dead-letters replay` sends them once the limit is raised.
+	small              string
+	smallCons, dlqCons *testenv.Consumer
+	dlEnv              []string
+	large              []int64
+
 	steps  []string
 	seen   int            // records of the topic read at the end of the last phase
 	sent   map[string]int // records per outbox id so far
@@ -97,8 +110,9 @@ func (s *switchRun) step(format string, args ...any) {
 	s.steps = append(s.steps, fmt.Sprintf(format, args...))
 }
 
-// phase returns the records the phase that just ended sent (every publisher is stopped), and
-// checks that every row marked published is on Kafka.
+// phase returns the records the phase that just ended sent to the outbox topic (every publisher
+// is stopped), and checks that every row marked published is on Kafka (that topic, the too-large
+// rows' topic or the dead-letter topic).
 func (s *switchRun) phase(name string) []*kgo.Record {
 	t := s.t
 	t.Helper()
@@ -108,13 +122,71 @@ func (s *switchRun) phase(name string) []*kgo.Record {
 	for _, r := range seg {
 		s.sent[testenv.Header(r, "outbox-id")]++
 	}
+	elsewhere := ids(append(caughtUp(t, s.smallCons, s.small), caughtUp(t, s.dlqCons, s.f.DLQ)...))
 	for id := range idSet(t, s.f, `published_at IS NOT NULL`) {
-		if s.sent[id] == 0 {
+		if s.sent[id] == 0 && elsewhere[id] == 0 {
 			s.violated("marked, not on Kafka", "after %s: row %s is marked published but is not on Kafka: the poller will never send it", name, id)
 		}
 	}
 	s.step("%s: %d records", name, len(seg))
 	return seg
+}
+
+// maybeLarge commits, one time in three, a row too large for its topic before a publisher runs.
+func (s *switchRun) maybeLarge() {
+	if s.rng.IntN(3) == 0 {
+		s.large = append(s.large, s.f.Insert(s.t, false, testenv.Row{Key: "big", Topic: s.small, Payload: `{"pad": "` + strings.Repeat("x", 4096) + `"}`})...)
+		s.step("a row too large for %s", s.small)
+	}
+}
+
+// replay runs `dead-letters replay --all` and returns its tally line.
+func (s *switchRun) replay() string {
+	t := s.t
+	out, code := dlCLI(t, s.bin, s.dlEnv, "replay", "--all")
+	if code != 0 && code != 1 {
+		t.Fatalf("dead-letters replay --all: exit %d", code)
+	}
+	s.phase("dead-letters replay: " + tallyLine(out))
+	return out
+}
+
+// maybeReplay runs `dead-letters replay --all` one time in three between phases. While the
+// too-large rows' topic keeps its limit, it must refuse their letters and send nothing.
+func (s *switchRun) maybeReplay() {
+	if s.rng.IntN(3) == 0 {
+		if out := s.replay(); !strings.Contains(out, "replayed 0,") {
+			s.violated("replayed a letter still too large", "dead-letters replay sent a letter while its topic's limit still refuses it: %s", tallyLine(out))
+		}
+	}
+}
+
+// replayToTheEnd raises the too-large rows' topic's limit and replays until nothing is refused,
+// then once more, which must send nothing; every too-large row must then be on its topic, sent
+// once by the replays.
+func (s *switchRun) replayToTheEnd() {
+	t := s.t
+	big := "1048576"
+	if _, err := kadm.NewClient(testenv.Kafka(t)).AlterTopicConfigs(t.Context(), []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "max.message.bytes", Value: &big}}, s.small); err != nil {
+		t.Fatal(err)
+	}
+	s.step("raise %s's max.message.bytes", s.small)
+	// The raised limit may take a moment to show in DescribeConfigs.
+	testenv.Eventually(t, 60*time.Second, "a replay with nothing refused", func() bool { return strings.Contains(s.replay(), ", refused 0") })
+	if out := s.replay(); !strings.Contains(out, "replayed 0, refused 0") {
+		s.violated("replayed twice", "the last replay sent something: %s", tallyLine(out))
+	}
+	replayed := map[string]int{}
+	for _, r := range caughtUp(t, s.smallCons, s.small) {
+		if testenv.Header(r, "cdc-replayed-at") != "" {
+			replayed[testenv.Header(r, "outbox-id")]++
+		}
+	}
+	for _, id := range s.large {
+		if n := replayed[strconv.FormatInt(id, 10)]; n != 1 {
+			s.violated("replayed twice", "too-large row %d: %d records from dead-letters replay on %s, want 1", id, n, s.small)
+		}
+	}
 }
 
 // wait gives the schedule's random moment for a SIGTERM; it is the schedule's choice, not a wait
@@ -128,6 +200,7 @@ func (s *switchRun) wait(maxMS int) time.Duration {
 // poll runs the poller once, ending in a kill -9 after a batch's acknowledgement or a SIGTERM.
 func (s *switchRun) poll() []*kgo.Record {
 	t := s.t
+	s.maybeLarge()
 	args := []string{"poll", "--table", s.f.Table, "--dlq-topic", s.f.DLQ, "--interval", "20ms", "--batch", strconv.Itoa(switchPollBatch)}
 	if s.rng.IntN(2) == 0 {
 		k := 1 + s.rng.IntN(4)
@@ -154,6 +227,7 @@ func (s *switchRun) cutover() (markedBefore map[string]bool, sent []*kgo.Record)
 	markedBefore = idSet(t, s.f, `published_at IS NOT NULL`)
 	args := []string{"cutover", "--table", s.f.Table, "--dlq-topic", s.f.DLQ, "--batch", strconv.Itoa(switchCutoverBatch)}
 	for attempt := 0; ; attempt++ {
+		s.maybeLarge()
 		before := maps.Clone(s.sent)
 		if attempt > 0 {
 			markedBefore = idSet(t, s.f, `published_at IS NOT NULL`)
@@ -207,6 +281,7 @@ func (s *switchRun) cutover() (markedBefore map[string]bool, sent []*kgo.Record)
 // relay runs the relay once, ending in a kill -9 before a confirmation or a SIGTERM.
 func (s *switchRun) relay() []*kgo.Record {
 	t := s.t
+	s.maybeLarge()
 	args := []string{"run", "--dlq-topic", s.f.DLQ, "--status-interval", "1s", "--metrics-addr", ""}
 	if s.rng.IntN(2) == 0 {
 		k := 2 + s.rng.IntN(10)
@@ -273,10 +348,15 @@ func switchSchedule(t *testing.T, bin string, seed uint64) {
 	if out, errOut, code := testenv.Run(t, 30*time.Second, bin, nil, "poll", "--create-index", "--table", f.Table); code != 0 {
 		t.Fatalf("poll --create-index: exit %d\n%s%s", code, out, errOut)
 	}
+	small, marks := f.Name+".small", "public."+f.Name+"_marks"
+	testenv.CreateTopicWithConfig(t, small, 1, map[string]string{"max.message.bytes": "2048"})
+	t.Cleanup(func() { _, _ = f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+marks) })
 	s := &switchRun{
 		t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, 0x737769)), f: f, bin: bin,
 		env:  []string{"CDC_RELAY_SLOT=" + f.Slot, "CDC_RELAY_PUBLICATION=" + f.Publication},
 		cons: testenv.Consume(t, f.Topic), sent: map[string]int{}, broken: map[string]int{},
+		small: small, smallCons: testenv.Consume(t, small), dlqCons: testenv.Consume(t, f.DLQ),
+		dlEnv: []string{"CDC_RELAY_DLQ_TOPIC=" + f.DLQ, "CDC_RELAY_MARKS_TABLE=" + marks},
 	}
 	defer func() {
 		if t.Failed() {
@@ -287,13 +367,13 @@ func switchSchedule(t *testing.T, bin string, seed uint64) {
 				seed, seed, seed, strings.Join(s.steps, "\n  "))
 		}
 	}()
-	w := startWriter(t, f, 5*time.Millisecond)
+	w := startWriter(t, f, 20*time.Millisecond)
 	s.wait(300) // a backlog for the first publisher
 
 	switches := 1 + s.rng.IntN(3)
 	polling := true
-	var cutoverSent, markedByCutover []string // what the last cutover sent, and what was marked before it
-	var marked map[string]bool                // what the last mark-published marked
+	var cutoverSent, markedByCutover map[string]bool // what the last cutover sent, and what was marked before it
+	var marked map[string]bool                       // what the last mark-published marked
 	final := func() {}
 	for sw := 0; sw <= switches; sw++ {
 		last := sw == switches
@@ -318,24 +398,23 @@ func switchSchedule(t *testing.T, bin string, seed uint64) {
 				}
 				break
 			}
-			before, sent := s.cutover()
-			cutoverSent, markedByCutover = cutoverSent[:0], markedByCutover[:0]
+			var sent []*kgo.Record
+			markedByCutover, sent = s.cutover()
+			cutoverSent = map[string]bool{}
 			for _, r := range sent {
-				cutoverSent = append(cutoverSent, testenv.Header(r, "outbox-id"))
-			}
-			for id := range before {
-				markedByCutover = append(markedByCutover, id)
+				cutoverSent[testenv.Header(r, "outbox-id")] = true
 			}
 			polling = false
+			s.maybeReplay()
 			continue
 		}
 		relayCheck := func(recs []*kgo.Record) {
 			for _, r := range recs {
 				id := testenv.Header(r, "outbox-id")
-				if slices.Contains(cutoverSent, id) {
+				if cutoverSent[id] {
 					s.violated("relay sent the cutover's row", "the relay sent row %s, which the cutover before it sent", id)
 				}
-				if slices.Contains(markedByCutover, id) {
+				if markedByCutover[id] {
 					s.violated("relay sent a row marked before the cutover", "the relay sent row %s, marked published before the cutover", id)
 				}
 			}
@@ -357,9 +436,11 @@ func switchSchedule(t *testing.T, bin string, seed uint64) {
 		}
 		marked = s.markPublished()
 		polling = true
+		s.maybeReplay()
 	}
 	committed := w.Stop(t)
 	final()
+	s.replayToTheEnd()
 	for _, id := range committed {
 		if s.sent[strconv.FormatInt(id, 10)] == 0 {
 			s.violated("lost", "committed row %d never reached Kafka", id)
