@@ -120,6 +120,17 @@ func CreateTopicWithConfig(t testing.TB, topic string, partitions int32, configs
 	})
 }
 
+// SetTopicConfig sets one topic-level configuration (e.g. max.message.bytes) of topic. The broker
+// may take a moment to show the new value in DescribeConfigs.
+func SetTopicConfig(t testing.TB, topic, name, value string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := kadm.NewClient(Kafka(t)).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: name, Value: &value}}, topic); err != nil {
+		t.Fatalf("set %s=%s on topic %s: %v", name, value, topic, err)
+	}
+}
+
 // CPUTicks returns the CPU time a live process has used so far, user plus system, in clock
 // ticks (USER_HZ, 100 a second on Linux), from /proc/PID/stat: every thread counts.
 func CPUTicks(pid int) (int64, error) {
