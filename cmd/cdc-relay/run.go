@@ -149,6 +149,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	if err != nil {
 		conn.Close(context.Background())
+		if ctx.Err() != nil {
+			return nil // stopped during the preflight: a clean stop, as while waiting above
+		}
 		if errors.Is(err, slotstore.ErrSlotMissing) {
 			if tl, terr := serverTimeline(ctx, &c); terr == nil && tl > 1 {
 				return promotedSlotMissing(c.slot, pubs, tables, tl)
@@ -170,6 +173,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	have, err := slotstore.New(conn).Columns(ctx, streamed)
 	conn.Close(context.Background())
+	if ctx.Err() != nil {
+		return nil // stopped during the preflight
+	}
 	if err != nil {
 		return fmt.Errorf("run: %w", err)
 	}
