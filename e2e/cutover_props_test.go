@@ -430,6 +430,7 @@ func switchSchedule(t *testing.T, bin string, seed uint64) {
 			final = func() {
 				re := &testenv.RelayEnv{F: f, Bin: bin, Env: s.env}
 				p := re.Start(t, nil, "--metrics-addr", "")
+				started(t, p, "msg=streaming")
 				re.Settle(t, s.cons, f.CurrentWAL(t))
 				if code := p.Stop(t); code != 0 {
 					t.Fatalf("relay: exit %d after SIGTERM:\n%s", code, p.Output())
