@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/cdc-relay/cdc-relay/internal/testenv"
 )
 
@@ -108,18 +106,20 @@ func (s *switchRun) step(format string, args ...any) {
 	s.steps = append(s.steps, fmt.Sprintf(format, args...))
 }
 
-// phase returns the records the phase that just ended sent to the outbox topic (every publisher
-// is stopped), and checks that every row marked published is on Kafka (that topic, the too-large
+// phase returns the outbox ids of the records the phase that just ended sent to the outbox
+// topic, one per record (every publisher is stopped), and checks that every row marked published is on Kafka (that topic, the too-large
 // rows' topic or the dead-letter topic).
-func (s *switchRun) phase(name string) []*kgo.Record {
+func (s *switchRun) phase(name string) []string {
 	t := s.t
 	t.Helper()
 	recs := caughtUp(t, s.cons, s.f.Topic)
-	seg := recs[s.seen:]
-	s.seen = len(recs)
-	for _, r := range seg {
-		s.sent[testenv.Header(r, "outbox-id")]++
+	var seg []string
+	for _, r := range recs[s.seen:] {
+		id := testenv.Header(r, "outbox-id")
+		seg = append(seg, id)
+		s.sent[id]++
 	}
+	s.seen = len(recs)
 	elsewhere := ids(append(caughtUp(t, s.smallCons, s.small), caughtUp(t, s.dlqCons, s.f.DLQ)...))
 	for id := range idSet(t, s.f, `published_at IS NOT NULL`) {
 		if s.sent[id] == 0 && elsewhere[id] == 0 {
@@ -206,7 +206,7 @@ func (s *switchRun) wait(maxMS int) time.Duration {
 }
 
 // poll runs the poller once, ending in a kill -9 after a batch's acknowledgement or a SIGTERM.
-func (s *switchRun) poll() []*kgo.Record {
+func (s *switchRun) poll() []string {
 	t := s.t
 	s.maybeLarge()
 	args := []string{"poll", "--table", s.f.Table, "--dlq-topic", s.f.DLQ, "--interval", "20ms", "--batch", strconv.Itoa(switchPollBatch)}
@@ -227,8 +227,8 @@ func (s *switchRun) poll() []*kgo.Record {
 
 // cutover runs `cutover`, sometimes killed -9 between a batch's acknowledgement and its mark and
 // then redone (slot drop, cutover again). It returns the rows marked published before it began
-// and the records it sent.
-func (s *switchRun) cutover() (markedBefore map[string]bool, sent []*kgo.Record) {
+// and the outbox ids of the records it sent.
+func (s *switchRun) cutover() (markedBefore map[string]bool, sent []string) {
 	t := s.t
 	markedBefore = idSet(t, s.f, `published_at IS NOT NULL`)
 	args := []string{"cutover", "--table", s.f.Table, "--dlq-topic", s.f.DLQ, "--batch", strconv.Itoa(switchCutoverBatch)}
@@ -257,8 +257,7 @@ func (s *switchRun) cutover() (markedBefore map[string]bool, sent []*kgo.Record)
 		seg := s.phase(name)
 		sent = append(sent, seg...)
 		again := map[string]int{}
-		for _, r := range seg {
-			id := testenv.Header(r, "outbox-id")
+		for _, id := range seg {
 			again[id]++
 			switch {
 			case again[id] > 1:
@@ -285,7 +284,7 @@ func (s *switchRun) cutover() (markedBefore map[string]bool, sent []*kgo.Record)
 }
 
 // relay runs the relay once, ending in a kill -9 before a confirmation or a SIGTERM.
-func (s *switchRun) relay() []*kgo.Record {
+func (s *switchRun) relay() []string {
 	t := s.t
 	s.maybeLarge()
 	args := []string{"run", "--dlq-topic", s.f.DLQ, "--status-interval", "1s", "--metrics-addr", ""}
@@ -383,8 +382,8 @@ func switchSchedule(t *testing.T, bin string, seed uint64) {
 		last := sw == switches
 		if polling {
 			for range 1 + s.rng.IntN(2) {
-				for _, r := range s.poll() {
-					if id := testenv.Header(r, "outbox-id"); marked[id] {
+				for _, id := range s.poll() {
+					if marked[id] {
 						s.violated("poller sent a marked row", "the poller sent row %s, which mark-published marked", id)
 					}
 				}
@@ -402,19 +401,18 @@ func switchSchedule(t *testing.T, bin string, seed uint64) {
 				}
 				break
 			}
-			var sent []*kgo.Record
+			var sent []string
 			markedByCutover, sent = s.cutover()
 			cutoverSent = map[string]bool{}
-			for _, r := range sent {
-				cutoverSent[testenv.Header(r, "outbox-id")] = true
+			for _, id := range sent {
+				cutoverSent[id] = true
 			}
 			polling = false
 			s.maybeReplay()
 			continue
 		}
-		relayCheck := func(recs []*kgo.Record) {
-			for _, r := range recs {
-				id := testenv.Header(r, "outbox-id")
+		relayCheck := func(sent []string) {
+			for _, id := range sent {
 				if cutoverSent[id] {
 					s.violated("relay sent the cutover's row", "the relay sent row %s, which the cutover before it sent", id)
 				}
