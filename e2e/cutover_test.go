@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -155,9 +154,7 @@ func TestCutoverFromPollingLosesNothing(t *testing.T) {
 
 	const batch = 10
 	old := e.Start(t, []string{"CDC_RELAY_TEST_CRASH_AFTER_BATCHES=8"}, "--batch", strconv.Itoa(batch))
-	if _, sig := old.Wait(t, 60*time.Second); sig != syscall.SIGKILL {
-		t.Fatalf("the old poller was not killed mid-stream (signal %v):\n%s", sig, old.Output())
-	}
+	old.WaitKilled(t, 60*time.Second)
 	marked := idSet(t, f, `published_at IS NOT NULL`)
 	polled := ids(caughtUp(t, cons, f.Topic))
 	window := map[string]bool{} // produced by the old poller, not marked
@@ -214,9 +211,7 @@ func TestMarkPublishedBackToPollingLosesNothing(t *testing.T) {
 	cons := testenv.Consume(t, f.Topic)
 	w := startWriter(t, f, 3*time.Millisecond)
 	relay := e.Start(t, []string{"CDC_RELAY_TEST_CRASH_AFTER_CONFIRMS=60"})
-	if _, sig := relay.Wait(t, 60*time.Second); sig != syscall.SIGKILL {
-		t.Fatalf("the relay was not killed mid-stream (signal %v):\n%s", sig, relay.Output())
-	}
+	relay.WaitKilled(t, 60*time.Second)
 	relayed := ids(caughtUp(t, cons, f.Topic))
 
 	out, errOut, code := testenv.Run(t, 60*time.Second, e.Bin, e.Env, "outbox", "mark-published", "--table", f.Table)

@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"cmp"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -71,4 +73,26 @@ func assertCleanDelivery(t *testing.T, recs []*kgo.Record, committed, rolledBack
 		t.Errorf("got %d records, want %d", len(recs), len(committed))
 	}
 	return got
+}
+
+// landedAfterNewHolder returns how many records ce_source old produced, and those of them that
+// landed in their partition after ce_source holder's first record of the same key.
+func landedAfterNewHolder(recs []*kgo.Record, old, holder string) (byOld int, late []*kgo.Record) {
+	recs = slices.Clone(recs)
+	slices.SortFunc(recs, func(x, y *kgo.Record) int {
+		return cmp.Or(cmp.Compare(x.Partition, y.Partition), cmp.Compare(x.Offset, y.Offset))
+	})
+	took := map[string]bool{}
+	for _, r := range recs {
+		switch testenv.Header(r, "ce_source") {
+		case holder:
+			took[string(r.Key)] = true
+		case old:
+			byOld++
+			if took[string(r.Key)] {
+				late = append(late, r)
+			}
+		}
+	}
+	return byOld, late
 }

@@ -13,15 +13,18 @@ import (
 	"github.com/cdc-relay/cdc-relay/internal/testenv"
 )
 
-// silentURL is the test's PostgreSQL URL through proxy, with the walsender's timeout set to
-// walSenderTimeout for the relay's sessions (wal_sender_timeout is a user setting).
-func silentURL(t *testing.T, proxy *testenv.Proxy, walSenderTimeout string) string {
+// walSenderURL is the test's PostgreSQL URL, through host:port unless host is "", with the
+// walsender's timeout set to walSenderTimeout for the relay's sessions (wal_sender_timeout is
+// a user setting).
+func walSenderURL(t *testing.T, host, walSenderTimeout string) string {
 	t.Helper()
 	u, err := url.Parse(testenv.PGURL(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	u.Host = proxy.Addr()
+	if host != "" {
+		u.Host = host
+	}
 	q := u.Query()
 	q.Set("options", "-cwal_sender_timeout="+walSenderTimeout)
 	u.RawQuery = q.Encode()
@@ -53,7 +56,7 @@ func measureSilentNetwork(t *testing.T, receiveTimeout, walSenderTimeout string,
 	f := e.F
 	cc := testenv.PGConfig(t)
 	proxy := testenv.NewProxy(t, net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))))
-	args := []string{"--pg-url", silentURL(t, proxy, walSenderTimeout), "--metrics-addr", "127.0.0.1:0"}
+	args := []string{"--pg-url", walSenderURL(t, proxy.Addr(), walSenderTimeout), "--metrics-addr", "127.0.0.1:0"}
 	if receiveTimeout != "" {
 		args = append(args, "--receive-timeout", receiveTimeout)
 	}

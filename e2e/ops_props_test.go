@@ -7,11 +7,9 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdc-relay/cdc-relay/internal/testenv"
@@ -65,7 +63,6 @@ func opsSchedule(t *testing.T, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 0x6f7073))
 	e := testenv.NewRelayEnv(t, false)
 	f := e.F
-	ctx := context.Background()
 	small := f.Name + ".small"
 	testenv.CreateTopicWithConfig(t, small, 1, map[string]string{"max.message.bytes": "2048"})
 	marks := "public." + f.Name + "_marks"
@@ -75,7 +72,6 @@ func opsSchedule(t *testing.T, seed uint64) {
 	}
 	cons, smallCons, dlqCons := testenv.Consume(t, f.Topic), testenv.Consume(t, small), testenv.Consume(t, f.DLQ)
 	dlEnv := append(append([]string{}, e.Env...), "CDC_RELAY_DLQ_TOPIC="+f.DLQ, "CDC_RELAY_MARKS_TABLE="+marks)
-	adm := kadm.NewClient(testenv.Kafka(t))
 
 	var good, bad, large []int64
 	var steps []string // the schedule, for failure messages
@@ -149,10 +145,7 @@ func opsSchedule(t *testing.T, seed uint64) {
 	}
 	raised := false
 	raise := func() {
-		big := "1048576"
-		if _, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "max.message.bytes", Value: &big}}, small); err != nil {
-			t.Fatal(err)
-		}
+		testenv.SetTopicConfig(t, small, "max.message.bytes", "1048576")
 		raised = true
 		step("raise %s's max.message.bytes", small)
 	}
@@ -201,9 +194,7 @@ func opsSchedule(t *testing.T, seed uint64) {
 		default:
 			k := 20 + rng.IntN(60)
 			p := e.Start(t, []string{fmt.Sprintf("CDC_RELAY_TEST_CRASH_AFTER_CONFIRMS=%d", k)})
-			if _, sig := p.Wait(t, 120*time.Second); sig != syscall.SIGKILL {
-				t.Fatalf("the relay was not killed by the crash hook (signal %v):\n%s", sig, p.Output())
-			}
+			p.WaitKilled(t, 120*time.Second)
 			step("relay run, kill -9 before the %dth confirmation", k)
 		}
 		if mode != 2 {

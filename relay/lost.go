@@ -14,8 +14,9 @@ import (
 // reports the session lost, the relay
 //   - forgets every transaction (the tracker confirms nothing of them: the next session, this
 //     relay's or another's, replays them from the slot),
-//   - aborts what the producer buffers (franz-go AbortBufferedRecords: records in flight may
-//     still land, the rest fail with kgo.ErrAborting and are dropped), and
+//   - aborts what the producer buffers, the records of requests in flight too (sink.AbortAll:
+//     they fail with kgo.ErrAborting and are dropped; a request already on its way may still
+//     land, but franz-go does not send them again), and
 //   - discards what the pipeline still has of the old session, until the KindReset that starts
 //     the next one; the pipeline waits there for the abort to finish, so that no record of the
 //     next session is aborted.
@@ -80,9 +81,8 @@ func (r *Relay) sessionLost(cause error) {
 			<-prev
 		}
 		began := time.Now()
-		if err := r.sink.Abort(context.Background()); err != nil {
-			r.log.Warn("aborting the buffered records failed", "cause", err)
-		} else if buffered > 0 {
+		r.sink.AbortAll()
+		if buffered > 0 {
 			r.log.Info("aborted the records buffered for Kafka when the session ended", "took", time.Since(began).Round(time.Millisecond))
 		}
 	}()

@@ -82,7 +82,9 @@ $do$`, n, f.Table, lit(key), lit(topic), pad)
 }
 
 // CreateTopicWithConfig creates a topic with topic-level configuration (e.g. max.message.bytes),
-// deleted at cleanup.
+// deleted at cleanup. It returns once the broker's metadata has the topic with a leader for every
+// partition: the controller answers the creation before the brokers know of it, and a relay
+// started in between found its dead-letter topic missing (exit 2).
 func CreateTopicWithConfig(t testing.TB, topic string, partitions int32, configs map[string]string) {
 	t.Helper()
 	adm := kadm.NewClient(Kafka(t))
@@ -100,6 +102,33 @@ func CreateTopicWithConfig(t testing.TB, topic string, partitions int32, configs
 		defer cancel()
 		_, _ = adm.DeleteTopics(ctx, topic)
 	})
+	Eventually(t, 30*time.Second, "topic "+topic+" in the broker's metadata", func() bool {
+		td, err := adm.ListTopics(ctx, topic)
+		if err != nil || td.Error() != nil {
+			return false
+		}
+		d, ok := td[topic]
+		if !ok || d.Err != nil || len(d.Partitions) != int(partitions) {
+			return false
+		}
+		for _, p := range d.Partitions {
+			if p.Err != nil || p.Leader < 0 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// SetTopicConfig sets one topic-level configuration (e.g. max.message.bytes) of topic. The broker
+// may take a moment to show the new value in DescribeConfigs.
+func SetTopicConfig(t testing.TB, topic, name, value string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := kadm.NewClient(Kafka(t)).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: name, Value: &value}}, topic); err != nil {
+		t.Fatalf("set %s=%s on topic %s: %v", name, value, topic, err)
+	}
 }
 
 // CPUTicks returns the CPU time a live process has used so far, user plus system, in clock

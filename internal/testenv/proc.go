@@ -104,6 +104,29 @@ func (p *Proc) Wait(t testing.TB, timeout time.Duration) (int, syscall.Signal) {
 	}
 }
 
+// Pause stops the process with SIGSTOP, as a long GC pause or a frozen VM would, until Continue
+// (or the test's cleanup, so that the cleanup's SIGTERM is not left pending).
+func (p *Proc) Pause(t testing.TB) {
+	t.Helper()
+	p.p.Send(syscall.SIGSTOP)
+	t.Cleanup(p.Continue)
+}
+
+// Continue resumes a paused process with SIGCONT (nothing if it is not paused).
+func (p *Proc) Continue() { p.p.Send(syscall.SIGCONT) }
+
+// WaitKilled waits up to timeout for the process, started with a crash hook
+// (CDC_RELAY_TEST_CRASH_AFTER_*), to be killed by it, and fails the test if it ended otherwise.
+func (p *Proc) WaitKilled(t testing.TB, timeout time.Duration) {
+	t.Helper()
+	if _, sig := p.Wait(t, timeout); sig != syscall.SIGKILL {
+		t.Fatalf("cdc-relay was not killed by its crash hook (signal %v); output:\n%s", sig, p.Output())
+	}
+}
+
+// Killed reports whether the process was killed with SIGKILL (a crash hook's, or kill -9).
+func (p *Proc) Killed() bool { return p.p.Exited() && p.p.Signal() == syscall.SIGKILL }
+
 // Exited reports whether the process has exited.
 func (p *Proc) Exited() bool { return p.p.Exited() }
 
