@@ -142,4 +142,7 @@ func TestStopDuringThePreflightExitsZero(t *testing.T) {
 	if code := p.Stop(t); code != 0 {
 		t.Errorf("exit %d after a SIGTERM during the preflight, want 0:\n%s", code, p.Output())
 	}
+	if !strings.Contains(p.Output(), "stopped during startup, before streaming: nothing was published or confirmed") {
+		t.Errorf("no line saying the relay stopped before streaming:\n%s", p.Output())
+	}
 }

@@ -160,9 +160,6 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) (err e
 	}
 	if err != nil {
 		conn.Close(context.Background())
-		if ctx.Err() != nil {
-			return nil // stopped during the preflight: a clean stop, as while waiting above
-		}
 		if errors.Is(err, slotstore.ErrSlotMissing) {
 			if tl, terr := serverTimeline(ctx, &c); terr == nil && tl > 1 {
 				return promotedSlotMissing(c.slot, pubs, tables, tl)
@@ -184,9 +181,6 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) (err e
 	}
 	have, err := slotstore.New(conn).Columns(ctx, streamed)
 	conn.Close(context.Background())
-	if ctx.Err() != nil {
-		return nil // stopped during the preflight
-	}
 	if err != nil {
 		return fmt.Errorf("run: %w", err)
 	}
