@@ -129,6 +129,7 @@ type harness struct {
 	tune        func(*Config)
 	sampleEvery time.Duration // how often invariant (e) samples; 0: every millisecond
 	takeovers   []takeover    // invariant (l), guarded by mu
+	runFailed   []bool        // per run, whether Run returned an error (the trace), guarded by mu
 }
 
 type runState struct {
@@ -501,6 +502,9 @@ func (h *harness) run(i int, run *simRun, txns []simTxnSpec) {
 	for _, stop := range handles {
 		stop()
 	}
+	h.mu.Lock()
+	h.runFailed = append(h.runFailed, err != nil)
+	h.mu.Unlock()
 	if err != nil && !fatal {
 		h.violate("g", "run %d: Run returned %v after a cancel, with no fault that must stop the relay", i+1, err)
 	}

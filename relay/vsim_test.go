@@ -82,45 +82,60 @@ func vsimSetup(t *testing.T) {
 func TestSimVirtual(t *testing.T) {
 	vsimSetup(t)
 	seeds := vsimSeeds()
-	workers := *vsimWorkers
-	if workers == 0 {
-		workers = runtime.GOMAXPROCS(0)
+	var virtual atomic.Int64
+	var failed atomic.Int64
+	el := vsimEach(t, seeds, func(seed uint64) bool {
+		res := runVSchedule(t, seed)
+		virtual.Add(int64(res.virtual))
+		if res.real > 2*time.Second {
+			t.Logf("seed %d took %s (%s virtual, %d events)", seed, res.real.Round(time.Millisecond), res.virtual.Round(time.Second), res.events)
+		}
+		if !res.ok {
+			failed.Add(1)
+		}
+		return res.ok
+	})
+	t.Logf("%d schedules in %s (%.0f schedules/s, %d workers), %s of virtual time", len(seeds), el.Round(time.Millisecond),
+		float64(len(seeds))/el.Seconds(), vsimWorkerCount(), time.Duration(virtual.Load()).Round(time.Second))
+	if n := failed.Load(); n > 0 {
+		t.Errorf("%d of %d schedules failed; replay one with: go test -count=1 -run 'SimVirtual$' ./relay -vsim.seed N -vsim.v", n, len(seeds))
 	}
+}
+
+func vsimWorkerCount() int {
+	if *vsimWorkers > 0 {
+		return *vsimWorkers
+	}
+	return runtime.GOMAXPROCS(0)
+}
+
+// vsimEach runs one(seed) for every seed on vsimWorkerCount() goroutines and returns how long it
+// took. A million subtests would keep a million results: one reports a failure (false) on t
+// itself. After 20 failures it starts no more: enough to go on.
+func vsimEach(t *testing.T, seeds []uint64, one func(seed uint64) bool) time.Duration {
 	start := time.Now()
 	next := make(chan uint64)
 	var wg sync.WaitGroup
-	var failed, virtual atomic.Int64
-	for range min(workers, len(seeds)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	var failed atomic.Int64
+	for range min(vsimWorkerCount(), len(seeds)) {
+		wg.Go(func() {
 			for seed := range next {
-				// A million subtests would keep a million results: one subtest per failure only.
-				res := runVSchedule(t, seed)
-				virtual.Add(int64(res.virtual))
-				if res.real > 2*time.Second {
-					t.Logf("seed %d took %s (%s virtual, %d events)", seed, res.real.Round(time.Millisecond), res.virtual.Round(time.Second), res.events)
-				}
-				if !res.ok {
+				if !one(seed) {
 					failed.Add(1)
 				}
 			}
-		}()
+		})
 	}
 	for _, s := range seeds {
-		if t.Failed() && failed.Load() >= 20 {
-			break // enough to go on
+		if failed.Load() >= 20 {
+			t.Logf("%d seeds failed: the rest (from %d) not run", failed.Load(), s)
+			break
 		}
 		next <- s
 	}
 	close(next)
 	wg.Wait()
-	el := time.Since(start)
-	t.Logf("%d schedules in %s (%.0f schedules/s, %d workers), %s of virtual time", len(seeds), el.Round(time.Millisecond),
-		float64(len(seeds))/el.Seconds(), workers, time.Duration(virtual.Load()).Round(time.Second))
-	if n := failed.Load(); n > 0 {
-		t.Errorf("%d of %d schedules failed; replay one with: go test -count=1 -run 'SimVirtual$' ./relay -vsim.seed N -vsim.v", n, len(seeds))
-	}
+	return time.Since(start)
 }
 
 func vsimSeeds() []uint64 {
@@ -133,6 +148,14 @@ func vsimSeeds() []uint64 {
 	}
 	if n == 0 {
 		n = vsimDefaultN()
+	}
+	return vsimSeedRange(n)
+}
+
+// vsimSeedRange is -vsim.seed alone if set, else n seeds from -vsim.base.
+func vsimSeedRange(n int) []uint64 {
+	if *vsimSeed != 0 {
+		return []uint64{*vsimSeed}
 	}
 	seeds := make([]uint64, n)
 	for i := range seeds {
