@@ -75,30 +75,46 @@ func TestSim(t *testing.T) {
 	if workers == 0 {
 		workers = 2 * runtime.GOMAXPROCS(0)
 	}
+	var failed atomic.Int64
+	eachSeed(t, seeds, workers, func(seed uint64) bool {
+		ok := true
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { ok = runSchedule(t, newSchedule(seed)) })
+		if !ok {
+			failed.Add(1)
+		}
+		return ok
+	})
+	if n := failed.Load(); n > 0 {
+		t.Logf("%d of %d schedules failed; replay one with: go test -count=1 -run 'Sim$' ./relay -sim.seed N -sim.v", n, len(seeds))
+	}
+}
+
+// eachSeed runs one(seed) for every seed on workers goroutines and returns how long it took;
+// one reports a failure with false. After 20 failures it starts no more: enough to go on.
+func eachSeed(t *testing.T, seeds []uint64, workers int, one func(seed uint64) bool) time.Duration {
+	start := time.Now()
 	next := make(chan uint64)
 	var wg sync.WaitGroup
 	var failed atomic.Int64
 	for range min(workers, len(seeds)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for seed := range next {
-				t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
-					if !runSchedule(t, newSchedule(seed)) {
-						failed.Add(1)
-					}
-				})
+				if !one(seed) {
+					failed.Add(1)
+				}
 			}
-		}()
+		})
 	}
 	for _, s := range seeds {
+		if failed.Load() >= 20 {
+			t.Logf("%d seeds failed: the rest (from %d) not run", failed.Load(), s)
+			break
+		}
 		next <- s
 	}
 	close(next)
 	wg.Wait()
-	if n := failed.Load(); n > 0 {
-		t.Logf("%d of %d schedules failed; replay one with: go test -count=1 -run 'Sim$' ./relay -sim.seed N -sim.v", n, len(seeds))
-	}
+	return time.Since(start)
 }
 
 // harness is one schedule's world: the fake walsender, the Kafka cluster, the table, what was

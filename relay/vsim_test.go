@@ -19,14 +19,12 @@ package relay
 import (
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"runtime"
 	"runtime/debug"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -84,7 +82,7 @@ func TestSimVirtual(t *testing.T) {
 	seeds := vsimSeeds()
 	var virtual atomic.Int64
 	var failed atomic.Int64
-	el := vsimEach(t, seeds, func(seed uint64) bool {
+	el := eachSeed(t, seeds, vsimWorkerCount(), func(seed uint64) bool {
 		res := runVSchedule(t, seed)
 		virtual.Add(int64(res.virtual))
 		if res.real > 2*time.Second {
@@ -107,35 +105,6 @@ func vsimWorkerCount() int {
 		return *vsimWorkers
 	}
 	return runtime.GOMAXPROCS(0)
-}
-
-// vsimEach runs one(seed) for every seed on vsimWorkerCount() goroutines and returns how long it
-// took. A million subtests would keep a million results: one reports a failure (false) on t
-// itself. After 20 failures it starts no more: enough to go on.
-func vsimEach(t *testing.T, seeds []uint64, one func(seed uint64) bool) time.Duration {
-	start := time.Now()
-	next := make(chan uint64)
-	var wg sync.WaitGroup
-	var failed atomic.Int64
-	for range min(vsimWorkerCount(), len(seeds)) {
-		wg.Go(func() {
-			for seed := range next {
-				if !one(seed) {
-					failed.Add(1)
-				}
-			}
-		})
-	}
-	for _, s := range seeds {
-		if failed.Load() >= 20 {
-			t.Logf("%d seeds failed: the rest (from %d) not run", failed.Load(), s)
-			break
-		}
-		next <- s
-	}
-	close(next)
-	wg.Wait()
-	return time.Since(start)
 }
 
 func vsimSeeds() []uint64 {
@@ -174,11 +143,10 @@ func runVSchedule(t *testing.T, seed uint64) (res vresult) {
 		vs := newVSchedule(seed)
 		sc := vs.sc
 		h := &harness{t: bt, sc: sc, logw: &lockedBuf{}, store: &tableStore{}, vnet: &kfake.VirtualNetwork{}, tune: vs.tune, sampleEvery: vs.sample}
-		w := io.Discard // formatting the log is a twentieth of a schedule: -vsim.v only
+		h.log = slog.New(slog.DiscardHandler) // formatting the log is a twentieth of a schedule: -vsim.v only
 		if *vsimVerbose {
-			w = h.logw
+			h.log = slog.New(slog.NewTextHandler(h.logw, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		}
-		h.log = slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		began := time.Now()
 		if err := h.setup(); err != nil {
 			report = fmt.Sprintf("seed %d: setup: %v", seed, err)
