@@ -90,6 +90,14 @@ func TestSimVirtual(t *testing.T) {
 		}
 		if !res.ok {
 			failed.Add(1)
+			// Say whether the failure replays: a seed gives one trace (TestSimVirtualDeterministic),
+			// but a violation found by a sample or a race within one virtual instant may not.
+			if again := runVSchedule(t, seed); again.hash == res.hash {
+				t.Logf("seed %d failed the same way on a second run (trace %s)", seed, res.hash)
+			} else {
+				t.Logf("seed %d: a second run gave trace %s, not %s (passed: %v): this failure depends on the goroutine interleaving; replay it with -count=20",
+					seed, again.hash, res.hash, again.ok)
+			}
 		}
 		return res.ok
 	})
