@@ -89,9 +89,10 @@ func TestSim(t *testing.T) {
 	}
 }
 
-// eachSeed runs one(seed) for every seed on workers goroutines and returns how long it took;
-// one reports a failure with false. After 20 failures it starts no more: enough to go on.
-func eachSeed(t *testing.T, seeds []uint64, workers int, one func(seed uint64) bool) time.Duration {
+// eachSeed runs one(seed) for every seed on workers goroutines and returns how many it ran and
+// how long it took; one reports a failure with false. After 20 failures it starts no more:
+// enough to go on.
+func eachSeed(t *testing.T, seeds []uint64, workers int, one func(seed uint64) bool) (ran int, took time.Duration) {
 	start := time.Now()
 	next := make(chan uint64)
 	var wg sync.WaitGroup
@@ -111,10 +112,11 @@ func eachSeed(t *testing.T, seeds []uint64, workers int, one func(seed uint64) b
 			break
 		}
 		next <- s
+		ran++
 	}
 	close(next)
 	wg.Wait()
-	return time.Since(start)
+	return ran, time.Since(start)
 }
 
 // harness is one schedule's world: the fake walsender, the Kafka cluster, the table, what was
@@ -393,7 +395,8 @@ func rowChange(r simRow) simwal.Change {
 // run is one relay process: started on the slot, fed, faulted, then canceled (or stopped by a
 // fatal fault).
 func (h *harness) run(i int, run *simRun, txns []simTxnSpec) {
-	r, _ := h.newRelay(run.tableRefuse)
+	r, tb := h.newRelay(run.tableRefuse)
+	tb.downUntil = time.Now().Add(run.tableDown)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	// A silence is checked before the run may end (invariant k): cancels wait for the check.
@@ -736,10 +739,13 @@ func (h *harness) installFault(ctx context.Context, f simFault) func() {
 		case faultRetriable, faultForGood, faultFatal:
 			fh := h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: f.topic, Partitions: []int32{f.partition}, Err: f.err, Count: f.count})
 			remove = append(remove, fh.Remove)
-		case faultDLQRefused, faultDown:
+		case faultDLQRefused, faultDown, faultPartitionDown:
 			fk := kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: f.err, Count: -1}
-			if f.kind == faultDLQRefused {
+			switch f.kind {
+			case faultDLQRefused:
 				fk.Topic = simDLQ
+			case faultPartitionDown:
+				fk.Topic, fk.Partitions = f.topic, []int32{f.partition}
 			}
 			fh := h.kafka.Fault(fk)
 			remove = append(remove, fh.Remove)
@@ -778,13 +784,15 @@ func (h *harness) installFault(ctx context.Context, f simFault) func() {
 	}
 }
 
-// simTable is the scripted dead-letter table: it refuses its first refuse writes, then commits
-// into the shared store (what PostgreSQL would keep across restarts).
+// simTable is the scripted dead-letter table: it refuses its first refuse writes, and every
+// write until downUntil, then commits into the shared store (what PostgreSQL would keep across
+// restarts).
 type simTable struct {
-	mu     sync.Mutex
-	items  []tableLetter
-	refuse int
-	store  *tableStore
+	mu        sync.Mutex
+	items     []tableLetter
+	refuse    int
+	downUntil time.Time
+	store     *tableStore
 }
 
 type tableStore struct {
@@ -813,8 +821,8 @@ func (s *simTable) len() int {
 func (s *simTable) write(ctx context.Context, done func(*kgo.Record, *txn)) error {
 	for s.len() > 0 {
 		s.mu.Lock()
-		refuse := s.refuse > 0
-		if refuse {
+		refuse := s.refuse > 0 || time.Now().Before(s.downUntil)
+		if s.refuse > 0 {
 			s.refuse--
 		}
 		s.mu.Unlock()

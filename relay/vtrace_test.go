@@ -179,7 +179,7 @@ func TestSimVirtualDeterministic(t *testing.T) {
 	}
 	seeds := vsimSeedRange(n)
 	var same atomic.Int64
-	el := eachSeed(t, seeds, vsimWorkerCount(), func(seed uint64) bool {
+	ran, el := eachSeed(t, seeds, vsimWorkerCount(), func(seed uint64) bool {
 		if a, b := newVSchedule(seed), newVSchedule(seed); a.sc.String()+a.String() != b.sc.String()+b.String() {
 			t.Errorf("seed %d: two schedules differ:\n%s%s\n%s%s", seed, a.sc, a, b.sc, b)
 			return false
@@ -193,7 +193,7 @@ func TestSimVirtualDeterministic(t *testing.T) {
 		same.Add(1)
 		return true
 	})
-	t.Logf("%d of %d seeds gave the same trace twice (%s)", same.Load(), len(seeds), el.Round(time.Millisecond))
+	t.Logf("%d of %d seeds gave the same trace twice (%s)", same.Load(), ran, el.Round(time.Millisecond))
 }
 
 // vsimDeterministicN is how many seeds TestSimVirtualDeterministic runs twice by default.
