@@ -118,9 +118,9 @@ type simRun struct {
 	// The dead-letter table refuses every write for this long from the start (0: never); with a
 	// dlq-refused fault as long, every dead letter is held while valid records flow, and the
 	// transactions behind it must pause reading at the tracker's bound (invariant j).
-	tableDown time.Duration
-	holdSlot    time.Duration // the slot is active for another process this long at the start
-	replyEvery  int           // keepalives with reply requested every this many messages (0: none)
+	tableDown  time.Duration
+	holdSlot   time.Duration // the slot is active for another process this long at the start
+	replyEvery int           // keepalives with reply requested every this many messages (0: none)
 	// PostgreSQL is unreachable (every connection closed at once) from outageAt for outageFor
 	// (0: no outage); early in a run, the relay meets it before it ever streamed.
 	outageAt, outageFor time.Duration

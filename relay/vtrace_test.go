@@ -180,7 +180,7 @@ func TestSimVirtualDeterministic(t *testing.T) {
 	seeds := vsimSeedRange(n)
 	var same atomic.Int64
 	ran, el := eachSeed(t, seeds, vsimWorkerCount(), func(seed uint64) bool {
-		if a, b := newVSchedule(seed), newVSchedule(seed); a.sc.String()+a.String() != b.sc.String()+b.String() {
+		if a, b := newVSim(seed), newVSim(seed); a.sc.String()+a.String() != b.sc.String()+b.String() {
 			t.Errorf("seed %d: two schedules differ:\n%s%s\n%s%s", seed, a.sc, a, b.sc, b)
 			return false
 		}
