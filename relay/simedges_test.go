@@ -24,18 +24,8 @@ import (
 func TestSimPartitionDownPausesReadingAndSaysWhich(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		if testing.Short() {
-			t.Skip("a partition down for over 5 s")
-		}
-		oldAfter := heldLogAfter
-		heldLogAfter = 200 * time.Millisecond
-		t.Cleanup(func() { heldLogAfter = oldAfter })
-		sc := &schedule{topics: []simTopic{{name: "sim.t0", partitions: 2}}, maxRecords: 20, maxBytes: 1 << 20,
-			buffer: 64, statusInterval: 20 * time.Millisecond, receiveTimeout: 2 * time.Second, shutdown: 2 * time.Second}
-		h := newFixedHarness(t, sc)
+		h, r, ctx, down := partitionDown(t, 20)
 		logw := h.logw
-		r, ctx := h.startRelay(t)
-		down := h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "sim.t0", Partitions: []int32{0}, Err: kerr.NotLeaderForPartition, Count: -1})
 		var txns []simTxnSpec
 		for i := range 300 {
 			txns = append(txns, simTxnSpec{rows: []simRow{{id: int64(i + 1), key: fmt.Sprintf("k%d", i%7), topic: "sim.t0", payload: `{"n":1}`}}})
@@ -72,6 +62,16 @@ func TestSimPartitionDownPausesReadingAndSaysWhich(t *testing.T) {
 	})
 }
 
+// partitionDown starts a relay on a topic of two partitions, MaxBufferedRecords maxRecords, and
+// takes partition 0's leader away (every produce to it fails retriably) until down is removed.
+func partitionDown(t *testing.T, maxRecords int) (*harness, *Relay, context.Context, *kfake.FaultHandle) {
+	h := newFixedHarness(t, &schedule{topics: []simTopic{{name: "sim.t0", partitions: 2}}, maxRecords: maxRecords, maxBytes: 1 << 20,
+		buffer: 64, statusInterval: 20 * time.Millisecond, receiveTimeout: 2 * time.Second, shutdown: 2 * time.Second})
+	r, ctx := h.startRelay(t)
+	down := h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "sim.t0", Partitions: []int32{0}, Err: kerr.NotLeaderForPartition, Count: -1})
+	return h, r, ctx, down
+}
+
 func (l *lockedBuf) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -84,15 +84,8 @@ func (l *lockedBuf) String() string {
 func TestSimPartitionDownIsLoggedWhileOthersAcknowledge(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		if testing.Short() {
-			t.Skip("a partition down for over 5 s")
-		}
-		sc := &schedule{topics: []simTopic{{name: "sim.t0", partitions: 2}}, maxRecords: 1000, maxBytes: 1 << 20,
-			buffer: 64, statusInterval: 20 * time.Millisecond, receiveTimeout: 2 * time.Second, shutdown: 2 * time.Second}
-		h := newFixedHarness(t, sc)
+		h, _, ctx, down := partitionDown(t, 1000)
 		logw := h.logw
-		_, ctx := h.startRelay(t)
-		down := h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "sim.t0", Partitions: []int32{0}, Err: kerr.NotLeaderForPartition, Count: -1})
 		defer down.Remove()
 		var txns []simTxnSpec
 		for i := range 500 {

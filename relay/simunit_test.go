@@ -50,12 +50,17 @@ func (h *harness) startRelay(t *testing.T) (*Relay, context.Context) {
 	t.Helper()
 	r, _ := h.newRelay(0)
 	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { errc <- r.Run(ctx) }()
+	var runErr error
+	ran := make(chan struct{})
+	go func() {
+		defer close(ran)
+		runErr = r.Run(ctx)
+	}()
 	t.Cleanup(func() {
 		cancel()
-		if err := <-errc; err != nil {
-			t.Errorf("Run = %v", err)
+		<-ran
+		if runErr != nil {
+			t.Errorf("Run = %v", runErr)
 		}
 		h.failOnViolations()
 	})
