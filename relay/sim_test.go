@@ -634,6 +634,14 @@ func (h *harness) silence(runDone <-chan struct{}, i int, r *Relay, hold time.Du
 				// bytes in it, it cannot tell a silent server from a blocked one.
 				return
 			}
+			select {
+			case <-r.track.failCh:
+				// A failure stops the relay: reading has stopped, and the stream keeps its
+				// session (state streaming) for the final status while Kafka drains, up to
+				// the shutdown timeout.
+				return
+			default:
+			}
 			h.violate("k", "run %d: still streaming %s after the network to the walsender went silent (receive timeout %s)",
 				i+1, h.sc.receiveTimeout+slack, h.sc.receiveTimeout)
 			return
