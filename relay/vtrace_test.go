@@ -49,7 +49,7 @@ import (
 //
 // CDC_RELAY_VSIM_DUMP=dir writes each run's events to dir as text, to see where two runs part.
 func (h *harness) traceHash() (string, int) {
-	var sum hash.Hash = sha256.New()
+	sum := sha256.New()
 	if dir := os.Getenv("CDC_RELAY_VSIM_DUMP"); dir != "" {
 		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("seed-%d-%d.txt", h.sc.seed, time.Now().UnixNano()^rand.Int64())))
 		if err == nil {
@@ -163,7 +163,9 @@ type dumpHash struct {
 }
 
 func (d *dumpHash) Write(p []byte) (int, error) {
-	d.w.Write(p)
+	if _, err := d.w.Write(p); err != nil {
+		return 0, err
+	}
 	return d.Hash.Write(p)
 }
 
