@@ -41,12 +41,14 @@ test-matrix:
 ## walsender, kfake and franz-go in a testing/synctest bubble, all in memory); no services needed.
 ## It prints schedules per second; a failure prints the line that replays it. sim-real: N schedules
 ## of the same simulation on real sockets and timers (relay/sim_test.go), ~1 s each.
+## SIMFLAGS adds schedules not run by default, e.g. SIMFLAGS="-sim.held-letters -sim.partition-down".
 N ?= 1000
+SIMFLAGS ?=
 .PHONY: sim-real
 sim:
-	bash -o pipefail -c "go test -count=1 -timeout 0 -run 'SimVirtual$$' ./relay -vsim.n $(N) -v | grep -v '^=== RUN'"
+	bash -o pipefail -c "go test -count=1 -timeout 0 -run 'SimVirtual$$' ./relay -vsim.n $(N) $(SIMFLAGS) -v | grep -v '^=== RUN'"
 sim-real:
-	go test -count=1 -timeout 0 -run 'Sim$$' ./relay -sim.n $(N)
+	go test -count=1 -timeout 0 -run 'Sim$$' ./relay -sim.n $(N) $(SIMFLAGS)
 
 ## bench: run vs poll vs Debezium (as shipped and tuned; jars via scripts/debezium-jars.sh) vs
 ## pg_recvlogical on the local services; prints the table and writes results/<date>/ (table.md,

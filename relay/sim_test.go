@@ -75,30 +75,48 @@ func TestSim(t *testing.T) {
 	if workers == 0 {
 		workers = 2 * runtime.GOMAXPROCS(0)
 	}
+	var failed atomic.Int64
+	eachSeed(t, seeds, workers, func(seed uint64) bool {
+		ok := true
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { ok = runSchedule(t, newSchedule(seed)) })
+		if !ok {
+			failed.Add(1)
+		}
+		return ok
+	})
+	if n := failed.Load(); n > 0 {
+		t.Logf("%d of %d schedules failed; replay one with: go test -count=1 -run 'Sim$' ./relay -sim.seed N -sim.v", n, len(seeds))
+	}
+}
+
+// eachSeed runs one(seed) for every seed on workers goroutines and returns how many it ran and
+// how long it took; one reports a failure with false. After 20 failures it starts no more:
+// enough to go on.
+func eachSeed(t *testing.T, seeds []uint64, workers int, one func(seed uint64) bool) (ran int, took time.Duration) {
+	start := time.Now()
 	next := make(chan uint64)
 	var wg sync.WaitGroup
 	var failed atomic.Int64
 	for range min(workers, len(seeds)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for seed := range next {
-				t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
-					if !runSchedule(t, newSchedule(seed)) {
-						failed.Add(1)
-					}
-				})
+				if !one(seed) {
+					failed.Add(1)
+				}
 			}
-		}()
+		})
 	}
 	for _, s := range seeds {
+		if failed.Load() >= 20 {
+			t.Logf("%d seeds failed: the rest (from %d) not run", failed.Load(), s)
+			break
+		}
 		next <- s
+		ran++
 	}
 	close(next)
 	wg.Wait()
-	if n := failed.Load(); n > 0 {
-		t.Logf("%d of %d schedules failed; replay one with: go test -count=1 -run 'Sim$' ./relay -sim.seed N -sim.v", n, len(seeds))
-	}
+	return ran, time.Since(start)
 }
 
 // harness is one schedule's world: the fake walsender, the Kafka cluster, the table, what was
@@ -129,6 +147,7 @@ type harness struct {
 	tune        func(*Config)
 	sampleEvery time.Duration // how often invariant (e) samples; 0: every millisecond
 	takeovers   []takeover    // invariant (l), guarded by mu
+	runFailed   []bool        // per run, whether Run returned an error (the trace), guarded by mu
 }
 
 type runState struct {
@@ -376,7 +395,8 @@ func rowChange(r simRow) simwal.Change {
 // run is one relay process: started on the slot, fed, faulted, then canceled (or stopped by a
 // fatal fault).
 func (h *harness) run(i int, run *simRun, txns []simTxnSpec) {
-	r, _ := h.newRelay(run.tableRefuse)
+	r, tb := h.newRelay(run.tableRefuse)
+	tb.downUntil = time.Now().Add(run.tableDown)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	// A silence is checked before the run may end (invariant k): cancels wait for the check.
@@ -501,6 +521,9 @@ func (h *harness) run(i int, run *simRun, txns []simTxnSpec) {
 	for _, stop := range handles {
 		stop()
 	}
+	h.mu.Lock()
+	h.runFailed = append(h.runFailed, err != nil)
+	h.mu.Unlock()
 	if err != nil && !fatal {
 		h.violate("g", "run %d: Run returned %v after a cancel, with no fault that must stop the relay", i+1, err)
 	}
@@ -611,6 +634,14 @@ func (h *harness) silence(runDone <-chan struct{}, i int, r *Relay, hold time.Du
 				// bytes in it, it cannot tell a silent server from a blocked one.
 				return
 			}
+			select {
+			case <-r.track.failCh:
+				// A failure stops the relay: reading has stopped, and the stream keeps its
+				// session (state streaming) for the final status while Kafka drains, up to
+				// the shutdown timeout.
+				return
+			default:
+			}
 			h.violate("k", "run %d: still streaming %s after the network to the walsender went silent (receive timeout %s)",
 				i+1, h.sc.receiveTimeout+slack, h.sc.receiveTimeout)
 			return
@@ -716,10 +747,13 @@ func (h *harness) installFault(ctx context.Context, f simFault) func() {
 		case faultRetriable, faultForGood, faultFatal:
 			fh := h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: f.topic, Partitions: []int32{f.partition}, Err: f.err, Count: f.count})
 			remove = append(remove, fh.Remove)
-		case faultDLQRefused, faultDown:
+		case faultDLQRefused, faultDown, faultPartitionDown:
 			fk := kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: f.err, Count: -1}
-			if f.kind == faultDLQRefused {
+			switch f.kind {
+			case faultDLQRefused:
 				fk.Topic = simDLQ
+			case faultPartitionDown:
+				fk.Topic, fk.Partitions = f.topic, []int32{f.partition}
 			}
 			fh := h.kafka.Fault(fk)
 			remove = append(remove, fh.Remove)
@@ -758,13 +792,15 @@ func (h *harness) installFault(ctx context.Context, f simFault) func() {
 	}
 }
 
-// simTable is the scripted dead-letter table: it refuses its first refuse writes, then commits
-// into the shared store (what PostgreSQL would keep across restarts).
+// simTable is the scripted dead-letter table: it refuses its first refuse writes, and every
+// write until downUntil, then commits into the shared store (what PostgreSQL would keep across
+// restarts).
 type simTable struct {
-	mu     sync.Mutex
-	items  []tableLetter
-	refuse int
-	store  *tableStore
+	mu        sync.Mutex
+	items     []tableLetter
+	refuse    int
+	downUntil time.Time
+	store     *tableStore
 }
 
 type tableStore struct {
@@ -793,8 +829,8 @@ func (s *simTable) len() int {
 func (s *simTable) write(ctx context.Context, done func(*kgo.Record, *txn)) error {
 	for s.len() > 0 {
 		s.mu.Lock()
-		refuse := s.refuse > 0
-		if refuse {
+		refuse := s.refuse > 0 || time.Now().Before(s.downUntil)
+		if s.refuse > 0 {
 			s.refuse--
 		}
 		s.mu.Unlock()

@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -15,6 +16,11 @@ import (
 // Kafka errors, cancels, restarts) comes from here; only goroutine interleavings do not.
 
 const simDLQ = "sim.dlq"
+
+var (
+	simPartitionDown = flag.Bool("sim.partition-down", false, "schedules with one partition down for a while (faultPartitionDown)")
+	simHeldLetters   = flag.Bool("sim.held-letters", false, "schedules that hold every dead letter for a while (simRun.tableDown)")
+)
 
 type rowClass uint8
 
@@ -87,10 +93,17 @@ const (
 	faultSlow                        // produce answers delayed
 	faultDown                        // every produce request fails retriably for a while (broker gone)
 	faultFatal                       // UNKNOWN_SERVER_ERROR: the relay must stop (Run returns an error)
+	// faultPartitionDown: one partition refuses every produce retriably for a while (its leader
+	// gone) while the others take records: the transactions behind its records wait in the
+	// tracker, which must pause reading at its bound (invariant j) instead of growing. Only with
+	// -sim.partition-down yet: on virtual time, seed 2563 is left with records in flight that
+	// Kafka does not acknowledge for seconds after the partition is back, while the network to
+	// the walsender is silent, and the stream, not reading, never notices (invariant k).
+	faultPartitionDown
 )
 
 func (k faultKind) String() string {
-	return [...]string{"retriable", "for-good", "dlq-refused", "slow", "down", "fatal"}[k]
+	return [...]string{"retriable", "for-good", "dlq-refused", "slow", "down", "fatal", "partition-down"}[k]
 }
 
 type simFault struct {
@@ -111,8 +124,16 @@ type simRun struct {
 	cancelMsgs  int           // cancel once this run's sessions sent this many messages (0: by time)
 	cancelAfter time.Duration // and after this long (+50ms); 0 with cancelMsgs: after simCancelFallback
 	tableRefuse int           // table writes refused in this run
-	holdSlot    time.Duration // the slot is active for another process this long at the start
-	replyEvery  int           // keepalives with reply requested every this many messages (0: none)
+	// The dead-letter table refuses every write for this long from the start (0: never); with a
+	// dlq-refused fault as long, every dead letter is held while valid records flow, and the
+	// transactions behind it must pause reading at the tracker's bound (invariant j). Only with
+	// -sim.held-letters yet: a run that stops while it holds letters an injected for-good fault
+	// made is replayed, and the topic, which takes those records by then, gets them after later
+	// records of their key (invariant c: seed 2722 on virtual time, 4 runs of 6; seed 497 with
+	// -sim.partition-down -vsim.holds).
+	tableDown  time.Duration
+	holdSlot   time.Duration // the slot is active for another process this long at the start
+	replyEvery int           // keepalives with reply requested every this many messages (0: none)
 	// PostgreSQL is unreachable (every connection closed at once) from outageAt for outageFor
 	// (0: no outage); early in a run, the relay meets it before it ever streamed.
 	outageAt, outageFor time.Duration
@@ -164,6 +185,8 @@ func newSchedule(seed uint64) *schedule {
 	sc.twoTables = crng.IntN(3) != 0
 	// The contract's edges (silent network, held records, headers counted) from a third stream.
 	erng := rand.New(rand.NewPCG(seed^0xed9e, seed))
+	// A partition down while the others take records, from a fourth.
+	prng := rand.New(rand.NewPCG(seed^0x9a27, seed))
 	// Long enough that a loaded machine never looks like a silent network.
 	sc.receiveTimeout = max(25*sc.statusInterval, time.Second)
 	ids := map[string]int64{} // per source: ids are unique per table only
@@ -266,6 +289,15 @@ func newSchedule(seed uint64) *schedule {
 			}
 			run.faults = append(run.faults, f)
 		}
+		if *simHeldLetters && prng.IntN(4) == 0 {
+			run.tableDown = time.Duration(100+prng.IntN(500)) * time.Millisecond
+			run.faults = append(run.faults, simFault{kind: faultDLQRefused, topic: simDLQ, err: kerr.TopicAuthorizationFailed, dur: run.tableDown})
+		}
+		if *simPartitionDown && prng.IntN(3) == 0 {
+			tp := sc.topics[prng.IntN(len(sc.topics))]
+			run.faults = append(run.faults, simFault{kind: faultPartitionDown, topic: tp.name, partition: prng.Int32N(tp.partitions),
+				err: kerr.NotLeaderForPartition, after: time.Duration(prng.IntN(30)) * time.Millisecond, dur: time.Duration(100+prng.IntN(500)) * time.Millisecond})
+		}
 		sc.runs = append(sc.runs, run)
 	}
 	sc.final = left
@@ -298,8 +330,8 @@ func (sc *schedule) String() string {
 		b.WriteByte('\n')
 	}
 	for i, run := range sc.runs {
-		fmt.Fprintf(&b, "  run %d: commit %d (every %s), drops %v, cancel after %d messages / %s, table refuses %d, slot held %s, reply every %d, PostgreSQL down at +%s for %s, silent at +%s for %s, taken over at +%s for %s\n",
-			i+1, run.commit, run.commitDelay, run.drops, run.cancelMsgs, run.cancelAfter, run.tableRefuse, run.holdSlot, run.replyEvery, run.outageAt, run.outageFor, run.silenceAt, run.silenceHold, run.takeoverAt, run.takeoverFor)
+		fmt.Fprintf(&b, "  run %d: commit %d (every %s), drops %v, cancel after %d messages / %s, table refuses %d and is down %s, slot held %s, reply every %d, PostgreSQL down at +%s for %s, silent at +%s for %s, taken over at +%s for %s\n",
+			i+1, run.commit, run.commitDelay, run.drops, run.cancelMsgs, run.cancelAfter, run.tableRefuse, run.tableDown, run.holdSlot, run.replyEvery, run.outageAt, run.outageFor, run.silenceAt, run.silenceHold, run.takeoverAt, run.takeoverFor)
 		for _, f := range run.faults {
 			fmt.Fprintf(&b, "    fault %s on %s[%d] x%d at +%s for %s: %v\n", f.kind, f.topic, f.partition, f.count, f.after, f.dur, f.err)
 		}
