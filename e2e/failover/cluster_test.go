@@ -63,7 +63,7 @@ func pgBin(t *testing.T, major int) string {
 }
 
 // asPG runs a server binary as the postgres OS user when we are root (the server refuses
-// root), as scripts/lib.sh's as_pg does.
+// root), as scripts/lib/common.sh's as_pg does.
 func asPG(name string, args ...string) *exec.Cmd {
 	if os.Getuid() == 0 {
 		return exec.Command("runuser", append([]string{"-u", "postgres", "--", name}, args...)...)
