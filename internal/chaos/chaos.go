@@ -345,7 +345,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if ferr != nil {
 		return nil, fmt.Errorf("chaos: fault injection: %w", ferr)
 	}
-	s.logf("writing done: %d rows committed; waiting for every one on %s", len(w.ids), s.topic)
+	s.logf("writing done: %d rows committed; waiting for every one on %s", len(w.Committed()), s.topic)
 	if err := sup.ensureRunning(ctx); err != nil {
 		return nil, err
 	}
