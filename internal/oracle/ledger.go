@@ -76,8 +76,9 @@ func (l *Ledger) ambiguous() {
 // Counts returns the figures so far.
 func (l *Ledger) Counts() Counts {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.counts
+	c := l.counts
+	l.mu.Unlock()
+	return c
 }
 
 // Committed returns every committed id, in commit order.

@@ -12,15 +12,17 @@ type Buffer struct {
 	b  bytes.Buffer
 }
 
-func (s *Buffer) Write(p []byte) (int, error) {
+func (s *Buffer) Write(p []byte) (n int, err error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
+	n, err = s.b.Write(p)
+	s.mu.Unlock()
+	return n, err
 }
 
 // String returns everything written so far.
 func (s *Buffer) String() string {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	out := s.b.String()
+	s.mu.Unlock()
+	return out
 }
