@@ -83,7 +83,7 @@ func TestDeadLettersNobodyTakesPauseReadingInBoundedMemory(t *testing.T) {
 		return n >= rows || p.Exited()
 	})
 	cons := testenv.Consume(t, f.Topic)
-	cons.WaitFor(t, 60*time.Second, "the rows after the letters", hasAll(after))
+	cons.WaitFor(t, 60*time.Second, "the rows after the letters", testenv.HasAll(after))
 	testenv.Eventually(t, 60*time.Second, "the slot to confirm past the letters", func() bool { return f.SlotConfirmed(t) >= end })
 	if !strings.Contains(p.Output(), "reading resumed") {
 		t.Errorf("the relay did not say that reading resumed")

@@ -21,13 +21,14 @@ import (
 // catches a record of the same id but another row (after a failover, a transaction lost with
 // the old primary can have its id reused on the new one).
 type Writer struct {
-	w    *oracle.Writer
-	pool *pgxpool.Pool
+	w     *oracle.Writer
+	pool  *pgxpool.Pool
+	topic string
 }
 
 // NewWriter writes into table (rows for topic) through pool.
 func NewWriter(pool *pgxpool.Pool, table, topic string) *Writer {
-	return &Writer{w: oracle.NewWriter(table, topic, pool), pool: pool}
+	return &Writer{w: oracle.NewWriter(table, topic, pool), pool: pool, topic: topic}
 }
 
 // Tx commits one transaction of rows rows over nkeys keys, retrying until ctx ends.
@@ -69,6 +70,48 @@ func (w *Writer) Run(ctx context.Context, interval time.Duration) (wait func()) 
 		}
 	}()
 	return func() { <-done }
+}
+
+// Writing is a Writer's Run in progress and the Consumer of its topic: the shape of every test
+// that disturbs the relay while rows keep coming.
+type Writing struct {
+	*Writer
+	cons   *Consumer
+	cancel context.CancelFunc
+	wait   func()
+}
+
+// Start runs w in the background (Run: a transaction every interval) until Stop, Finish or
+// the test's cleanup; cons reads w's topic.
+func (w *Writer) Start(t testing.TB, cons *Consumer, interval time.Duration) *Writing {
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &Writing{Writer: w, cons: cons, cancel: cancel, wait: w.Run(ctx, interval)}
+	t.Cleanup(r.Stop)
+	return r
+}
+
+// Stop stops the writer and waits until it has; calling it again does nothing.
+func (r *Writing) Stop() {
+	r.cancel()
+	r.wait()
+}
+
+// Finish lets the writer commit more rows than now (what they are, for a timeout's message;
+// none if more is 0), stops it, waits until every committed row and then every record on the
+// topic has been read (the replay after a reconnect may still be arriving; timeout for each),
+// and verifies them (Verify). It returns the records and the duplicates.
+func (r *Writing) Finish(t testing.TB, more int, what string, timeout time.Duration) ([]*kgo.Record, int) {
+	t.Helper()
+	if more > 0 {
+		n := len(r.Committed())
+		Eventually(t, timeout, what, func() bool { return len(r.Committed()) >= n+more })
+	}
+	r.Stop()
+	r.cons.WaitFor(t, timeout, "every committed row", HasAll(r.Committed()))
+	recs := r.cons.WaitFor(t, timeout, "every record on the topic", func(recs []*kgo.Record) bool {
+		return int64(len(recs)) >= EndOffset(t, r.topic)
+	})
+	return recs, r.Verify(t, recs)
 }
 
 // Verify checks that every committed row arrived (its id with its own payload), that no row
