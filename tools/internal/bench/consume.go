@@ -95,9 +95,14 @@ func (c *latencyConsumer) badRecord(err error) {
 
 // has reports whether id has been read.
 func (c *latencyConsumer) has(id int64) bool {
+	return withSeen(c, func(s *oracle.Seen) bool { return s.Has(id) })
+}
+
+// withSeen answers f about the ids read so far, under the consumer's lock.
+func withSeen[T any](c *latencyConsumer, f func(*oracle.Seen) T) T {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.seen.Has(id)
+	return f(c.seen)
 }
 
 // firstSince starts watching for the first record whose timestamp (set by its producer) is
@@ -109,17 +114,11 @@ func (c *latencyConsumer) firstSince(t time.Time) {
 
 // missing returns how many of ids have not been read.
 func (c *latencyConsumer) missing(ids []int64) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.seen.Missing(ids)
+	return withSeen(c, func(s *oracle.Seen) int { return s.Missing(ids) })
 }
 
 // lowest returns the smallest id read, or -1.
-func (c *latencyConsumer) lowest() int64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.seen.Lowest()
-}
+func (c *latencyConsumer) lowest() int64 { return withSeen(c, (*oracle.Seen).Lowest) }
 
 // measureAfter starts measuring the records with ids above id.
 func (c *latencyConsumer) measureAfter(id int64) { c.after.Store(id) }
