@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/cdc-relay/cdc-relay/internal/testenv"
@@ -41,20 +40,7 @@ func TestHeldDeadLetterPausesReadingInBoundedMemory(t *testing.T) {
 	if _, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "max.message.bytes", Value: &v}}, f.DLQ); err != nil {
 		t.Fatal(err)
 	}
-	check := pgx.Identifier{f.Name + "_refuse"}.Sanitize()
-	if _, err := f.Pool.Exec(ctx, `ALTER TABLE cdc_relay_dead_letters ADD CONSTRAINT `+check+
-		` CHECK (slot <> '`+f.Slot+`') NOT VALID`); err != nil {
-		t.Fatal(err)
-	}
-	dropCheck := func() {
-		if _, err := f.Pool.Exec(context.Background(), `ALTER TABLE cdc_relay_dead_letters DROP CONSTRAINT IF EXISTS `+check); err != nil {
-			t.Error(err)
-		}
-	}
-	t.Cleanup(func() {
-		dropCheck()
-		_, _ = f.Pool.Exec(context.Background(), `DELETE FROM cdc_relay_dead_letters WHERE slot = $1`, f.Slot)
-	})
+	dropCheck := f.RefuseDeadLetters(t)
 
 	p := e.Start(t, nil, "--max-buffered-records", strconv.Itoa(maxRecords), "--metrics-addr", "127.0.0.1:0")
 	addr := metricsAddr(t, p)

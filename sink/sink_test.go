@@ -30,14 +30,7 @@ func TestNewRecordFollowsTheContract(t *testing.T) {
 	}
 	want := []string{"outbox-id=42", "outbox-table=app.outbox", "aggregate-id=order-7", "event-type=order.created", "traceparent=00-1",
 		"cdc-lsn=0/16B3748", "cdc-commit-time=2026-11-29T09:11:12.345678Z"}
-	if len(r.Headers) != len(want) {
-		t.Fatalf("headers %v, want %v", r.Headers, want)
-	}
-	for i, h := range r.Headers {
-		if got := h.Key + "=" + string(h.Value); got != want[i] {
-			t.Errorf("header %d = %s, want %s", i, got, want[i])
-		}
-	}
+	wantHeaders(t, r, want)
 }
 
 func TestNewRecordWithoutLSNOrEventType(t *testing.T) {
@@ -292,5 +285,18 @@ func BenchmarkNewStamp(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		NewStamp(0x16B3748, at)
+	}
+}
+
+// wantHeaders checks a record's headers, key=value in order, against want.
+func wantHeaders(t *testing.T, r *kgo.Record, want []string) {
+	t.Helper()
+	if len(r.Headers) != len(want) {
+		t.Fatalf("headers %v, want %v", r.Headers, want)
+	}
+	for i, h := range r.Headers {
+		if got := h.Key + "=" + string(h.Value); got != want[i] {
+			t.Errorf("header %d = %s, want %s", i, got, want[i])
+		}
 	}
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -19,12 +18,12 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/cdc-relay/cdc-relay/internal/proc"
 	"github.com/cdc-relay/cdc-relay/sink"
 )
 
@@ -185,7 +184,7 @@ func TestKafkaLoggerSaysWhy(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close() // nothing listens there now
-	var buf syncBuffer
+	var buf proc.Buffer
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kafkaLogger(slog.New(slog.NewTextHandler(&buf, nil))))
 	if err != nil {
 		t.Fatal(err)
@@ -202,22 +201,4 @@ func TestKafkaLoggerSaysWhy(t *testing.T) {
 			t.Errorf("log does not contain %q:\n%s", w, out)
 		}
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for franz-go's goroutines and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -49,17 +49,10 @@ func newFixture(t *testing.T, c *cluster) *fixture {
 	return f
 }
 
-// finish lets the writer commit 300 more rows, stops it (stopWriter), waits until every
-// committed row and then every record on the topic has been read (the replay after a reconnect
-// may still be arriving) and verifies them; it returns the records and the duplicates.
-func (f *fixture) finish(t *testing.T, stopWriter func(), what string) ([]*kgo.Record, int) {
-	t.Helper()
-	n := len(f.w.Committed())
-	testenv.Eventually(t, 60*time.Second, what, func() bool { return len(f.w.Committed()) > n+300 })
-	stopWriter()
-	f.cons.WaitFor(t, 2*time.Minute, "every committed row", testenv.HasAll(f.w.Committed()))
-	recs := f.cons.WaitFor(t, 60*time.Second, "every record on the topic", func(r []*kgo.Record) bool { return int64(len(r)) >= testenv.EndOffset(t, f.topic) })
-	return recs, f.w.Verify(t, recs)
+// write starts the writer, a transaction every 5 ms, until its Finish: 300 more rows, then
+// every committed row and every record on the topic read and verified.
+func (f *fixture) write(t *testing.T) *testenv.Writing {
+	return f.w.Start(t, f.cons, 5*time.Millisecond)
 }
 
 // cli runs a cdc-relay command to completion and returns its output and exit code.
@@ -115,7 +108,7 @@ func failoverRide(t *testing.T, major int) {
 	mh := c.multiHost()
 
 	out, code := f.cli(t, "slot", "create", "--pg-url", mh, "--slot", f.slot, "--publication", f.pub, "--table", f.table,
-		"--failover", "--standby-url", c.standby.url(db))
+		"--failover", "--standby-url", c.standby.URL(db))
 	if code != 0 {
 		t.Fatalf("slot create --failover: exit %d\n%s", code, out)
 	}
@@ -131,14 +124,11 @@ func failoverRide(t *testing.T, major int) {
 		t.Errorf("the standby had the new slot after %s, want within seconds", synced)
 	}
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	wait := f.w.Run(ctx, 5*time.Millisecond)
-	stopWriter := func() { cancel(); wait() }
+	w := f.write(t)
 	r := f.relay(t, mh)
 	f.cons.WaitFor(t, 60*time.Second, "records before the failover", func(recs []*kgo.Record) bool { return len(recs) >= 200 })
 
-	status, code := f.cli(t, "slot", "status", "--pg-url", mh, "--slot", f.slot, "--standby-url", c.standby.url(db))
+	status, code := f.cli(t, "slot", "status", "--pg-url", mh, "--slot", f.slot, "--standby-url", c.standby.URL(db))
 	if code != 0 || !regexp.MustCompile(`failover\s+yes`).MatchString(status) || !strings.Contains(status, "synced and persisted") {
 		t.Fatalf("slot status before the failover: exit %d, want failover yes and the standby's copy synced:\n%s", code, status)
 	}
@@ -153,11 +143,11 @@ func failoverRide(t *testing.T, major int) {
 	t.Logf("before the stop: the slot confirmed %s on the primary, %s in the standby's copy", primaryAt, copyAt)
 
 	stop := time.Now()
-	c.primary.stopImmediate(t)
-	c.standby.promote(t)
+	c.primary.StopImmediate(t)
+	c.standby.Promote(t)
 	promoted := time.Since(stop)
 	n := len(f.w.Committed())
-	recs, dups := f.finish(t, stopWriter, "rows committed on the promoted standby")
+	recs, dups := w.Finish(t, 300, "rows committed on the promoted standby", 2*time.Minute)
 	if r.Exited() {
 		t.Fatalf("the relay exited during the failover:\n%s", r.Output())
 	}
@@ -194,15 +184,12 @@ func TestBelow17RecoveryProcedure(t *testing.T) {
 		!strings.Contains(out, "PostgreSQL 17 or later") {
 		t.Errorf("slot create --failover on 16: exit %d, want 2 saying 17 or later:\n%s", code, out)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	wait := f.w.Run(ctx, 5*time.Millisecond)
-	stopWriter := func() { cancel(); wait() }
+	w := f.write(t)
 	r := f.relay(t, mh)
 	f.cons.WaitFor(t, 60*time.Second, "records before the failover", func(recs []*kgo.Record) bool { return len(recs) >= 200 })
 
-	c.primary.stopImmediate(t)
-	c.standby.promote(t)
+	c.primary.StopImmediate(t)
+	c.standby.Promote(t)
 	code, _ := r.Wait(t, 60*time.Second)
 	out := r.Output()
 	if code != 1 || !strings.Contains(out, "timeline 2 while the relay started on timeline 1") || !strings.Contains(out, "cdc-relay cutover --slot "+f.slot) {
@@ -224,7 +211,7 @@ func TestBelow17RecoveryProcedure(t *testing.T) {
 		t.Fatalf("cutover on the new primary: exit %d\n%s", code, out)
 	}
 	r2 := f.relay(t, mh)
-	recs, dups := f.finish(t, stopWriter, "rows committed after the restart")
+	recs, dups := w.Finish(t, 300, "rows committed after the restart", 2*time.Minute)
 	t.Logf("PostgreSQL 16: %d rows committed, %d records, %d duplicates (cutover republished every pending row)", len(f.w.Committed()), len(recs), dups)
 	if code := r2.Stop(t); code != 0 {
 		t.Errorf("relay exit %d after SIGTERM, want 0\n%s", code, r2.Output())
@@ -245,7 +232,7 @@ func TestDecodingFromStandby(t *testing.T) {
 	ctx := context.Background()
 
 	// A standby cannot make the publication: slot create says where to.
-	out, code := f.cli(t, "slot", "create", "--pg-url", c.standby.url(db), "--slot", f.slot, "--publication", f.pub, "--table", f.table)
+	out, code := f.cli(t, "slot", "create", "--pg-url", c.standby.URL(db), "--slot", f.slot, "--publication", f.pub, "--table", f.table)
 	if code != 2 || !strings.Contains(out, "standby (read-only)") || !strings.Contains(out, "CREATE PUBLICATION") {
 		t.Errorf("slot create on a standby without the publication: exit %d, want 2 naming the primary and the DDL:\n%s", code, out)
 	}
@@ -257,21 +244,16 @@ func TestDecodingFromStandby(t *testing.T) {
 		_ = s.QueryRow(ctx, `SELECT count(*) FROM pg_publication WHERE pubname = $1`, f.pub).Scan(&n)
 		return n == 1
 	})
-	out, code = f.cli(t, "slot", "create", "--pg-url", c.standby.url(db), "--primary-url", c.primary.url(db),
+	out, code = f.cli(t, "slot", "create", "--pg-url", c.standby.URL(db), "--primary-url", c.primary.URL(db),
 		"--slot", f.slot, "--publication", f.pub, "--table", f.table)
 	if code != 0 || !strings.Contains(out, "the slot is on a standby") {
 		t.Fatalf("slot create on the standby: exit %d\n%s", code, out)
 	}
 
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	wait := f.w.Run(wctx, 5*time.Millisecond)
-	r := f.relay(t, c.standby.url(db))
+	w := f.write(t)
+	r := f.relay(t, c.standby.URL(db))
 	f.cons.WaitFor(t, 60*time.Second, "records from the standby", func(recs []*kgo.Record) bool { return len(recs) >= 300 })
-	cancel()
-	wait()
-	recs := f.cons.WaitFor(t, 60*time.Second, "every committed row", testenv.HasAll(f.w.Committed()))
-	if dups := f.w.Verify(t, recs); dups != 0 {
+	if _, dups := w.Finish(t, 0, "", 60*time.Second); dups != 0 {
 		t.Errorf("%d duplicates without any fault", dups)
 	}
 
@@ -296,7 +278,7 @@ func TestDecodingFromStandby(t *testing.T) {
 		_, rl := slotAt()
 		return rl > restart0
 	})
-	status, code := f.cli(t, "slot", "status", "--pg-url", c.standby.url(db), "--slot", f.slot)
+	status, code := f.cli(t, "slot", "status", "--pg-url", c.standby.URL(db), "--slot", f.slot)
 	if code != 0 || !strings.Contains(status, "standby (in recovery)") || !strings.Contains(status, "the replay position") {
 		t.Errorf("slot status on the standby: exit %d\n%s", code, status)
 	}

@@ -70,7 +70,7 @@ func TestTopicNotAuthorizedIsDeadLettered(t *testing.T) {
 		!strings.Contains(testenv.Header(r, "dlq-error"), "TOPIC_AUTHORIZATION_FAILED") || testenv.Header(r, "dlq-original-topic") != denied {
 		t.Errorf("dead letter: key %q headers %v", r.Key, r.Headers)
 	}
-	cons.WaitFor(t, 60*time.Second, "the good rows around it", hasAll([]int64{good1, good2}))
+	cons.WaitFor(t, 60*time.Second, "the good rows around it", testenv.HasAll([]int64{good1, good2}))
 	if !strings.Contains(p.Output(), "Kafka rejected a record for good: dead-lettering it") {
 		t.Errorf("the rejection was not logged")
 	}

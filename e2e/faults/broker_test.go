@@ -1,7 +1,6 @@
 package faults
 
 import (
-	"context"
 	"os"
 	"regexp"
 	"strings"
@@ -48,11 +47,7 @@ func brokerOutage(t *testing.T, down, up string, relayArgs ...string) {
 	d := outage(t)
 	e := testenv.NewRelayEnv(t, true)
 	p := e.Start(t, nil, relayArgs...)
-	cons := testenv.Consume(t, e.F.Topic)
-	w := newWriter(e)
-	ctx, cancel := context.WithCancel(context.Background())
-	stop := w.run(ctx, 20*time.Millisecond)
-	defer func() { cancel(); stop() }()
+	w, cons := writing(t, e, 20*time.Millisecond)
 	restored := false
 	defer func() {
 		if !restored {
@@ -97,13 +92,8 @@ func brokerOutage(t *testing.T, down, up string, relayArgs ...string) {
 	testenv.KafkaCtl(t, up)
 	restored = true
 	resumed := time.Now()
-	n := len(w.committed())
-	testenv.Eventually(t, 30*time.Second, "more rows after the outage", func() bool { return len(w.committed()) > n+50 })
-	cancel()
-	stop()
-	recs := cons.WaitFor(t, 2*time.Minute, "every committed row after the outage", hasAll(w.committed()))
+	recs, dups := w.Finish(t, 50, "more rows after the outage", 2*time.Minute)
 	caughtUp := time.Since(resumed)
-	dups := w.verify(t, recs)
 	testenv.Eventually(t, 30*time.Second, "the outage's end to be logged", func() bool {
 		return strings.Contains(p.Output(), "Kafka is acknowledging again")
 	})
@@ -120,5 +110,5 @@ func brokerOutage(t *testing.T, down, up string, relayArgs ...string) {
 		}
 	}
 	t.Logf("%s outage: %d rows committed, %d records, %d duplicates, %d probes, confirmed held at %s, all delivered %s after %s",
-		d, len(w.committed()), len(recs), dups, probes, end, caughtUp.Round(time.Millisecond), up)
+		d, len(w.Committed()), len(recs), dups, probes, end, caughtUp.Round(time.Millisecond), up)
 }

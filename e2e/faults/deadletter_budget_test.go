@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/cdc-relay/cdc-relay/internal/testenv"
@@ -25,20 +24,7 @@ func TestDeadLettersNobodyTakesPauseReadingInBoundedMemory(t *testing.T) {
 	adm := kadm.NewClient(testenv.Kafka(t))
 	denyWrite(t, adm, f.DLQ)
 	// The table refuses this slot's letters only (other tests share it) until the check goes.
-	check := pgx.Identifier{f.Name + "_refuse"}.Sanitize()
-	if _, err := f.Pool.Exec(ctx, `ALTER TABLE cdc_relay_dead_letters ADD CONSTRAINT `+check+
-		` CHECK (slot <> '`+f.Slot+`') NOT VALID`); err != nil {
-		t.Fatal(err)
-	}
-	dropCheck := func() {
-		if _, err := f.Pool.Exec(context.Background(), `ALTER TABLE cdc_relay_dead_letters DROP CONSTRAINT IF EXISTS `+check); err != nil {
-			t.Error(err)
-		}
-	}
-	t.Cleanup(func() {
-		dropCheck()
-		_, _ = f.Pool.Exec(context.Background(), `DELETE FROM cdc_relay_dead_letters WHERE slot = $1`, f.Slot)
-	})
+	dropCheck := f.RefuseDeadLetters(t)
 
 	const rows, size = 100, 2 << 20
 	for range rows { // one transaction each, written while the relay is stopped
@@ -83,7 +69,7 @@ func TestDeadLettersNobodyTakesPauseReadingInBoundedMemory(t *testing.T) {
 		return n >= rows || p.Exited()
 	})
 	cons := testenv.Consume(t, f.Topic)
-	cons.WaitFor(t, 60*time.Second, "the rows after the letters", hasAll(after))
+	cons.WaitFor(t, 60*time.Second, "the rows after the letters", testenv.HasAll(after))
 	testenv.Eventually(t, 60*time.Second, "the slot to confirm past the letters", func() bool { return f.SlotConfirmed(t) >= end })
 	if !strings.Contains(p.Output(), "reading resumed") {
 		t.Errorf("the relay did not say that reading resumed")

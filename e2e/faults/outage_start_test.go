@@ -54,7 +54,7 @@ func TestStandbyThatNeverStreamedSurvivesAPostgresOutage(t *testing.T) {
 	}
 	cons := testenv.Consume(t, e.F.Topic)
 	before := insertRows(t, e.F, "k", 20)
-	cons.WaitFor(t, 30*time.Second, "the rows before the outage", hasAll(before))
+	cons.WaitFor(t, 30*time.Second, "the rows before the outage", testenv.HasAll(before))
 
 	restored := false
 	testenv.PGCtl(t, "stop")
@@ -106,7 +106,7 @@ func TestStandbyThatNeverStreamedSurvivesAPostgresOutage(t *testing.T) {
 		t.Fatalf("the standby exited after the outage:\n%s", standby.Output())
 	}
 	during := insertRows(t, e.F, "k", 20)
-	cons.WaitFor(t, 60*time.Second, "the rows after the outage", hasAll(during))
+	cons.WaitFor(t, 60*time.Second, "the rows after the outage", testenv.HasAll(during))
 
 	// Kill -9 the one streaming: the standby takes over and delivers what comes next.
 	if err := syscall.Kill(active.PID(), syscall.SIGKILL); err != nil {
@@ -118,7 +118,7 @@ func TestStandbyThatNeverStreamedSurvivesAPostgresOutage(t *testing.T) {
 		t.Fatalf("the standby exited instead of taking over:\n%s", standby.Output())
 	}
 	after := insertRows(t, e.F, "k", 20)
-	cons.WaitFor(t, 60*time.Second, "the rows after the takeover", hasAll(append(append(before, during...), after...)))
+	cons.WaitFor(t, 60*time.Second, "the rows after the takeover", testenv.HasAll(append(append(before, during...), after...)))
 	who := "B"
 	if standby == a {
 		who = "A (B had taken the slot after the outage)"
@@ -176,7 +176,7 @@ func TestRelayStartedWhileKafkaIsDownWaitsForIt(t *testing.T) {
 	testenv.KafkaCtl(t, "resume")
 	restored = true
 	cons := testenv.Consume(t, e.F.Topic)
-	recs := cons.WaitFor(t, 90*time.Second, "the rows written before and during the outage", hasAll(append(append([]int64{}, before...), during...)))
+	recs := cons.WaitFor(t, 90*time.Second, "the rows written before and during the outage", testenv.HasAll(append(append([]int64{}, before...), during...)))
 	// Per key in commit order.
 	var last int64
 	seen := map[string]bool{}
@@ -272,7 +272,7 @@ func TestDeadLetterWithANULInItsHeadersIsParkedInTheTable(t *testing.T) {
 	good2 := ins("k1", f.Topic, `{"correlation-id": "c-4"}`)
 	end := f.CurrentWAL(t)
 
-	cons.WaitFor(t, 60*time.Second, "the good rows around the bad ones", hasAll([]int64{good1, good2}))
+	cons.WaitFor(t, 60*time.Second, "the good rows around the bad ones", testenv.HasAll([]int64{good1, good2}))
 	type parked struct{ topic, errText, headers string }
 	var rows map[string]parked
 	const refused = "cannot park dead letters in PostgreSQL"

@@ -31,11 +31,8 @@ func TestStandbyTakesOverAfterKill9(t *testing.T) {
 		t.Fatalf("the standby streams or exited while the slot is held:\n%s", b.Output())
 	}
 
-	cons := testenv.Consume(t, e.F.Topic)
-	w := newWriter(e)
-	ctx, cancel := context.WithCancel(context.Background())
-	stop := w.run(ctx, 10*time.Millisecond)
-	defer func() { cancel(); stop() }()
+	w, cons := writing(t, e, 10*time.Millisecond)
+	ctx := context.Background()
 	testenv.Eventually(t, 30*time.Second, "rows flowing through the first relay", func() bool { return len(cons.Records()) > 100 })
 
 	var oldPID int32
@@ -58,12 +55,7 @@ func TestStandbyTakesOverAfterKill9(t *testing.T) {
 	if takeover > 10*time.Second {
 		t.Errorf("the standby took over %s after the kill, want within 10s", takeover.Round(time.Millisecond))
 	}
-	n := len(w.committed())
-	testenv.Eventually(t, 30*time.Second, "rows after the takeover", func() bool { return len(w.committed()) > n+100 })
-	cancel()
-	stop()
-	recs := cons.WaitFor(t, 60*time.Second, "every committed row", hasAll(w.committed()))
-	dups := w.verify(t, recs)
+	_, dups := w.Finish(t, 100, "rows after the takeover", 60*time.Second)
 	t.Logf("walsender released the slot %s after kill -9, standby streaming %s after it; %d rows, %d duplicates",
-		released.Round(time.Millisecond), takeover.Round(time.Millisecond), len(w.committed()), dups)
+		released.Round(time.Millisecond), takeover.Round(time.Millisecond), len(w.Committed()), dups)
 }

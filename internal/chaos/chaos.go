@@ -62,40 +62,31 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
-	def := func(v *int, d int) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	def(&c.Rows, 100_000)
-	def(&c.Rate, 2_000)
-	def(&c.MaxTxRows, 20)
-	def(&c.Keys, 64)
-	if c.Rollback == 0 {
-		c.Rollback = 0.1
-	}
-	if c.KillEvery == 0 {
-		c.KillEvery = 3 * time.Second
-	}
-	if c.Pause == 0 {
-		c.Pause = 10 * time.Second
-	}
-	if c.CatchUp == 0 {
-		c.CatchUp = 5 * time.Minute
-	}
-	if c.Scripts == "" {
-		c.Scripts = "scripts"
-	}
+	orDefault(&c.Rows, 100_000)
+	orDefault(&c.Rate, 2_000)
+	orDefault(&c.MaxTxRows, 20)
+	orDefault(&c.Keys, 64)
+	orDefault(&c.Rollback, 0.1)
+	orDefault(&c.KillEvery, 3*time.Second)
+	orDefault(&c.Pause, 10*time.Second)
+	orDefault(&c.CatchUp, 5*time.Minute)
+	orDefault(&c.Scripts, "scripts")
 	if c.Seed == 0 {
 		c.Seed = rand.Uint64()
 	}
 	if c.Name == "" {
 		c.Name = fmt.Sprintf("chaos_%d", time.Now().Unix())
 	}
-	if c.Log == nil {
-		c.Log = os.Stderr
-	}
+	orDefault[io.Writer](&c.Log, os.Stderr)
 	return c
+}
+
+// orDefault sets *v to d if it is the zero value.
+func orDefault[T comparable](v *T, d T) {
+	var zero T
+	if *v == zero {
+		*v = d
+	}
 }
 
 // Validate reports a configuration that cannot work.
@@ -345,7 +336,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if ferr != nil {
 		return nil, fmt.Errorf("chaos: fault injection: %w", ferr)
 	}
-	s.logf("writing done: %d rows committed; waiting for every one on %s", len(w.ids), s.topic)
+	s.logf("writing done: %d rows committed; waiting for every one on %s", len(w.Committed()), s.topic)
 	if err := sup.ensureRunning(ctx); err != nil {
 		return nil, err
 	}

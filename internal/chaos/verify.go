@@ -4,21 +4,13 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-)
 
-// delivery is one record read from the topic.
-type delivery struct {
-	id        int64
-	key       string
-	partition int32
-	offset    int64
-	at        time.Time // the producer's timestamp: when the relay produced it
-}
+	"github.com/cdc-relay/cdc-relay/internal/oracle"
+)
 
 // verifier is the independent consumer: it reads the topic and the dead-letter topic from
 // the start, with a client of its own, and keeps every record's id, key and position.
@@ -28,7 +20,7 @@ type verifier struct {
 	done   chan struct{}
 
 	mu      sync.Mutex
-	recs    []delivery
+	recs    []oracle.Delivery
 	seen    map[int64]bool
 	dead    int
 	bad     int // records without a readable outbox-id
@@ -53,19 +45,13 @@ func newVerifier(brokers []string, topic, dlq string) (*verifier, error) {
 					v.dead++
 					return
 				}
-				var id int64
-				var perr error
-				for _, h := range r.Headers {
-					if h.Key == "outbox-id" {
-						id, perr = strconv.ParseInt(string(h.Value), 10, 64)
-					}
-				}
-				if id == 0 || perr != nil {
+				d, err := oracle.Read(r)
+				if err != nil {
 					v.bad++
 					return
 				}
-				v.recs = append(v.recs, delivery{id: id, key: string(r.Key), partition: r.Partition, offset: r.Offset, at: r.Timestamp})
-				v.seen[id] = true
+				v.recs = append(v.recs, d)
+				v.seen[d.ID] = true
 			})
 			v.mu.Unlock()
 			select {
@@ -109,65 +95,26 @@ func (v *verifier) waitFor(ctx context.Context, want map[int64]bool, timeout tim
 	}
 }
 
-// check fills in the verdict: loss, rolled-back rows, per-key order of first deliveries
-// against commit order, duplicates and their attribution to the fault before them.
+// check fills in the verdict (internal/oracle's: loss, rolled-back rows delivered, per-key
+// order of first deliveries against commit order, duplicates) and blames each duplicate on
+// the fault that came last before it was produced.
 func (v *verifier) check(w *writer, res *Result) {
 	v.mu.Lock()
-	defer v.mu.Unlock()
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	res.Committed, res.CommittedTxs = len(w.ids), w.txs
-	res.RolledBack, res.RolledBackTxs, res.Ambiguous = w.rolledN, w.rolledTxs, w.ambiguous
-	res.Records, res.DeadLettered = len(v.recs), v.dead
-
-	// Offset order per partition is the order a consumer sees.
-	recs := append([]delivery(nil), v.recs...)
-	sort.SliceStable(recs, func(i, j int) bool {
-		if recs[i].partition != recs[j].partition {
-			return recs[i].partition < recs[j].partition
-		}
-		return recs[i].offset < recs[j].offset
-	})
-	first := map[int64]bool{}
-	perKey := map[string][]int64{}
-	var dups []delivery
-	for _, d := range recs {
-		if first[d.id] {
-			dups = append(dups, d)
-			continue
-		}
-		first[d.id] = true
-		perKey[d.key] = append(perKey[d.key], d.id)
+	recs := append([]oracle.Delivery(nil), v.recs...)
+	res.DeadLettered = v.dead
+	v.mu.Unlock()
+	c := w.Counts()
+	res.Committed, res.CommittedTxs = c.Rows, c.Txs
+	res.RolledBack, res.RolledBackTxs, res.Ambiguous = c.RolledBack, c.RolledBackTxs, c.Ambiguous
+	verdict := w.Check(recs)
+	res.Records, res.Duplicates = verdict.Records, len(verdict.Duplicates)
+	res.Lost, res.RolledBackSeen, res.OrderViolations = len(verdict.Lost), len(verdict.RolledBackSeen), len(verdict.Reordered)
+	if len(verdict.Reordered) > 0 {
+		res.FirstOrderProblem = verdict.Reordered[0].String()
 	}
-	res.Duplicates = len(dups)
-	for _, id := range w.ids {
-		if !first[id] {
-			res.Lost++
-		}
-	}
-	for id := range w.rolled {
-		if first[id] {
-			res.RolledBackSeen++
-		}
-	}
-	keys := make([]string, 0, len(w.perKey))
-	for k := range w.perKey {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		want, got := w.perKey[k], perKey[k]
-		if !equal(want, got) {
-			res.OrderViolations++
-			if res.FirstOrderProblem == "" {
-				res.FirstOrderProblem = fmt.Sprintf("key %s: first deliveries %v..., commit order %v...", k, head(got), head(want))
-			}
-		}
-	}
-	// A duplicate is the replay after the fault that came last before it was produced.
 	ev := res.Events
-	for _, d := range dups {
-		i := sort.Search(len(ev), func(i int) bool { return ev[i].At.After(d.at) }) - 1
+	for _, d := range verdict.Duplicates {
+		i := sort.Search(len(ev), func(i int) bool { return ev[i].At.After(d.At) }) - 1
 		if i >= 0 {
 			ev[i].Dups++
 		}
@@ -177,23 +124,4 @@ func (v *verifier) check(w *writer, res *Result) {
 			res.MaxDupsOneCrash, res.MaxDupsCrash = e.Dups, e.N
 		}
 	}
-}
-
-func equal(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
-func head(ids []int64) []int64 {
-	if len(ids) > 8 {
-		return ids[:8]
-	}
-	return ids
 }

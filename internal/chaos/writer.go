@@ -2,38 +2,30 @@ package chaos
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/cdc-relay/cdc-relay/internal/oracle"
 )
 
 // writer commits random multi-row transactions over one connection, so commit order is the
-// order of its commits. It owns its connection and reconnects when PostgreSQL goes away.
+// order of its commits (internal/oracle's Writer, whose Ledger the verdict reads). It owns its
+// connection and reconnects when PostgreSQL goes away.
 type writer struct {
 	s *soak
-
-	mu        sync.Mutex
-	ids       []int64            // committed, in commit order
-	perKey    map[string][]int64 // committed, per key, in commit order
-	rolled    map[int64]bool     // ids of rolled-back (or failed before COMMIT) transactions
-	txs       int
-	rolledTxs int
-	rolledN   int
-	ambiguous int
+	*oracle.Writer
 }
 
 func newWriter(s *soak) *writer {
-	return &writer{s: s, perKey: map[string][]int64{}, rolled: map[int64]bool{}}
+	return &writer{s: s, Writer: oracle.NewWriter(s.table, s.topic, s.pool)}
 }
 
 func (w *writer) committedSet() map[int64]bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	m := make(map[int64]bool, len(w.ids))
-	for _, id := range w.ids {
+	ids := w.Committed()
+	m := make(map[int64]bool, len(ids))
+	for _, id := range ids {
 		m[id] = true
 	}
 	return m
@@ -70,7 +62,7 @@ func (w *writer) run(ctx context.Context, progress chan<- int) error {
 		for i := range keys {
 			keys[i] = fmt.Sprintf("key-%d", w.s.rng.IntN(cfg.Keys))
 		}
-		ok, err := w.tx(ctx, conn, keys, rollback)
+		ok, err := w.Tx(ctx, conn, keys, rollback)
 		written += n
 		if err != nil {
 			conn.Close(context.Background())
@@ -92,78 +84,4 @@ func (w *writer) run(ctx context.Context, progress chan<- int) error {
 		}
 	}
 	return nil
-}
-
-// tx writes one transaction and reports whether it committed. A failure before COMMIT rolls
-// it back (its ids are recorded as rolled back); a COMMIT whose outcome is unknown is resolved
-// by looking the ids up over a new connection.
-func (w *writer) tx(ctx context.Context, conn *pgx.Conn, keys []string, rollback bool) (bool, error) {
-	s := w.s
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		return false, err
-	}
-	rows, err := tx.Query(ctx, `INSERT INTO `+s.table+` (aggregate_id, topic, payload)
-		SELECT k, $2, jsonb_build_object('k', k, 'i', i) FROM unnest($1::text[]) WITH ORDINALITY AS u(k, i) ORDER BY i
-		RETURNING id, aggregate_id`, keys, s.topic)
-	var ids []int64
-	var idKeys []string
-	if err == nil {
-		for rows.Next() {
-			var id int64
-			var k string
-			if err = rows.Scan(&id, &k); err != nil {
-				break
-			}
-			ids, idKeys = append(ids, id), append(idKeys, k)
-		}
-		rows.Close()
-		if err == nil {
-			err = rows.Err()
-		}
-	}
-	if err != nil || rollback {
-		tx.Rollback(context.Background())
-		w.record(ids, idKeys, false)
-		return false, err
-	}
-	err = tx.Commit(ctx)
-	if err == nil {
-		w.record(ids, idKeys, true)
-		return true, nil
-	}
-	// Unknown outcome: look, over a connection of its own, once PostgreSQL is back.
-	for ctx.Err() == nil {
-		var n int
-		lerr := s.pool.QueryRow(ctx, `SELECT count(*) FROM `+s.table+` WHERE id = ANY($1)`, ids).Scan(&n)
-		if lerr == nil {
-			w.mu.Lock()
-			w.ambiguous++
-			w.mu.Unlock()
-			w.record(ids, idKeys, n == len(ids))
-			return n == len(ids), err
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	return false, errors.Join(err, ctx.Err())
-}
-
-func (w *writer) record(ids []int64, keys []string, committed bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if committed {
-		w.txs++
-		w.ids = append(w.ids, ids...)
-		for i, id := range ids {
-			w.perKey[keys[i]] = append(w.perKey[keys[i]], id)
-		}
-		return
-	}
-	if len(ids) > 0 {
-		w.rolledTxs++
-		w.rolledN += len(ids)
-	}
-	for _, id := range ids {
-		w.rolled[id] = true
-	}
 }

@@ -120,26 +120,21 @@ func (p *Process) Kill() {
 // mark of the program's own memory (unlike rusage's maxrss it does not count the parent's image
 // before exec).
 func PeakRSS(pid int) (int64, error) {
-	pp, err := procfs.NewProc(pid)
-	if err != nil {
-		return 0, err
-	}
-	st, err := pp.NewStatus()
-	if err != nil {
-		return 0, err
-	}
-	return int64(st.VmHWM), nil
+	st, err := status(pid)
+	return int64(st.VmHWM), err
 }
 
 // RSS returns the resident set size (VmRSS) of a live process in bytes.
 func RSS(pid int) (int64, error) {
+	st, err := status(pid)
+	return int64(st.VmRSS), err
+}
+
+// status reads /proc/PID/status (a zero status with the error).
+func status(pid int) (procfs.ProcStatus, error) {
 	pp, err := procfs.NewProc(pid)
 	if err != nil {
-		return 0, err
+		return procfs.ProcStatus{}, err
 	}
-	st, err := pp.NewStatus()
-	if err != nil {
-		return 0, err
-	}
-	return int64(st.VmRSS), nil
+	return pp.NewStatus()
 }

@@ -7,5 +7,6 @@
 //
 // Contexts and goroutines: helpers take the test, not a context, and bound their waits
 // themselves; what they start (child processes and their waiters, consumers' poll loops,
-// fake TLS listeners) is stopped and waited for in the test's cleanup.
+// writers' loops, throwaway PostgreSQL servers, fake TLS listeners) is stopped and waited for
+// in the test's cleanup. The delivery contract's verdict is internal/oracle's (Writer.Verify).
 package testenv

@@ -42,35 +42,17 @@ func Binary(t testing.TB, race bool) string {
 	return out
 }
 
-// syncBuffer is a bytes.Buffer safe for the writer goroutine and readers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // Proc is a running cdc-relay process.
 type Proc struct {
 	p   *proc.Process
-	out *syncBuffer
+	out *proc.Buffer
 }
 
 // Start runs bin with args; env entries are added to the test's environment. The process is
 // stopped at cleanup, and its output is logged if the test failed.
 func Start(t testing.TB, bin string, env []string, args ...string) *Proc {
 	t.Helper()
-	out := &syncBuffer{}
+	out := &proc.Buffer{}
 	p, err := proc.Start(out, env, bin, args...)
 	if err != nil {
 		t.Fatal(err)

@@ -323,3 +323,25 @@ func EndOffset(t testing.TB, topic string) int64 {
 	ends.Each(func(o kadm.ListedOffset) { n += o.Offset })
 	return n
 }
+
+// RefuseDeadLetters makes the dead-letter table (public.cdc_relay_dead_letters, which other
+// tests share) refuse this fixture's slot's letters only, with a CHECK constraint, until the
+// returned func drops it (at cleanup at the latest, which also deletes the slot's letters).
+func (f *Fixture) RefuseDeadLetters(t testing.TB) (accept func()) {
+	t.Helper()
+	check := pgx.Identifier{f.Name + "_refuse"}.Sanitize()
+	if _, err := f.Pool.Exec(context.Background(), `ALTER TABLE cdc_relay_dead_letters ADD CONSTRAINT `+check+
+		` CHECK (slot <> '`+f.Slot+`') NOT VALID`); err != nil {
+		t.Fatal(err)
+	}
+	accept = func() {
+		if _, err := f.Pool.Exec(context.Background(), `ALTER TABLE cdc_relay_dead_letters DROP CONSTRAINT IF EXISTS `+check); err != nil {
+			t.Error(err)
+		}
+	}
+	t.Cleanup(func() {
+		accept()
+		_, _ = f.Pool.Exec(context.Background(), `DELETE FROM cdc_relay_dead_letters WHERE slot = $1`, f.Slot)
+	})
+	return accept
+}

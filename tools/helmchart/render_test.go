@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"sort"
 	"strings"
@@ -122,6 +123,23 @@ type objects struct {
 	manifestsByName map[string]string
 }
 
+// field sets the field of a kind ("apps/v1 Deployment") to a new value of its API type and
+// returns it to decode into; false for a kind the chart has no business rendering.
+func (o *objects) field(kind string) (any, bool) {
+	fields := map[string]any{
+		"apps/v1 Deployment": &o.deployment, "batch/v1 Job": &o.job, "policy/v1 PodDisruptionBudget": &o.pdb,
+		"v1 Service": &o.service, "v1 ServiceAccount": &o.serviceAccount, "v1 ConfigMap": &o.dashboard,
+		"monitoring.coreos.com/v1 ServiceMonitor": &o.serviceMonitor, "monitoring.coreos.com/v1 PrometheusRule": &o.prometheusRule,
+	}
+	f, ok := fields[kind]
+	if !ok {
+		return nil, false
+	}
+	p := reflect.ValueOf(f).Elem() // the field, a *T
+	p.Set(reflect.New(p.Type().Elem()))
+	return p.Interface(), true
+}
+
 // decodeStrict decodes every document of every manifest into the API type of its kind,
 // refusing unknown and duplicate fields (sigs.k8s.io/yaml's strict mode), and a kind the chart
 // has no business rendering.
@@ -145,33 +163,8 @@ func decodeStrict(t *testing.T, file string, manifests map[string]string) *objec
 			if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
 				t.Fatalf("%s: %s document %d is not YAML: %v\n%s", file, name, i, err, doc)
 			}
-			var into any
-			switch meta.APIVersion + " " + meta.Kind {
-			case "apps/v1 Deployment":
-				o.deployment = &appsv1.Deployment{}
-				into = o.deployment
-			case "batch/v1 Job":
-				o.job = &batchv1.Job{}
-				into = o.job
-			case "policy/v1 PodDisruptionBudget":
-				o.pdb = &policyv1.PodDisruptionBudget{}
-				into = o.pdb
-			case "v1 Service":
-				o.service = &corev1.Service{}
-				into = o.service
-			case "v1 ServiceAccount":
-				o.serviceAccount = &corev1.ServiceAccount{}
-				into = o.serviceAccount
-			case "v1 ConfigMap":
-				o.dashboard = &corev1.ConfigMap{}
-				into = o.dashboard
-			case "monitoring.coreos.com/v1 ServiceMonitor":
-				o.serviceMonitor = &monitoringv1.ServiceMonitor{}
-				into = o.serviceMonitor
-			case "monitoring.coreos.com/v1 PrometheusRule":
-				o.prometheusRule = &monitoringv1.PrometheusRule{}
-				into = o.prometheusRule
-			default:
+			into, ok := o.field(meta.APIVersion + " " + meta.Kind)
+			if !ok {
 				t.Fatalf("%s: %s renders %s %s, which this test does not know (a Secret? the chart must never make one)", file, name, meta.APIVersion, meta.Kind)
 			}
 			if err := yaml.UnmarshalStrict([]byte(doc), into); err != nil {

@@ -495,10 +495,10 @@ class H(http.server.BaseHTTPRequestHandler):
 http.server.HTTPServer(("127.0.0.1", int(port)), H).serve_forever()
 `
 
-// A debezium publisher's worker outlives the phase that started it (a phase's cleanup once
-// stopped it, so every later phase started another JVM, and the last one was never stopped)
-// and stops with the run.
-func TestWorkerOutlivesPhases(t *testing.T) {
+// fakeWorkerEnv is a bench env whose java is fakeJava (a fake Kafka Connect worker, in python3)
+// and whose publishers' logs go into logs.
+func fakeWorkerEnv(t *testing.T, logs string) *env {
+	t.Helper()
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Fatal("python3 is needed for the fake Kafka Connect worker")
 	}
@@ -507,9 +507,16 @@ func TestWorkerOutlivesPhases(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
-	logs := t.TempDir()
-	e := &env{cfg: Config{Brokers: []string{"127.0.0.1:1"}, DebeziumHome: t.TempDir(), Progress: io.Discard}.withDefaults(),
+	return &env{cfg: Config{Brokers: []string{"127.0.0.1:1"}, DebeziumHome: t.TempDir(), Progress: io.Discard}.withDefaults(),
 		logDir: logs, workers: map[string]*connectWorker{}}
+}
+
+// A debezium publisher's worker outlives the phase that started it (a phase's cleanup once
+// stopped it, so every later phase started another JVM, and the last one was never stopped)
+// and stops with the run.
+func TestWorkerOutlivesPhases(t *testing.T) {
+	logs := t.TempDir()
+	e := fakeWorkerEnv(t, logs)
 	ctx := context.Background()
 	pub := DebeziumPublishers[0]
 	f := &fixture{base: "bench_t_1", outbox: "public.bench_t_1"}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/cdc-relay/cdc-relay/internal/oracle"
 	"github.com/cdc-relay/cdc-relay/sink"
 )
 
@@ -24,7 +25,6 @@ type latencyConsumer struct {
 	after    atomic.Int64 // ids <= after are warm-up
 	records  atomic.Int64 // every record read
 	measured atomic.Int64 // distinct ids above after
-	dups     atomic.Int64 // records of an id read before
 
 	// markMs (unix ms) set, sinceMark is when (unix ns) the first record stamped at or after
 	// it was read: the first record of a publisher started at the mark.
@@ -32,7 +32,7 @@ type latencyConsumer struct {
 	sinceMark atomic.Int64
 
 	mu   sync.Mutex
-	seen map[int64]struct{}
+	seen *oracle.Seen // ids read; its Dups, the records of an id read before, needs no lock
 	lat  []time.Duration
 	prod []time.Duration // commit to the record's timestamp (the producer's Produce call, ms precision)
 	bad  error           // first record without a usable header
@@ -45,7 +45,7 @@ func (e *env) consume(topic string) (*latencyConsumer, error) {
 		return nil, fmt.Errorf("bench: consumer: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &latencyConsumer{cl: cl, cancel: cancel, done: make(chan struct{}), seen: map[int64]struct{}{}}
+	c := &latencyConsumer{cl: cl, cancel: cancel, done: make(chan struct{}), seen: oracle.NewSeen()}
 	c.after.Store(-1)
 	go c.loop(ctx)
 	return c, nil
@@ -68,11 +68,9 @@ func (c *latencyConsumer) loop(ctx context.Context) {
 				c.badRecord(fmt.Errorf("record without a numeric outbox-id: %w", err))
 				return
 			}
-			if _, dup := c.seen[id]; dup {
-				c.dups.Add(1)
+			if !c.seen.Add(id) {
 				return
 			}
-			c.seen[id] = struct{}{}
 			if after < 0 || id <= after {
 				return
 			}
@@ -97,10 +95,14 @@ func (c *latencyConsumer) badRecord(err error) {
 
 // has reports whether id has been read.
 func (c *latencyConsumer) has(id int64) bool {
+	return withSeen(c, func(s *oracle.Seen) bool { return s.Has(id) })
+}
+
+// withSeen answers f about the ids read so far, under the consumer's lock.
+func withSeen[T any](c *latencyConsumer, f func(*oracle.Seen) T) T {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	_, ok := c.seen[id]
-	return ok
+	return f(c.seen)
 }
 
 // firstSince starts watching for the first record whose timestamp (set by its producer) is
@@ -112,29 +114,11 @@ func (c *latencyConsumer) firstSince(t time.Time) {
 
 // missing returns how many of ids have not been read.
 func (c *latencyConsumer) missing(ids []int64) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := 0
-	for _, id := range ids {
-		if _, ok := c.seen[id]; !ok {
-			n++
-		}
-	}
-	return n
+	return withSeen(c, func(s *oracle.Seen) int { return s.Missing(ids) })
 }
 
 // lowest returns the smallest id read, or -1.
-func (c *latencyConsumer) lowest() int64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	low := int64(-1)
-	for id := range c.seen {
-		if low < 0 || id < low {
-			low = id
-		}
-	}
-	return low
-}
+func (c *latencyConsumer) lowest() int64 { return withSeen(c, (*oracle.Seen).Lowest) }
 
 // measureAfter starts measuring the records with ids above id.
 func (c *latencyConsumer) measureAfter(id int64) { c.after.Store(id) }

@@ -289,15 +289,7 @@ func (r *Report) DocsTables(link string) string {
 	}
 	b.WriteString("\n")
 	if len(r.Targets) > 0 {
-		b.WriteString("| target | measured | met |\n|---|---|---|\n")
-		for _, t := range r.Targets {
-			met := "yes"
-			if !t.Met {
-				met = "**no**"
-			}
-			fmt.Fprintf(&b, "| %s | %s | %s |\n", t.Name, t.Measured, met)
-		}
-		b.WriteString("\n")
+		r.writeTargets(&b)
 	}
 	fmt.Fprintf(&b, "![commit-to-consumer latency CDF](%s)\n", strings.TrimSuffix(link, "table.md")+"latency-cdf.svg")
 	return b.String()

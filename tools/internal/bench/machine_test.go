@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -117,16 +115,7 @@ func TestFindOurs(t *testing.T) {
 // The Connect worker of a debezium publisher is stopped (SIGSTOP) while any other publisher
 // runs, continues for its own phases, and still stops at the end of the run.
 func TestWorkerPausedWhileOthersRun(t *testing.T) {
-	if _, err := exec.LookPath("python3"); err != nil {
-		t.Fatal("python3 is needed for the fake Kafka Connect worker")
-	}
-	bin := t.TempDir()
-	if err := os.WriteFile(filepath.Join(bin, "java"), []byte(fakeJava), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
-	e := &env{cfg: Config{Brokers: []string{"127.0.0.1:1"}, DebeziumHome: t.TempDir(), Progress: io.Discard}.withDefaults(),
-		logDir: t.TempDir(), workers: map[string]*connectWorker{}}
+	e := fakeWorkerEnv(t, t.TempDir())
 	ctx := context.Background()
 	f := &fixture{base: "bench_t_1", outbox: "public.bench_t_1"}
 	state := func(w *connectWorker) string {

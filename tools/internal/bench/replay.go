@@ -85,7 +85,7 @@ func (e *env) replay(ctx context.Context, pub Publisher) (ReplayResult, error) {
 		loadErr <- err
 	}()
 	stopTicker := e.tickProgress(phase, func() string {
-		return fmt.Sprintf("%d rows written, %d records read (%d duplicates)", written.Load(), cons.records.Load(), cons.dups.Load())
+		return fmt.Sprintf("%d rows written, %d records read (%d duplicates)", written.Load(), cons.records.Load(), cons.seen.Dups())
 	})
 	defer stopTicker()
 	select {
@@ -147,7 +147,7 @@ func (e *env) replay(ctx context.Context, pub Publisher) (ReplayResult, error) {
 	}
 	res.Machine = mw.stop()
 	res.Restart = time.Unix(0, cons.sinceMark.Load()).Sub(restart)
-	res.Duplicates = cons.dups.Load()
+	res.Duplicates = cons.seen.Dups()
 	if err := p.finish(); err != nil {
 		return res, err
 	}

@@ -74,6 +74,19 @@ func (r *Report) steadyOf(publisher string, rate int) (SteadyResult, bool) {
 	return SteadyResult{}, false
 }
 
+// writeTargets writes the targets' table and a blank line.
+func (r *Report) writeTargets(b *strings.Builder) {
+	b.WriteString("| target | measured | met |\n|---|---|---|\n")
+	for _, t := range r.Targets {
+		met := "yes"
+		if !t.Met {
+			met = "**no**"
+		}
+		fmt.Fprintf(b, "| %s | %s | %s |\n", t.Name, t.Measured, met)
+	}
+	b.WriteString("\n")
+}
+
 // evaluate fills Targets from the results present.
 func (r *Report) evaluate() {
 	r.Targets = nil
@@ -379,15 +392,8 @@ func (r *Report) Markdown() string {
 		b.WriteString("\n")
 	}
 	if len(r.Targets) > 0 {
-		b.WriteString("## Targets\n\n| target | measured | met |\n|---|---|---|\n")
-		for _, t := range r.Targets {
-			met := "yes"
-			if !t.Met {
-				met = "**no**"
-			}
-			fmt.Fprintf(&b, "| %s | %s | %s |\n", t.Name, t.Measured, met)
-		}
-		b.WriteString("\n")
+		b.WriteString("## Targets\n\n")
+		r.writeTargets(&b)
 	}
 	if len(r.Steady) > 0 {
 		b.WriteString("![latency CDF](latency-cdf.svg)\n")
