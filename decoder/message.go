@@ -82,31 +82,11 @@ func (d *Decoder) messageEvent(ev *Event, lsn pglogrepl.LSN, content []byte) (st
 	case jsonOther:
 		bad.set("id", fmt.Errorf("%w: id is not a string or a number", outbox.ErrBadMessage))
 	}
-	switch s, kind := jsonString(c.Key); kind {
-	case jsonAbsent, jsonNull:
-		bad.set("key", outbox.ErrNullKey)
-	case jsonStr:
-		if s == "" {
-			bad.set("key", outbox.ErrEmptyKey)
-		}
-		ev.AggregateID = s
-	default:
-		bad.set("key", fmt.Errorf("%w: key is not a string", outbox.ErrBadMessage))
-	}
+	ev.AggregateID = requiredString(&bad, "key", c.Key, outbox.ErrNullKey, outbox.ErrEmptyKey)
 	if d.topic != "" {
 		ev.Topic = d.topic
 	} else {
-		switch s, kind := jsonString(c.Topic); kind {
-		case jsonAbsent, jsonNull:
-			bad.set("topic", outbox.ErrNullTopic)
-		case jsonStr:
-			if s == "" {
-				bad.set("topic", outbox.ErrEmptyTopic)
-			}
-			ev.Topic = s
-		default:
-			bad.set("topic", fmt.Errorf("%w: topic is not a string", outbox.ErrBadMessage))
-		}
+		ev.Topic = requiredString(&bad, "topic", c.Topic, outbox.ErrNullTopic, outbox.ErrEmptyTopic)
 	}
 	if c.Payload == nil {
 		bad.set("payload", outbox.ErrNullPayload)
@@ -138,6 +118,23 @@ const (
 	jsonNumber
 	jsonOther
 )
+
+// requiredString returns the string a message's field holds; a field that is absent or null,
+// empty, or not a string is the message's problem (nullErr, emptyErr, ErrBadMessage).
+func requiredString(bad *problem, field string, raw json.RawMessage, nullErr, emptyErr error) string {
+	switch s, kind := jsonString(raw); kind {
+	case jsonAbsent, jsonNull:
+		bad.set(field, nullErr)
+	case jsonStr:
+		if s == "" {
+			bad.set(field, emptyErr)
+		}
+		return s
+	default:
+		bad.set(field, fmt.Errorf("%w: %s is not a string", outbox.ErrBadMessage, field))
+	}
+	return ""
+}
 
 // jsonString classifies a raw JSON value and returns the text of a string or a number.
 func jsonString(raw json.RawMessage) (string, jsonKind) {
