@@ -114,26 +114,21 @@ func header(hs []kgo.RecordHeader, key string) string {
 
 // fill sets the fields the headers carry.
 func (l *Letter) fill() {
-	if l.OutboxID == "" {
-		l.OutboxID = header(l.Headers, contract.OutboxID)
-	}
-	if l.Source == "" {
-		l.Source = header(l.Headers, contract.OutboxTable)
-	}
-	if l.Source == "" {
-		l.Source = header(l.Headers, contract.DLQRelation)
-	}
-	if l.Topic == "" {
-		l.Topic = header(l.Headers, contract.DLQTopic)
-	}
-	if l.Error == "" {
-		l.Error = header(l.Headers, contract.DLQError)
-	}
-	if l.Class == "" {
-		l.Class = header(l.Headers, contract.DLQClass)
-	}
-	if l.LSN == "" {
-		l.LSN = header(l.Headers, contract.LSN)
+	for _, f := range []struct {
+		field  *string
+		header string
+	}{
+		{&l.OutboxID, contract.OutboxID},
+		{&l.Source, contract.OutboxTable},
+		{&l.Source, contract.DLQRelation}, // when no outbox-table header: the relation it names
+		{&l.Topic, contract.DLQTopic},
+		{&l.Error, contract.DLQError},
+		{&l.Class, contract.DLQClass},
+		{&l.LSN, contract.LSN},
+	} {
+		if *f.field == "" {
+			*f.field = header(l.Headers, f.header)
+		}
 	}
 }
 
