@@ -68,12 +68,8 @@ func cmdCutover(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := prod.sink(&cfg.Sink, &c, fs, log, cfg.Topic); err != nil {
 		return err
 	}
-	crash, err := crashHook(pollCrashEnv, log, "after Kafka acknowledged a batch, before its rows are marked")
-	if err != nil {
+	if err := pollCrash(&cfg, log); err != nil {
 		return err
-	}
-	if crash != nil {
-		cfg.BeforeCommit = func(rows int) { crash("rows", rows) }
 	}
 	if err := cfg.Validate(); err != nil {
 		return &usageError{err}

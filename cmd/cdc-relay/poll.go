@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"time"
 
@@ -18,6 +19,18 @@ import (
 // right after Kafka acknowledged the Nth batch and before its rows are marked published.
 // For tests only.
 const pollCrashEnv = "CDC_RELAY_TEST_CRASH_AFTER_BATCHES"
+
+// pollCrash arms pollCrashEnv's hook on the poller's config (poll's and cutover's).
+func pollCrash(cfg *poller.Config, log *slog.Logger) error {
+	crash, err := crashHook(pollCrashEnv, log, "after Kafka acknowledged a batch, before its rows are marked")
+	if err != nil {
+		return err
+	}
+	if crash != nil {
+		cfg.BeforeCommit = func(rows int) { crash("rows", rows) }
+	}
+	return nil
+}
 
 const pollSynopsis = "poll --pg-url URL --brokers HOST:PORT[,..] [--table public.outbox] [--interval 100ms] [--batch 100] [flags]\n" +
 	"       cdc-relay poll --create-index --pg-url URL [--table public.outbox]"
@@ -77,12 +90,8 @@ func cmdPoll(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := checkRanges(fs, []string{"ack-timeout", "probe-timeout", "max-buffered-bytes", "kafka-timeout", "pending-interval"}, []string{"linger"}); err != nil {
 		return err
 	}
-	crash, err := crashHook(pollCrashEnv, log, "after Kafka acknowledged a batch, before its rows are marked")
-	if err != nil {
+	if err := pollCrash(&cfg, log); err != nil {
 		return err
-	}
-	if crash != nil {
-		cfg.BeforeCommit = func(rows int) { crash("rows", rows) }
 	}
 	tp, err := startTracing(ctx, os.Getenv, log)
 	if err != nil {
