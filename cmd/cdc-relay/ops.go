@@ -52,6 +52,18 @@ func (o *opsFlags) registerPending(fs *flag.FlagSet) {
 	fs.DurationVar(&o.watchInterval, "pending-interval", 10*time.Second, "how often the pending rows and the oldest one's age are counted for metrics")
 }
 
+// parse parses a service command's flags (run's, poll's) and their environment twins, then
+// checks the connection flags (validate) and its own.
+func (o *opsFlags) parse(fs *flag.FlagSet, args []string, validate func() error) error {
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := validate(); err != nil {
+		return err
+	}
+	return o.parsed(fs)
+}
+
 // parsed records whether --metrics-addr was given (on the command line or as its twin).
 func (o *opsFlags) parsed(fs *flag.FlagSet) error {
 	fs.Visit(func(f *flag.Flag) {

@@ -64,13 +64,7 @@ func cmdPoll(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.DurationVar(&kafkaWait, "kafka-timeout", 10*time.Second, "how long to wait for PostgreSQL and Kafka to answer at startup")
 	ops.registerMetrics(fs)
 	ops.registerPending(fs)
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if err := c.validateNoSlot(); err != nil {
-		return err
-	}
-	if err := ops.parsed(fs); err != nil {
+	if err := ops.parse(fs, args, c.validateNoSlot); err != nil {
 		return err
 	}
 	if createIndex {

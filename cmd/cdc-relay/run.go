@@ -61,13 +61,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) (err e
 	fs.DurationVar(&rcfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for Kafka to acknowledge what it holds")
 	ops.registerMetrics(fs)
 	ops.registerSlot(fs)
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if err := c.validate(); err != nil {
-		return err
-	}
-	if err := ops.parsed(fs); err != nil {
+	if err := ops.parse(fs, args, c.validate); err != nil {
 		return err
 	}
 	if len(pubs) == 0 {
