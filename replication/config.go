@@ -75,23 +75,20 @@ func (c Config) Validate() error {
 }
 
 func (c Config) withDefaults() Config {
-	if c.StatusInterval == 0 {
-		c.StatusInterval = 10 * time.Second
-	}
-	if c.ConfirmDelay == 0 {
-		c.ConfirmDelay = 100 * time.Millisecond
-	}
-	if c.MinBackoff == 0 {
-		c.MinBackoff = 250 * time.Millisecond
-	}
-	if c.MaxBackoff == 0 {
-		c.MaxBackoff = 30 * time.Second
-	}
-	if c.StandbyRetry == 0 {
-		c.StandbyRetry = 2 * time.Second
-	}
-	if c.ReceiveTimeout == 0 {
-		c.ReceiveTimeout = 60 * time.Second
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{
+		{&c.StatusInterval, 10 * time.Second},
+		{&c.ConfirmDelay, 100 * time.Millisecond},
+		{&c.MinBackoff, 250 * time.Millisecond},
+		{&c.MaxBackoff, 30 * time.Second},
+		{&c.StandbyRetry, 2 * time.Second},
+		{&c.ReceiveTimeout, 60 * time.Second},
+	} {
+		if *d.v == 0 {
+			*d.v = d.def
+		}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
