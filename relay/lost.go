@@ -21,6 +21,17 @@ import (
 //     the next one; the pipeline waits there for the abort to finish, so that no record of the
 //     next session is aborted.
 //
+// Dead letters are the exception: a letter is owed. Its record was refused for good, and the
+// relay went on past it (later records of its key may be acknowledged on their topic already),
+// so the letter is what stands for the record in its key's order. Forgotten, the record replays
+// from the slot and, should its topic take it now (a refusal that ended), lands after those later
+// records with nothing in the dead-letter topic to say why. So the letters of the old session
+// (queued, in flight, aborted in the producer's buffer, refused records' promises still to come)
+// are parked once the abort ended, as the relay would have parked them; their transactions stay
+// forgotten, so parking them confirms nothing and the replay may dead-letter the same records
+// again (duplicates, never a gap). The dead-letter goroutine produces nothing while an abort
+// runs (abortRunning), since franz-go fails a record produced then at once.
+//
 // The abort begins only once no Produce call of the old session is in progress (lostSession.
 // produce): a record buffered after the abort would be delivered although earlier records of
 // its key were aborted, and the replay would fill that gap out of order.
@@ -87,6 +98,18 @@ func (r *Relay) sessionLost(cause error) {
 		}
 	}()
 }
+
+// abortRunning returns a channel closed once no abort of a lost session's records runs.
+func (r *Relay) abortRunning() <-chan struct{} {
+	r.lost.mu.Lock()
+	defer r.lost.mu.Unlock()
+	if r.lost.done == nil {
+		return closedChan
+	}
+	return r.lost.done
+}
+
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // awaitAbort waits, at the KindReset that starts a new session, until the abort of the lost
 // session's records finished. It returns false if ctx ended first.

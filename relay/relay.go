@@ -432,8 +432,14 @@ func (r *Relay) deadLetterLoop(ctx context.Context) error {
 
 // produceDeadLetters parks the queued records. A record the dead-letter topic refuses for good
 // too goes to the PostgreSQL table (deadTable); any other failure stops the relay without
-// confirming past it: nothing is dropped silently.
+// confirming past it: nothing is dropped silently. It waits for the abort of a lost session's
+// records to end first: a letter is parked even when its session was lost (lost.go).
 func (r *Relay) produceDeadLetters(ctx context.Context) error {
+	select {
+	case <-r.abortRunning():
+	case <-ctx.Done():
+		return nil
+	}
 	for _, dl := range r.dlq.take() {
 		x := dl.txn
 		if refusal := r.dlqTopicRefusal(); refusal != nil {
@@ -444,13 +450,10 @@ func (r *Relay) produceDeadLetters(ctx context.Context) error {
 			continue
 		}
 		r.sink.Produce(ctx, dl.rec, func(rec *kgo.Record, err error) {
-			if errors.Is(err, kgo.ErrAborting) {
-				// The session was lost: the letter's transaction was forgotten and replays.
-				r.letters.remove(rec)
-				return
-			}
-			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-				// Shutdown while it waited for buffer space: queue it again; drain produces it.
+			if errors.Is(err, kgo.ErrAborting) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+				// Aborted with the lost session's records: still owed (lost.go), queued again and
+				// produced once the abort ended. Or shutdown while it waited for buffer space:
+				// queued again, drain produces it.
 				r.dlq.push(deadLetter{rec: rec, txn: x})
 				return
 			}
