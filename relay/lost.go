@@ -14,9 +14,12 @@ import (
 // reports the session lost, the relay
 //   - forgets every transaction (the tracker confirms nothing of them: the next session, this
 //     relay's or another's, replays them from the slot),
-//   - aborts what the producer buffers, the records of requests in flight too (sink.AbortAll:
-//     they fail with kgo.ErrAborting and are dropped; a request already on its way may still
-//     land, but franz-go does not send them again), and
+//   - aborts what the producer buffers (franz-go AbortBufferedRecords: the rest fail with
+//     kgo.ErrAborting and are dropped; a request already sent may still land), sending nothing
+//     of the old session again: the producer may fail a record whose outcome it does not know
+//     (kgo.AllowIdempotentProduceCancellation, set in New), and the cancel of the session's
+//     Produce context ends the wait for the pipeline's requests in flight, so the abort ends at
+//     once (a letter in flight is waited for, within franz-go's request deadline), and
 //   - discards what the pipeline still has of the old session, until the KindReset that starts
 //     the next one; the pipeline waits there for the abort to finish, so that no record of the
 //     next session is aborted.
@@ -92,8 +95,14 @@ func (r *Relay) sessionLost(cause error) {
 			<-prev
 		}
 		began := time.Now()
-		r.sink.AbortAll()
-		if buffered > 0 {
+		// Not sink.AbortAll (franz-go's UnsafeAbortBufferedRecords): it can leave a partition in
+		// a state franz-go does not drain again, and a dead letter produced to it after the abort
+		// was never sent (TestLostSessionParksItsWaitingDeadLetters, 1 run in 8). The session's
+		// cancel above ends the requests in flight, and New lets the producer fail records whose
+		// outcome it does not know, so this abort ends at once and sends nothing again.
+		if err := r.sink.Abort(context.Background()); err != nil {
+			r.log.Warn("aborting the buffered records failed", "cause", err)
+		} else if buffered > 0 {
 			r.log.Info("aborted the records buffered for Kafka when the session ended", "took", time.Since(began).Round(time.Millisecond))
 		}
 	}()

@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/cdc-relay/cdc-relay/replication"
@@ -42,22 +43,17 @@ func TestLostSessionParksItsWaitingDeadLetters(t *testing.T) {
 	aborting := r.abortRunning()
 	h.srv.HoldSlot(4242) // another relay takes the slot the moment this one's session ends
 	h.srv.DropAll()
-	waitFor(t, 10*time.Second, "the lost session's abort", func() bool {
-		select {
-		case <-r.abortRunning():
-			return r.abortRunning() != aborting
-		default:
-			return false
-		}
-	})
+	// Once the abort began, the dead-letter topic takes letters again: only the relay's choice
+	// decides whether the aborted letter is parked.
+	waitFor(t, 10*time.Second, "the lost session's abort to begin", func() bool { return r.abortRunning() != aborting })
 	dlqDown.Remove()
 	parked := func() bool { return r.stats.DeadLettered.Load() == 1 }
-	for deadline := time.Now().Add(5 * time.Second); !parked() && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(15 * time.Second); !parked() && time.Now().Before(deadline); {
 		time.Sleep(5 * time.Millisecond)
 	}
 	if !parked() {
 		held, _ := r.letters.held()
-		t.Errorf("the letter of row 1, waiting for the dead-letter topic when the session was lost, was not parked within 5s (dead-lettered %d, letters held %d)",
+		t.Errorf("the letter of row 1, waiting for the dead-letter topic when the session was lost, was not parked within 15s (dead-lettered %d, letters held %d)",
 			r.stats.DeadLettered.Load(), held)
 	}
 	if c := h.srv.Confirmed(); c >= h.committed[0].txn.EndLSN {
@@ -72,5 +68,63 @@ func TestLostSessionParksItsWaitingDeadLetters(t *testing.T) {
 		t.Errorf("Run = %v", err)
 	}
 	h.checkEnd() // (c): row 1's first delivery after row 2 is a broken order unless row 1 was dead-lettered
+	h.failOnViolations()
+}
+
+// The abort of a lost session ends at once and sends nothing of it again, even a record whose
+// produce request timed out (REQUEST_TIMED_OUT: Kafka may have written it). franz-go's idempotent
+// producer retries such a record until it learns the outcome, also through AbortBufferedRecords,
+// unless told it may fail it (kgo.AllowIdempotentProduceCancellation): the record was sent again
+// after the slot was lost for as long as Kafka refused it, and landed after the new holder's
+// record of its key once Kafka took it (the virtual-time simulation: an abort of 28 s). Failed
+// instead, it replays from the slot like every record of the lost session.
+func TestLostSessionSendsNothingAgainWhoseOutcomeIsUnknown(t *testing.T) {
+	t.Parallel()
+	h := fixedHarness(t, 20*time.Millisecond)
+	r, _ := h.newRelay(0)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- r.Run(ctx) }()
+	waitFor(t, 10*time.Second, "streaming", func() bool { return r.stream.State() == replication.StateStreaming })
+
+	// The relay's produce requests (acks=all) time out once, then fail retriably; the new
+	// holder's (acks=1, below) go through.
+	relays := func(req kmsg.Request) bool { return req.(*kmsg.ProduceRequest).Acks == -1 }
+	timedOut := h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.RequestTimedOut, Count: 1, When: relays})
+	defer timedOut.Remove()
+	down := h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.NotLeaderForPartition, Count: -1, When: relays})
+	defer down.Remove()
+	h.commit(ctx, oneRow(1), 0)
+	waitFor(t, 10*time.Second, "the relay's record buffered", func() bool { return r.sink.Buffered() == 1 })
+	time.Sleep(50 * time.Millisecond) // its first request timed out; it is retried
+
+	aborting := r.abortRunning()
+	h.srv.HoldSlot(4242) // another relay takes the slot the moment this one's session ends
+	h.srv.DropAll()
+	waitFor(t, 10*time.Second, "the lost session's abort to begin", func() bool { return r.abortRunning() != aborting })
+	select {
+	case <-r.abortRunning():
+	case <-time.After(10 * time.Second):
+		t.Errorf("the abort of the lost session did not end within 10s: a record whose outcome is unknown is still retried (%d buffered)", r.sink.Buffered())
+	}
+	newHolder := mustClient(kgo.SeedBrokers(h.kafka.ListenAddrs()...), kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
+	defer newHolder.Close()
+	if err := newHolder.ProduceSync(ctx, &kgo.Record{Topic: "sim.t0", Key: []byte("k"), Value: []byte(`{"from":"the new holder"}`)}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	down.Remove() // Kafka takes the relay's requests again: a retry still going lands now
+	waitFor(t, 10*time.Second, "nothing buffered", func() bool { return r.sink.Buffered() == 0 })
+	if after := recordsAfterNewHolder(t, h); after != 0 {
+		t.Errorf("%d records of the relay that lost the slot landed after the new holder's record of the key", after)
+	}
+
+	h.srv.HoldSlot(0) // back to the relay: it replays the row
+	end := h.committed[0].txn.EndLSN
+	waitFor(t, 20*time.Second, "the slot confirmed by the relay again", func() bool { return h.srv.Confirmed() >= end })
+	cancel()
+	if err := <-errc; err != nil {
+		t.Errorf("Run = %v", err)
+	}
 	h.failOnViolations()
 }

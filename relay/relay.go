@@ -82,7 +82,9 @@ func New(cfg Config) (*Relay, error) {
 		return nil, err
 	}
 	parts := newPartWatch()
-	cfg.Sink.Opts = append(cfg.Sink.Opts[:len(cfg.Sink.Opts):len(cfg.Sink.Opts)], kgo.WithHooks(parts))
+	// A lost session's abort fails even records whose outcome the producer does not know,
+	// instead of sending them again after the slot was lost (lost.go).
+	cfg.Sink.Opts = append(cfg.Sink.Opts[:len(cfg.Sink.Opts):len(cfg.Sink.Opts)], kgo.WithHooks(parts), kgo.AllowIdempotentProduceCancellation())
 	snk, err := sink.New(cfg.Sink)
 	if err != nil {
 		return nil, err
