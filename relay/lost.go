@@ -18,8 +18,8 @@ import (
 //     kgo.ErrAborting and are dropped; a request already sent may still land), sending nothing
 //     of the old session again: the producer may fail a record whose outcome it does not know
 //     (kgo.AllowIdempotentProduceCancellation, set in New), and the cancel of the session's
-//     Produce context ends the wait for the pipeline's requests in flight, so the abort ends at
-//     once (a letter in flight is waited for, within franz-go's request deadline), and
+//     Produce context ends the wait for the requests in flight (the pipeline's and the
+//     letters', withSession), so the abort ends at once, and
 //   - discards what the pipeline still has of the old session, until the KindReset that starts
 //     the next one; the pipeline waits there for the abort to finish, so that no record of the
 //     next session is aborted.
@@ -63,6 +63,16 @@ func (l *lostSession) produceContext(ctx context.Context) context.Context {
 		l.pctx, l.cancel = context.WithCancel(ctx)
 	}
 	return l.pctx
+}
+
+// withSession returns a context that ends with ctx and with the session's Produce context, for
+// the dead-letter goroutine's records: a lost session's cancel ends their requests in flight too
+// (the letters are queued again and parked after the abort), so the abort waits for nothing.
+// release frees it once every record produced with it is resolved.
+func (l *lostSession) withSession(ctx context.Context) (_ context.Context, release func()) {
+	c, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(l.produceContext(ctx), cancel)
+	return c, func() { stop(); cancel() }
 }
 
 // sessionLost is the stream's OnSessionLost.

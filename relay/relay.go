@@ -442,20 +442,32 @@ func (r *Relay) produceDeadLetters(ctx context.Context) error {
 	case <-ctx.Done():
 		return nil
 	}
-	for _, dl := range r.dlq.take() {
+	letters := r.dlq.take()
+	sctx, release := r.lost.withSession(ctx)
+	var unresolved atomic.Int64 // the letters produced with sctx, and this call
+	unresolved.Store(int64(len(letters)) + 1)
+	resolved := func() {
+		if unresolved.Add(-1) == 0 {
+			release()
+		}
+	}
+	defer resolved()
+	for _, dl := range letters {
 		x := dl.txn
 		if refusal := r.dlqTopicRefusal(); refusal != nil {
 			// The topic refused the last letter for a reason that holds for every letter: do not
 			// wait for franz-go to learn that again (one metadata refresh, 5 s, per letter).
 			r.table.push(tableLetter{rec: dl.rec, refusal: refusal, txn: x})
 			r.dlq.wake()
+			resolved()
 			continue
 		}
-		r.sink.Produce(ctx, dl.rec, func(rec *kgo.Record, err error) {
+		r.sink.Produce(sctx, dl.rec, func(rec *kgo.Record, err error) {
+			defer resolved()
 			if errors.Is(err, kgo.ErrAborting) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-				// Aborted with the lost session's records: still owed (lost.go), queued again and
-				// produced once the abort ended. Or shutdown while it waited for buffer space:
-				// queued again, drain produces it.
+				// Aborted with the lost session's records, or its request ended by the session's
+				// cancel: still owed (lost.go), queued again and produced once the abort ended. Or
+				// shutdown while it waited for buffer space: queued again, drain produces it.
 				r.dlq.push(deadLetter{rec: rec, txn: x})
 				return
 			}
