@@ -49,18 +49,26 @@ type lostSession struct {
 	// for buffer space (Kafka down) returns at once, its record not buffered.
 	produce sync.RWMutex
 
+	// producing is set while the pipeline is in a Produce call: a stop cancels its context only
+	// then (stopProducing).
+	producing atomic.Bool
+
 	mu     sync.Mutex
 	done   chan struct{} // closed when the abort finished; nil if none ran
 	pctx   context.Context
 	cancel context.CancelFunc
 }
 
-// produceContext returns the context for the pipeline's Produce calls of this session.
+// produceContext returns the context for the pipeline's Produce calls of this session. It does
+// not end with ctx: franz-go fails a buffered record whose Produce context ended (in flight too,
+// with AllowIdempotentProduceCancellation), and a clean stop flushes what is buffered instead
+// (DESIGN.md, "Records carry"). It ends when the session is lost, or when ctx ends while a
+// Produce call is in progress (stopProducing): one waiting for buffer space must return.
 func (l *lostSession) produceContext(ctx context.Context) context.Context {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.pctx == nil || l.pctx.Err() != nil {
-		l.pctx, l.cancel = context.WithCancel(ctx)
+		l.pctx, l.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	}
 	return l.pctx
 }
@@ -73,6 +81,22 @@ func (l *lostSession) withSession(ctx context.Context) (_ context.Context, relea
 	c, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(l.produceContext(ctx), cancel)
 	return c, func() { stop(); cancel() }
+}
+
+// stopProducing runs once Run's context ended: a Produce call in progress (waiting for buffer
+// space, Kafka slow or down) returns, its record not buffered; the records of the session
+// buffered before fail with it, as franz-go fails a partition's batches together, and replay.
+// Without a call in progress nothing is canceled: the pipeline checks the context after setting
+// producing, before it calls Produce, so a call that begins later is never made.
+func (l *lostSession) stopProducing() {
+	if !l.producing.Load() {
+		return
+	}
+	l.mu.Lock()
+	if l.cancel != nil {
+		l.cancel()
+	}
+	l.mu.Unlock()
 }
 
 // sessionLost is the stream's OnSessionLost.

@@ -119,6 +119,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	// The stream hands over batches of up to replication.MaxBatch messages.
 	msgs := make(chan []replication.Message, max(1, r.cfg.Buffer/replication.MaxBatch))
 	g, gctx := errgroup.WithContext(ctx)
+	defer context.AfterFunc(gctx, r.lost.stopProducing)()
 	g.Go(func() error { return r.stream.Run(gctx, msgs) })
 	g.Go(func() error { return r.pipeline(gctx, msgs) })
 	g.Go(func() error { return r.deadLetterLoop(gctx) })
@@ -319,7 +320,13 @@ func (r *Relay) produce(ctx context.Context, x *txn, stamp *sink.Stamp, out deco
 	if r.lost.discard.Load() {
 		return // the session was lost meanwhile (lost.go); its transaction was forgotten
 	}
-	r.sink.Produce(r.lost.produceContext(ctx), rec, func(rec *kgo.Record, err error) {
+	pctx := r.lost.produceContext(ctx)
+	r.lost.producing.Store(true)
+	defer r.lost.producing.Store(false)
+	if ctx.Err() != nil {
+		return // stopping: nothing after this is produced, x stays unacknowledged (lost.stopProducing)
+	}
+	r.sink.Produce(pctx, rec, func(rec *kgo.Record, err error) {
 		if err == nil {
 			r.letters.signal()
 			r.stats.Published.Add(1)
@@ -329,13 +336,18 @@ func (r *Relay) produce(ctx context.Context, x *txn, stamp *sink.Stamp, out deco
 			return
 		}
 		failure, err := r.sink.Classify(rec, err) // err: for a refused record, the letter's reason (the limit and the flag)
+		if failure == sink.Undelivered && errors.Is(err, kgo.ErrClientClosed) {
+			failure = sink.Unbuffered // Run closed the client: the flush ended before Kafka took it
+		}
 		switch failure {
 		case sink.Aborted:
 			// Aborted: the session was lost (its transaction was forgotten, the next session
 			// replays it), or the relay stops after a failure.
 		case sink.Unbuffered:
-			// Shutdown while this record waited for buffer space: it was never buffered, and the
-			// pipeline produces nothing after it. Its transaction stays unacknowledged, so the
+			// The session's Produce context ended: a stop while a Produce call waited for buffer
+			// space (this record never buffered, the session's buffered ones failed with it, and
+			// the pipeline produces nothing after it), or a lost session. Or the client closed at
+			// the end of Run, the flush timed out. Its transaction stays unacknowledged, so the
 			// confirmed position stops before it and the next start replays it.
 			sink.TraceFailed(rec, err)
 		case sink.Refused:
@@ -343,7 +355,7 @@ func (r *Relay) produce(ctx context.Context, x *txn, stamp *sink.Stamp, out deco
 			r.log.Error("Kafka rejected a record for good: dead-lettering it", "topic", rec.Topic, "outbox_id", string(sink.Header(rec, sink.HeaderOutboxID)), "cause", err)
 			r.park(deadLetter{rec: sink.DeadLetter(r.cfg.DLQTopic, rec, relation, err), txn: x})
 		default:
-			// The client closed, a producer failure, or a batch refused as too large although this
+			// A producer failure, or a batch refused as too large although this
 			// record fits on its own (the topic's limit changed): never confirm past it; the
 			// restart replays it, and sizes batches from the topic's limit read anew.
 			r.cfg.Metrics.ProduceError(metrics.ClassUndelivered)
