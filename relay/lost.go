@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/cdc-relay/cdc-relay/replication"
 )
 
 // Losing the slot. When a replication session ends (the connection, the walsender's timeout
@@ -48,6 +50,11 @@ type lostSession struct {
 	// after the abort began. cancel ends the context of that Produce call, so that one waiting
 	// for buffer space (Kafka down) returns at once, its record not buffered.
 	produce sync.RWMutex
+
+	// losses counts the sessions lost (sessionLost, under mu): each sends a mark down the channel
+	// after the lost session's messages, and a KindReset ahead of a mark the pipeline has not
+	// passed yet starts a session that was lost too (awaitAbort).
+	losses atomic.Int64
 
 	// producing is set while the pipeline is in a Produce call: a stop cancels its context only
 	// then (stopProducing).
@@ -101,8 +108,9 @@ func (l *lostSession) stopProducing() {
 
 // sessionLost is the stream's OnSessionLost.
 func (r *Relay) sessionLost(cause error) {
-	r.lost.discard.Store(true)
 	r.lost.mu.Lock()
+	r.lost.discard.Store(true)
+	r.lost.losses.Add(1)
 	if r.lost.cancel != nil {
 		r.lost.cancel() // a Produce waiting for buffer space returns, its record not buffered
 	}
@@ -140,6 +148,21 @@ func (r *Relay) sessionLost(cause error) {
 			r.log.Info("aborted the records buffered for Kafka when the session ended", "took", time.Since(began).Round(time.Millisecond))
 		}
 	}()
+	// The mark of the loss, behind everything the lost session sent and ahead of the next
+	// session's KindReset: this goroutine is the only one that sends.
+	select {
+	case r.msgs <- []replication.Message{{Kind: replication.KindReset, Data: lossMark}}:
+	case <-r.stopped:
+	}
+}
+
+// lossMark is the Data of the KindReset that sessionLost sends down the channel: a reset the
+// stream sends has none.
+var lossMark = []byte("session lost")
+
+// isLossMark reports whether m is sessionLost's mark.
+func isLossMark(m *replication.Message) bool {
+	return m.Kind == replication.KindReset && m.Data != nil
 }
 
 // abortRunning returns a channel closed once no abort of a lost session's records runs.
@@ -156,18 +179,40 @@ var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); retu
 
 // awaitAbort waits, at the KindReset that starts a new session, until the abort of the lost
 // session's records finished. It returns false if ctx ended first.
-func (r *Relay) awaitAbort(ctx context.Context) bool {
-	r.lost.mu.Lock()
-	done := r.lost.done
-	r.lost.mu.Unlock()
-	if done != nil {
+//
+// It resumes (the pipeline takes the session's messages, the tracker confirms) only if no
+// session was lost since this reset was sent: seen is the losses whose marks the pipeline
+// passed. A reset taken late, or one that waited for an abort while the session it starts was
+// lost too, starts a lost session: its messages stay discarded until the reset after the next
+// mark (three sessions lost in a row: the second's messages were produced after its loss).
+func (r *Relay) awaitAbort(ctx context.Context, seen int64) bool {
+	for {
+		r.lost.mu.Lock()
+		done := r.lost.done
+		if r.lost.losses.Load() != seen {
+			r.lost.mu.Unlock()
+			return true
+		}
+		if done == nil || isClosed(done) {
+			r.lost.discard.Store(false)
+			r.track.resume()
+			r.lost.mu.Unlock()
+			return true
+		}
+		r.lost.mu.Unlock()
 		select {
 		case <-done:
 		case <-ctx.Done():
 			return false
 		}
 	}
-	r.lost.discard.Store(false)
-	r.track.resume()
-	return true
+}
+
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
 }

@@ -128,3 +128,53 @@ func TestLostSessionSendsNothingAgainWhoseOutcomeIsUnknown(t *testing.T) {
 	}
 	h.failOnViolations()
 }
+
+// A KindReset that waited for an abort while the session it starts was lost too starts a lost
+// session: its messages stay discarded until the next session. Three sessions in a row: the
+// first's loss began an abort that took long (here held open), the second session's reset waited
+// for it, the second session was lost meanwhile, and once the abort ended the pipeline resumed
+// and produced the second session's rows, after it had lost the slot (the virtual-time
+// simulation, its producer watched by the harness, invariant (l)).
+func TestResetOfASessionLostMeanwhileDoesNotResume(t *testing.T) {
+	t.Parallel()
+	h := fixedHarness(t, 20*time.Millisecond)
+	r, _ := h.newRelay(0)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- r.Run(ctx) }()
+	waitFor(t, 10*time.Second, "streaming", func() bool { return r.stream.State() == replication.StateStreaming })
+
+	down := h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.NotLeaderForPartition, Count: -1})
+	defer down.Remove()
+	h.commit(ctx, oneRow(1), 0)
+	waitFor(t, 10*time.Second, "the row buffered", func() bool { return r.sink.Buffered() == 1 })
+	held := make(chan struct{}) // an abort still running: the next one waits for it
+	r.lost.mu.Lock()
+	r.lost.done = held
+	r.lost.mu.Unlock()
+	h.srv.DropAll() // the first session is lost; the second replays the row at once
+	waitFor(t, 10*time.Second, "the second session's row waiting for the pipeline", func() bool {
+		return len(h.srv.Sessions()) == 2 && r.stream.State() == replication.StateStreaming && len(r.msgs) > 0
+	})
+	h.srv.HoldSlot(4242) // the second session is lost too, and another process holds the slot
+	h.srv.DropAll()
+	waitFor(t, 10*time.Second, "the second loss", func() bool { return r.lost.losses.Load() == 2 })
+	close(held)
+	waitFor(t, 10*time.Second, "the aborts", func() bool { return isClosed(r.abortRunning()) })
+	waitFor(t, 10*time.Second, "the pipeline through the lost sessions' messages", func() bool { return len(r.msgs) == 0 })
+	time.Sleep(100 * time.Millisecond) // nothing to await: what must not happen is a produce
+	if n := r.sink.Buffered(); n > 0 {
+		t.Errorf("the relay produced %d records of a session it had lost, before its next session", n)
+	}
+
+	down.Remove()
+	h.srv.HoldSlot(0) // back to the relay: the third session delivers the row
+	end := h.committed[0].txn.EndLSN
+	waitFor(t, 20*time.Second, "the slot confirmed by the third session", func() bool { return h.srv.Confirmed() >= end })
+	cancel()
+	if err := <-errc; err != nil {
+		t.Errorf("Run = %v", err)
+	}
+	h.failOnViolations()
+}

@@ -63,6 +63,10 @@ type Relay struct {
 	maxTxns int
 	parts   *partWatch
 	lost    lostSession // lost.go
+	// msgs and stopped are Run's channel and the end of its goroutines, for sessionLost (on the
+	// stream's goroutine, the channel's only sender) to send its mark.
+	msgs    chan []replication.Message
+	stopped <-chan struct{}
 }
 
 // New validates cfg and builds the parts. Nothing is contacted until Run.
@@ -119,6 +123,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	// The stream hands over batches of up to replication.MaxBatch messages.
 	msgs := make(chan []replication.Message, max(1, r.cfg.Buffer/replication.MaxBatch))
 	g, gctx := errgroup.WithContext(ctx)
+	r.msgs, r.stopped = msgs, gctx.Done()
 	defer context.AfterFunc(gctx, r.lost.stopProducing)()
 	g.Go(func() error { return r.stream.Run(gctx, msgs) })
 	g.Go(func() error { return r.pipeline(gctx, msgs) })
@@ -218,19 +223,24 @@ func (r *Relay) pipeline(ctx context.Context, msgs <-chan []replication.Message)
 
 // pipe is the pipeline's state between messages: the open transaction.
 type pipe struct {
-	r     *Relay
-	cur   *txn
-	stamp *sink.Stamp // the current transaction's position headers, formatted once
+	r      *Relay
+	cur    *txn
+	stamp  *sink.Stamp // the current transaction's position headers, formatted once
+	losses int64       // the marks of lost sessions passed (lost.go)
 }
 
 func (p *pipe) handle(ctx context.Context, m *replication.Message) error {
 	r := p.r
+	if isLossMark(m) {
+		p.losses++
+		return nil
+	}
 	if m.Kind != replication.KindReset && r.lost.discard.Load() {
 		return nil // the lost session's: the next session replays it (lost.go)
 	}
 	switch m.Kind {
 	case replication.KindReset:
-		if !r.awaitAbort(ctx) {
+		if !r.awaitAbort(ctx, p.losses) {
 			return nil // stopped while the abort ran
 		}
 		r.dec.Reset()
@@ -296,8 +306,8 @@ func (r *Relay) produce(ctx context.Context, x *txn, stamp *sink.Stamp, out deco
 		EventType: ev.EventType, Headers: ev.Headers, Stamp: stamp, CloudEvents: r.cfg.Sink.CloudEvents,
 	})
 	r.track.add(x) // first: x stays unacknowledged if the wait below is cut short
-	if !r.letters.wait(ctx, rec, r.log) {
-		return // shutdown while reading was paused: nothing after this is produced
+	if !r.letters.wait(ctx, rec, r.log, r.lost.discard.Load) {
+		return // shutdown or a lost session while reading was paused: nothing after this is produced
 	}
 	if badRow != nil {
 		r.stats.BadRows.Add(1)
