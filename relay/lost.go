@@ -80,6 +80,21 @@ func (l *lostSession) produceContext(ctx context.Context) context.Context {
 	return l.pctx
 }
 
+// stopProduce ends the session's Produce context when a record failed for good (the relay
+// stops, tracker.fail): franz-go fails the failed record's partition buffer with it, and the
+// space that frees wakes a Produce call waiting for it, whose record it sends at once, ahead of
+// the failed records' replay (a gap the replay fills out of order: seed 727 of the virtual-time
+// simulation). Ended from the failed record's promise, which franz-go calls before it frees the
+// space, the context makes franz-go fail that record before sending it. DESIGN.md, "Retries are
+// unlimited".
+func (l *lostSession) stopProduce() {
+	l.mu.Lock()
+	if l.cancel != nil {
+		l.cancel()
+	}
+	l.mu.Unlock()
+}
+
 // withSession returns a context that ends with ctx and with the session's Produce context, for
 // the dead-letter goroutine's records: a lost session's cancel ends their requests in flight too
 // (the letters are queued again and parked after the abort), so the abort waits for nothing.

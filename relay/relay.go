@@ -370,6 +370,7 @@ func (r *Relay) produce(ctx context.Context, x *txn, stamp *sink.Stamp, out deco
 			// restart replays it, and sizes batches from the topic's limit read anew.
 			r.cfg.Metrics.ProduceError(metrics.ClassUndelivered)
 			sink.TraceFailed(rec, err)
+			r.lost.stopProduce() // nothing buffered after it is sent (lost.go)
 			r.track.fail(fmt.Errorf("relay: record for %s (outbox id %s) not delivered: %w", rec.Topic, sink.Header(rec, sink.HeaderOutboxID), err))
 		}
 	})
@@ -502,6 +503,7 @@ func (r *Relay) produceDeadLetters(ctx context.Context) error {
 					return
 				}
 				sink.TraceFailed(rec, err)
+				r.lost.stopProduce()
 				r.track.fail(fmt.Errorf("relay: dead-letter topic %s refused outbox id %s: %w (fix the topic; the relay replays from the last confirmed position)",
 					rec.Topic, sink.Header(rec, sink.HeaderOutboxID), err))
 				return
