@@ -25,12 +25,8 @@ func TestLostSessionParksItsWaitingDeadLetters(t *testing.T) {
 	t.Parallel()
 	h := fixedHarness(t, 20*time.Millisecond)
 	h.forGood = append(h.forGood, kerr.TopicAuthorizationFailed.Message)
-	r, _ := h.newRelay(0)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	errc := make(chan error, 1)
-	go func() { errc <- r.Run(ctx) }()
-	waitFor(t, 10*time.Second, "streaming", func() bool { return r.stream.State() == replication.StateStreaming })
+	r, run := runStreaming(t, h)
+	ctx := run.ctx
 
 	dlqDown := h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: simDLQ, Err: kerr.NotLeaderForPartition, Count: -1})
 	defer dlqDown.Remove()
@@ -60,15 +56,9 @@ func TestLostSessionParksItsWaitingDeadLetters(t *testing.T) {
 		t.Errorf("the slot is at %s, past row 1's transaction (end %s), whose letter belongs to a lost session", c, h.committed[0].txn.EndLSN)
 	}
 
-	h.srv.HoldSlot(0) // back to the relay: it replays both rows, and the topic takes row 1 now
-	end := h.committed[1].txn.EndLSN
-	waitFor(t, 20*time.Second, "the slot confirmed both rows", func() bool { return h.srv.Confirmed() >= end })
-	cancel()
-	if err := <-errc; err != nil {
-		t.Errorf("Run = %v", err)
-	}
-	h.checkEnd() // (c): row 1's first delivery after row 2 is a broken order unless row 1 was dead-lettered
-	h.failOnViolations()
+	// Back to the relay: it replays both rows, and the topic takes row 1 now; (c): row 1's first
+	// delivery after row 2 is a broken order unless row 1 was dead-lettered.
+	run.giveBack(t, h, h.checkEnd)
 }
 
 // The abort of a lost session ends at once and sends nothing of it again, even a record whose
@@ -81,12 +71,8 @@ func TestLostSessionParksItsWaitingDeadLetters(t *testing.T) {
 func TestLostSessionSendsNothingAgainWhoseOutcomeIsUnknown(t *testing.T) {
 	t.Parallel()
 	h := fixedHarness(t, 20*time.Millisecond)
-	r, _ := h.newRelay(0)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	errc := make(chan error, 1)
-	go func() { errc <- r.Run(ctx) }()
-	waitFor(t, 10*time.Second, "streaming", func() bool { return r.stream.State() == replication.StateStreaming })
+	r, run := runStreaming(t, h)
+	ctx := run.ctx
 
 	// The relay's produce requests (acks=all) time out once, then fail retriably; the new
 	// holder's (acks=1, below) go through.
@@ -119,14 +105,7 @@ func TestLostSessionSendsNothingAgainWhoseOutcomeIsUnknown(t *testing.T) {
 		t.Errorf("%d records of the relay that lost the slot landed after the new holder's record of the key", after)
 	}
 
-	h.srv.HoldSlot(0) // back to the relay: it replays the row
-	end := h.committed[0].txn.EndLSN
-	waitFor(t, 20*time.Second, "the slot confirmed by the relay again", func() bool { return h.srv.Confirmed() >= end })
-	cancel()
-	if err := <-errc; err != nil {
-		t.Errorf("Run = %v", err)
-	}
-	h.failOnViolations()
+	run.giveBack(t, h) // back to the relay: it replays the row
 }
 
 // A KindReset that waited for an abort while the session it starts was lost too starts a lost
@@ -138,12 +117,8 @@ func TestLostSessionSendsNothingAgainWhoseOutcomeIsUnknown(t *testing.T) {
 func TestResetOfASessionLostMeanwhileDoesNotResume(t *testing.T) {
 	t.Parallel()
 	h := fixedHarness(t, 20*time.Millisecond)
-	r, _ := h.newRelay(0)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	errc := make(chan error, 1)
-	go func() { errc <- r.Run(ctx) }()
-	waitFor(t, 10*time.Second, "streaming", func() bool { return r.stream.State() == replication.StateStreaming })
+	r, run := runStreaming(t, h)
+	ctx := run.ctx
 
 	down := h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.NotLeaderForPartition, Count: -1})
 	defer down.Remove()
@@ -169,12 +144,114 @@ func TestResetOfASessionLostMeanwhileDoesNotResume(t *testing.T) {
 	}
 
 	down.Remove()
-	h.srv.HoldSlot(0) // back to the relay: the third session delivers the row
-	end := h.committed[0].txn.EndLSN
-	waitFor(t, 20*time.Second, "the slot confirmed by the third session", func() bool { return h.srv.Confirmed() >= end })
-	cancel()
-	if err := <-errc; err != nil {
-		t.Errorf("Run = %v", err)
+	run.giveBack(t, h) // back to the relay: the third session delivers the row
+}
+
+// A clean stop flushes what the producer buffers. franz-go fails a buffered record whose Produce
+// context ended, and the pipeline's was Run's: a stop failed every record not yet in flight
+// (replayed on the next start) instead of letting Kafka take it within the shutdown timeout.
+func TestCleanStopFlushesBufferedRecords(t *testing.T) {
+	t.Parallel()
+	h := fixedHarness(t, 20*time.Millisecond)
+	r, run := runStreaming(t, h)
+	ctx := run.ctx
+	// Kafka answers each produce request 100 ms late: records queue behind the one in flight.
+	slow := h.installFault(context.Background(), simFault{kind: faultSlow, count: 1 << 20, dur: 400 * time.Millisecond})
+	defer slow()
+	var txns []simTxnSpec
+	for i := range 20 {
+		txns = append(txns, oneRow(int64(i+1))...)
+	}
+	h.commit(ctx, txns, 0)
+	waitFor(t, 10*time.Second, "records buffered behind the one in flight", func() bool { return r.sink.Buffered() >= 10 })
+	if err := run.stop(); err != nil {
+		t.Fatalf("Run = %v after a cancel", err)
+	}
+	if c, end := h.srv.Confirmed(), h.committed[len(h.committed)-1].txn.EndLSN; c < end {
+		t.Errorf("a clean stop left the slot at %s, short of %s: the records buffered when it began were failed, not flushed (published %d of 20)",
+			c, end, r.stats.Published.Load())
+	}
+	h.failOnViolations()
+}
+
+// A record that fails for good stops the relay, and nothing produced after it is sent. franz-go
+// fails the failed record's partition buffer with it, and the space that frees woke the
+// pipeline's Produce call waiting for it, whose record franz-go sent at once: a later record of
+// the key on the topic ahead of the failed ones, whose replay then filled the gap out of order
+// (seed 727 of the virtual-time simulation).
+func TestFailedRecordStopsTheRecordWaitingForBufferSpace(t *testing.T) {
+	t.Parallel()
+	h := fixedHarness(t, 20*time.Millisecond)
+	h.sc.maxRecords = 2
+	r, run := runStreaming(t, h)
+	ctx := run.ctx
+
+	down := h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.NotLeaderForPartition, Count: -1})
+	var txns []simTxnSpec
+	for i := range 3 {
+		txns = append(txns, oneRow(int64(i+1))...)
+	}
+	h.commit(ctx, txns, 0)
+	waitFor(t, 10*time.Second, "the third row waiting for buffer space", func() bool { return r.sink.Buffered() == 3 && r.lost.producing.Load() }) // two buffered, one blocked
+	h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.UnknownServerError, Count: 1})
+	down.Remove() // the next try of the two buffered rows fails for good; Kafka takes what comes after
+	select {
+	case err := <-run.done:
+		if err == nil {
+			t.Fatal("Run returned nil after a record failed for good")
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not return within 20s of a record failing for good")
+	}
+	if n := r.stats.Published.Load(); n != 0 {
+		t.Errorf("%d records were acknowledged on sim.t0 after the ones before them failed for good: the replay fills that gap out of order", n)
+	}
+}
+
+// relayRun is a relay running on a fixed harness (runStreaming).
+type relayRun struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan error // Run's result
+}
+
+// runStreaming runs a relay on h until it streams; the test ends it with stop.
+func runStreaming(t *testing.T, h *harness) (*Relay, *relayRun) {
+	t.Helper()
+	r, _ := h.newRelay(0)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	run := &relayRun{ctx: ctx, cancel: cancel, done: make(chan error, 1)}
+	go func() { run.done <- r.Run(ctx) }()
+	waitFor(t, 10*time.Second, "streaming", func() bool { return r.stream.State() == replication.StateStreaming })
+	return r, run
+}
+
+// stop cancels the run and returns Run's result.
+func (run *relayRun) stop() error {
+	run.cancel()
+	return <-run.done
+}
+
+// giveBack releases the slot to the relay (another process held it), waits until the relay
+// confirmed every transaction committed, and stops it cleanly with the checks.
+func (run *relayRun) giveBack(t *testing.T, h *harness, checks ...func()) {
+	t.Helper()
+	h.srv.HoldSlot(0)
+	end := h.committed[len(h.committed)-1].txn.EndLSN
+	waitFor(t, 20*time.Second, "the slot confirmed by the relay again", func() bool { return h.srv.Confirmed() >= end })
+	run.stopClean(t, h, checks...)
+}
+
+// stopClean cancels the run, which must return nil, runs the checks, and reports the
+// harness's violations.
+func (run *relayRun) stopClean(t *testing.T, h *harness, checks ...func()) {
+	t.Helper()
+	if err := run.stop(); err != nil {
+		t.Errorf("Run = %v after a cancel", err)
+	}
+	for _, check := range checks {
+		check()
 	}
 	h.failOnViolations()
 }
