@@ -61,6 +61,7 @@ type lostSession struct {
 	producing atomic.Bool
 
 	mu     sync.Mutex
+	failed bool          // a record failed for good (stopProduce): the Produce context stays ended
 	done   chan struct{} // closed when the abort finished; nil if none ran
 	pctx   context.Context
 	cancel context.CancelFunc
@@ -74,8 +75,11 @@ type lostSession struct {
 func (l *lostSession) produceContext(ctx context.Context) context.Context {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.pctx == nil || l.pctx.Err() != nil {
+	if l.pctx == nil || l.pctx.Err() != nil && !l.failed {
 		l.pctx, l.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	}
+	if l.failed && l.pctx.Err() == nil {
+		l.cancel() // a record failed for good before the first Produce: none is made
 	}
 	return l.pctx
 }
@@ -89,6 +93,7 @@ func (l *lostSession) produceContext(ctx context.Context) context.Context {
 // unlimited".
 func (l *lostSession) stopProduce() {
 	l.mu.Lock()
+	l.failed = true // for good: produceContext makes no other
 	if l.cancel != nil {
 		l.cancel()
 	}
