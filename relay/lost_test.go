@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -23,42 +24,44 @@ import (
 // faults). Parking it confirms nothing: its transaction was forgotten, the replay covers it.
 func TestLostSessionParksItsWaitingDeadLetters(t *testing.T) {
 	t.Parallel()
-	h := fixedHarness(t, 20*time.Millisecond)
-	h.forGood = append(h.forGood, kerr.TopicAuthorizationFailed.Message)
-	r, run := runStreaming(t, h)
-	ctx := run.ctx
+	synctest.Test(t, func(t *testing.T) {
+		h := fixedHarness(t, 20*time.Millisecond)
+		h.forGood = append(h.forGood, kerr.TopicAuthorizationFailed.Message)
+		r, run := runStreaming(t, h)
+		ctx := run.ctx
 
-	dlqDown := h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: simDLQ, Err: kerr.NotLeaderForPartition, Count: -1})
-	defer dlqDown.Remove()
-	h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "sim.t0", Err: kerr.TopicAuthorizationFailed, Count: 1})
-	h.commit(ctx, oneRow(1), 0)
-	waitFor(t, 10*time.Second, "row 1 dead-lettered, its letter held", func() bool { n, _ := r.letters.held(); return n == 1 })
-	h.commit(ctx, oneRow(2), 0)
-	waitFor(t, 10*time.Second, "row 2 acknowledged on its topic", func() bool { return r.stats.Published.Load() == 1 })
+		dlqDown := h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: simDLQ, Err: kerr.NotLeaderForPartition, Count: -1})
+		defer dlqDown.Remove()
+		h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "sim.t0", Err: kerr.TopicAuthorizationFailed, Count: 1})
+		h.commit(ctx, oneRow(1), 0)
+		waitFor(t, 10*time.Second, "row 1 dead-lettered, its letter held", func() bool { n, _ := r.letters.held(); return n == 1 })
+		h.commit(ctx, oneRow(2), 0)
+		waitFor(t, 10*time.Second, "row 2 acknowledged on its topic", func() bool { return r.stats.Published.Load() == 1 })
 
-	aborting := r.abortRunning()
-	h.srv.HoldSlot(4242) // another relay takes the slot the moment this one's session ends
-	h.srv.DropAll()
-	// Once the abort began, the dead-letter topic takes letters again: only the relay's choice
-	// decides whether the aborted letter is parked.
-	waitFor(t, 10*time.Second, "the lost session's abort to begin", func() bool { return r.abortRunning() != aborting })
-	dlqDown.Remove()
-	parked := func() bool { return r.stats.DeadLettered.Load() == 1 }
-	for deadline := time.Now().Add(15 * time.Second); !parked() && time.Now().Before(deadline); {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if !parked() {
-		held, _ := r.letters.held()
-		t.Errorf("the letter of row 1, waiting for the dead-letter topic when the session was lost, was not parked within 15s (dead-lettered %d, letters held %d)",
-			r.stats.DeadLettered.Load(), held)
-	}
-	if c := h.srv.Confirmed(); c >= h.committed[0].txn.EndLSN {
-		t.Errorf("the slot is at %s, past row 1's transaction (end %s), whose letter belongs to a lost session", c, h.committed[0].txn.EndLSN)
-	}
+		aborting := r.abortRunning()
+		h.srv.HoldSlot(4242) // another relay takes the slot the moment this one's session ends
+		h.srv.DropAll()
+		// Once the abort began, the dead-letter topic takes letters again: only the relay's choice
+		// decides whether the aborted letter is parked.
+		waitFor(t, 10*time.Second, "the lost session's abort to begin", func() bool { return r.abortRunning() != aborting })
+		dlqDown.Remove()
+		parked := func() bool { return r.stats.DeadLettered.Load() == 1 }
+		for deadline := time.Now().Add(15 * time.Second); !parked() && time.Now().Before(deadline); {
+			time.Sleep(5 * time.Millisecond)
+		}
+		if !parked() {
+			held, _ := r.letters.held()
+			t.Errorf("the letter of row 1, waiting for the dead-letter topic when the session was lost, was not parked within 15s (dead-lettered %d, letters held %d)",
+				r.stats.DeadLettered.Load(), held)
+		}
+		if c := h.srv.Confirmed(); c >= h.committed[0].txn.EndLSN {
+			t.Errorf("the slot is at %s, past row 1's transaction (end %s), whose letter belongs to a lost session", c, h.committed[0].txn.EndLSN)
+		}
 
-	// Back to the relay: it replays both rows, and the topic takes row 1 now; (c): row 1's first
-	// delivery after row 2 is a broken order unless row 1 was dead-lettered.
-	run.giveBack(t, h, h.checkEnd)
+		// Back to the relay: it replays both rows, and the topic takes row 1 now; (c): row 1's first
+		// delivery after row 2 is a broken order unless row 1 was dead-lettered.
+		run.giveBack(t, h, h.checkEnd)
+	})
 }
 
 // The abort of a lost session ends at once and sends nothing of it again, even a record whose
@@ -70,42 +73,44 @@ func TestLostSessionParksItsWaitingDeadLetters(t *testing.T) {
 // instead, it replays from the slot like every record of the lost session.
 func TestLostSessionSendsNothingAgainWhoseOutcomeIsUnknown(t *testing.T) {
 	t.Parallel()
-	h := fixedHarness(t, 20*time.Millisecond)
-	r, run := runStreaming(t, h)
-	ctx := run.ctx
+	synctest.Test(t, func(t *testing.T) {
+		h := fixedHarness(t, 20*time.Millisecond)
+		r, run := runStreaming(t, h)
+		ctx := run.ctx
 
-	// The relay's produce requests (acks=all) time out once, then fail retriably; the new
-	// holder's (acks=1, below) go through.
-	relays := func(req kmsg.Request) bool { return req.(*kmsg.ProduceRequest).Acks == -1 }
-	timedOut := h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.RequestTimedOut, Count: 1, When: relays})
-	defer timedOut.Remove()
-	down := h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.NotLeaderForPartition, Count: -1, When: relays})
-	defer down.Remove()
-	h.commit(ctx, oneRow(1), 0)
-	waitFor(t, 10*time.Second, "the relay's record buffered", func() bool { return r.sink.Buffered() == 1 })
-	time.Sleep(50 * time.Millisecond) // its first request timed out; it is retried
+		// The relay's produce requests (acks=all) time out once, then fail retriably; the new
+		// holder's (acks=1, below) go through.
+		relays := func(req kmsg.Request) bool { return req.(*kmsg.ProduceRequest).Acks == -1 }
+		timedOut := h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.RequestTimedOut, Count: 1, When: relays})
+		defer timedOut.Remove()
+		down := h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.NotLeaderForPartition, Count: -1, When: relays})
+		defer down.Remove()
+		h.commit(ctx, oneRow(1), 0)
+		waitFor(t, 10*time.Second, "the relay's record buffered", func() bool { return r.sink.Buffered() == 1 })
+		time.Sleep(50 * time.Millisecond) // its first request timed out; it is retried
 
-	aborting := r.abortRunning()
-	h.srv.HoldSlot(4242) // another relay takes the slot the moment this one's session ends
-	h.srv.DropAll()
-	waitFor(t, 10*time.Second, "the lost session's abort to begin", func() bool { return r.abortRunning() != aborting })
-	select {
-	case <-r.abortRunning():
-	case <-time.After(10 * time.Second):
-		t.Errorf("the abort of the lost session did not end within 10s: a record whose outcome is unknown is still retried (%d buffered)", r.sink.Buffered())
-	}
-	newHolder := mustClient(kgo.SeedBrokers(h.kafka.ListenAddrs()...), kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
-	defer newHolder.Close()
-	if err := newHolder.ProduceSync(ctx, &kgo.Record{Topic: "sim.t0", Key: []byte("k"), Value: []byte(`{"from":"the new holder"}`)}).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	down.Remove() // Kafka takes the relay's requests again: a retry still going lands now
-	waitFor(t, 10*time.Second, "nothing buffered", func() bool { return r.sink.Buffered() == 0 })
-	if after := recordsAfterNewHolder(t, h); after != 0 {
-		t.Errorf("%d records of the relay that lost the slot landed after the new holder's record of the key", after)
-	}
+		aborting := r.abortRunning()
+		h.srv.HoldSlot(4242) // another relay takes the slot the moment this one's session ends
+		h.srv.DropAll()
+		waitFor(t, 10*time.Second, "the lost session's abort to begin", func() bool { return r.abortRunning() != aborting })
+		select {
+		case <-r.abortRunning():
+		case <-time.After(10 * time.Second):
+			t.Errorf("the abort of the lost session did not end within 10s: a record whose outcome is unknown is still retried (%d buffered)", r.sink.Buffered())
+		}
+		newHolder := mustClient(append(h.netOpts(), kgo.SeedBrokers(h.kafka.ListenAddrs()...), kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())...)
+		defer newHolder.Close()
+		if err := newHolder.ProduceSync(ctx, &kgo.Record{Topic: "sim.t0", Key: []byte("k"), Value: []byte(`{"from":"the new holder"}`)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		down.Remove() // Kafka takes the relay's requests again: a retry still going lands now
+		waitFor(t, 10*time.Second, "nothing buffered", func() bool { return r.sink.Buffered() == 0 })
+		if after := recordsAfterNewHolder(t, h); after != 0 {
+			t.Errorf("%d records of the relay that lost the slot landed after the new holder's record of the key", after)
+		}
 
-	run.giveBack(t, h) // back to the relay: it replays the row
+		run.giveBack(t, h) // back to the relay: it replays the row
+	})
 }
 
 // A KindReset that waited for an abort while the session it starts was lost too starts a lost
@@ -116,35 +121,37 @@ func TestLostSessionSendsNothingAgainWhoseOutcomeIsUnknown(t *testing.T) {
 // simulation, its producer watched by the harness, invariant (l)).
 func TestResetOfASessionLostMeanwhileDoesNotResume(t *testing.T) {
 	t.Parallel()
-	h := fixedHarness(t, 20*time.Millisecond)
-	r, run := runStreaming(t, h)
-	ctx := run.ctx
+	synctest.Test(t, func(t *testing.T) {
+		h := fixedHarness(t, 20*time.Millisecond)
+		r, run := runStreaming(t, h)
+		ctx := run.ctx
 
-	down := h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.NotLeaderForPartition, Count: -1})
-	defer down.Remove()
-	h.commit(ctx, oneRow(1), 0)
-	waitFor(t, 10*time.Second, "the row buffered", func() bool { return r.sink.Buffered() == 1 })
-	held := make(chan struct{}) // an abort still running: the next one waits for it
-	r.lost.mu.Lock()
-	r.lost.done = held
-	r.lost.mu.Unlock()
-	h.srv.DropAll() // the first session is lost; the second replays the row at once
-	waitFor(t, 10*time.Second, "the second session's row waiting for the pipeline", func() bool {
-		return len(h.srv.Sessions()) == 2 && r.stream.State() == replication.StateStreaming && len(r.msgs) > 0
+		down := h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.NotLeaderForPartition, Count: -1})
+		defer down.Remove()
+		h.commit(ctx, oneRow(1), 0)
+		waitFor(t, 10*time.Second, "the row buffered", func() bool { return r.sink.Buffered() == 1 })
+		held := make(chan struct{}) // an abort still running: the next one waits for it
+		r.lost.mu.Lock()
+		r.lost.done = held
+		r.lost.mu.Unlock()
+		h.srv.DropAll() // the first session is lost; the second replays the row at once
+		waitFor(t, 10*time.Second, "the second session's row waiting for the pipeline", func() bool {
+			return len(h.srv.Sessions()) == 2 && r.stream.State() == replication.StateStreaming && len(r.msgs) > 0
+		})
+		h.srv.HoldSlot(4242) // the second session is lost too, and another process holds the slot
+		h.srv.DropAll()
+		waitFor(t, 10*time.Second, "the second loss", func() bool { return r.lost.losses.Load() == 2 })
+		close(held)
+		waitFor(t, 10*time.Second, "the aborts", func() bool { return isClosed(r.abortRunning()) })
+		waitFor(t, 10*time.Second, "the pipeline through the lost sessions' messages", func() bool { return len(r.msgs) == 0 })
+		time.Sleep(100 * time.Millisecond) // nothing to await: what must not happen is a produce
+		if n := r.sink.Buffered(); n > 0 {
+			t.Errorf("the relay produced %d records of a session it had lost, before its next session", n)
+		}
+
+		down.Remove()
+		run.giveBack(t, h) // back to the relay: the third session delivers the row
 	})
-	h.srv.HoldSlot(4242) // the second session is lost too, and another process holds the slot
-	h.srv.DropAll()
-	waitFor(t, 10*time.Second, "the second loss", func() bool { return r.lost.losses.Load() == 2 })
-	close(held)
-	waitFor(t, 10*time.Second, "the aborts", func() bool { return isClosed(r.abortRunning()) })
-	waitFor(t, 10*time.Second, "the pipeline through the lost sessions' messages", func() bool { return len(r.msgs) == 0 })
-	time.Sleep(100 * time.Millisecond) // nothing to await: what must not happen is a produce
-	if n := r.sink.Buffered(); n > 0 {
-		t.Errorf("the relay produced %d records of a session it had lost, before its next session", n)
-	}
-
-	down.Remove()
-	run.giveBack(t, h) // back to the relay: the third session delivers the row
 }
 
 // A clean stop flushes what the producer buffers. franz-go fails a buffered record whose Produce
@@ -152,26 +159,30 @@ func TestResetOfASessionLostMeanwhileDoesNotResume(t *testing.T) {
 // (replayed on the next start) instead of letting Kafka take it within the shutdown timeout.
 func TestCleanStopFlushesBufferedRecords(t *testing.T) {
 	t.Parallel()
-	h := fixedHarness(t, 20*time.Millisecond)
-	r, run := runStreaming(t, h)
-	ctx := run.ctx
-	// Kafka answers each produce request 100 ms late: records queue behind the one in flight.
-	slow := h.installFault(context.Background(), simFault{kind: faultSlow, count: 1 << 20, dur: 400 * time.Millisecond})
-	defer slow()
-	var txns []simTxnSpec
-	for i := range 20 {
-		txns = append(txns, oneRow(int64(i+1))...)
-	}
-	h.commit(ctx, txns, 0)
-	waitFor(t, 10*time.Second, "records buffered behind the one in flight", func() bool { return r.sink.Buffered() >= 10 })
-	if err := run.stop(); err != nil {
-		t.Fatalf("Run = %v after a cancel", err)
-	}
-	if c, end := h.srv.Confirmed(), h.committed[len(h.committed)-1].txn.EndLSN; c < end {
-		t.Errorf("a clean stop left the slot at %s, short of %s: the records buffered when it began were failed, not flushed (published %d of 20)",
-			c, end, r.stats.Published.Load())
-	}
-	h.failOnViolations()
+	synctest.Test(t, func(t *testing.T) {
+		h := fixedHarness(t, 20*time.Millisecond)
+		h.sc.shutdown = time.Minute // franz-go retries after its next metadata refresh, seconds away
+		r, run := runStreaming(t, h)
+		ctx := run.ctx
+		// Kafka refuses the records retriably until the stop has begun: they wait in the buffer.
+		down := h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.NotLeaderForPartition, Count: -1})
+		var txns []simTxnSpec
+		for i := range 20 {
+			txns = append(txns, oneRow(int64(i+1))...)
+		}
+		h.commit(ctx, txns, 0)
+		waitFor(t, 10*time.Second, "the records buffered", func() bool { return r.sink.Buffered() == 20 })
+		run.cancel()
+		down.Remove() // within the shutdown timeout, Kafka takes what the flush sends
+		if err := <-run.done; err != nil {
+			t.Fatalf("Run = %v after a cancel", err)
+		}
+		if c, end := h.srv.Confirmed(), h.committed[len(h.committed)-1].txn.EndLSN; c < end {
+			t.Errorf("a clean stop left the slot at %s, short of %s: the records buffered when it began were failed, not flushed (published %d of 20)",
+				c, end, r.stats.Published.Load())
+		}
+		h.failOnViolations()
+	})
 }
 
 // A record that fails for good stops the relay, and nothing produced after it is sent. franz-go
@@ -181,31 +192,33 @@ func TestCleanStopFlushesBufferedRecords(t *testing.T) {
 // (seed 727 of the virtual-time simulation).
 func TestFailedRecordStopsTheRecordWaitingForBufferSpace(t *testing.T) {
 	t.Parallel()
-	h := fixedHarness(t, 20*time.Millisecond)
-	h.sc.maxRecords = 2
-	r, run := runStreaming(t, h)
-	ctx := run.ctx
+	synctest.Test(t, func(t *testing.T) {
+		h := fixedHarness(t, 20*time.Millisecond)
+		h.sc.maxRecords = 2
+		r, run := runStreaming(t, h)
+		ctx := run.ctx
 
-	down := h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.NotLeaderForPartition, Count: -1})
-	var txns []simTxnSpec
-	for i := range 3 {
-		txns = append(txns, oneRow(int64(i+1))...)
-	}
-	h.commit(ctx, txns, 0)
-	waitFor(t, 10*time.Second, "the third row waiting for buffer space", func() bool { return r.sink.Buffered() == 3 && r.lost.producing.Load() }) // two buffered, one blocked
-	h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.UnknownServerError, Count: 1})
-	down.Remove() // the next try of the two buffered rows fails for good; Kafka takes what comes after
-	select {
-	case err := <-run.done:
-		if err == nil {
-			t.Fatal("Run returned nil after a record failed for good")
+		down := h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.NotLeaderForPartition, Count: -1})
+		var txns []simTxnSpec
+		for i := range 3 {
+			txns = append(txns, oneRow(int64(i+1))...)
 		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("Run did not return within 20s of a record failing for good")
-	}
-	if n := r.stats.Published.Load(); n != 0 {
-		t.Errorf("%d records were acknowledged on sim.t0 after the ones before them failed for good: the replay fills that gap out of order", n)
-	}
+		h.commit(ctx, txns, 0)
+		waitFor(t, 10*time.Second, "the third row waiting for buffer space", func() bool { return r.sink.Buffered() == 3 && r.lost.producing.Load() }) // two buffered, one blocked
+		h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.UnknownServerError, Count: 1})
+		down.Remove() // the next try of the two buffered rows fails for good; Kafka takes what comes after
+		select {
+		case err := <-run.done:
+			if err == nil {
+				t.Fatal("Run returned nil after a record failed for good")
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("Run did not return within 20s of a record failing for good")
+		}
+		if n := r.stats.Published.Load(); n != 0 {
+			t.Errorf("%d records were acknowledged on sim.t0 after the ones before them failed for good: the replay fills that gap out of order", n)
+		}
+	})
 }
 
 // relayRun is a relay running on a fixed harness (runStreaming).
