@@ -23,9 +23,7 @@ import (
 // order broken (the virtual-time simulation found it with a slot taken over during minutes of
 // faults). Parking it confirms nothing: its transaction was forgotten, the replay covers it.
 func TestLostSessionParksItsWaitingDeadLetters(t *testing.T) {
-	t.Parallel()
-	synctest.Test(t, func(t *testing.T) {
-		h := fixedHarness(t, 20*time.Millisecond)
+	onFixedHarness(t, func(t *testing.T, h *harness) {
 		h.forGood = append(h.forGood, kerr.TopicAuthorizationFailed.Message)
 		r, run := runStreaming(t, h)
 		ctx := run.ctx
@@ -72,9 +70,7 @@ func TestLostSessionParksItsWaitingDeadLetters(t *testing.T) {
 // record of its key once Kafka took it (the virtual-time simulation: an abort of 28 s). Failed
 // instead, it replays from the slot like every record of the lost session.
 func TestLostSessionSendsNothingAgainWhoseOutcomeIsUnknown(t *testing.T) {
-	t.Parallel()
-	synctest.Test(t, func(t *testing.T) {
-		h := fixedHarness(t, 20*time.Millisecond)
+	onFixedHarness(t, func(t *testing.T, h *harness) {
 		r, run := runStreaming(t, h)
 		ctx := run.ctx
 
@@ -120,9 +116,7 @@ func TestLostSessionSendsNothingAgainWhoseOutcomeIsUnknown(t *testing.T) {
 // and produced the second session's rows, after it had lost the slot (the virtual-time
 // simulation, its producer watched by the harness, invariant (l)).
 func TestResetOfASessionLostMeanwhileDoesNotResume(t *testing.T) {
-	t.Parallel()
-	synctest.Test(t, func(t *testing.T) {
-		h := fixedHarness(t, 20*time.Millisecond)
+	onFixedHarness(t, func(t *testing.T, h *harness) {
 		r, run := runStreaming(t, h)
 		ctx := run.ctx
 
@@ -158,19 +152,12 @@ func TestResetOfASessionLostMeanwhileDoesNotResume(t *testing.T) {
 // context ended, and the pipeline's was Run's: a stop failed every record not yet in flight
 // (replayed on the next start) instead of letting Kafka take it within the shutdown timeout.
 func TestCleanStopFlushesBufferedRecords(t *testing.T) {
-	t.Parallel()
-	synctest.Test(t, func(t *testing.T) {
-		h := fixedHarness(t, 20*time.Millisecond)
+	onFixedHarness(t, func(t *testing.T, h *harness) {
 		h.sc.shutdown = time.Minute // franz-go retries after its next metadata refresh, seconds away
 		r, run := runStreaming(t, h)
 		ctx := run.ctx
 		// Kafka refuses the records retriably until the stop has begun: they wait in the buffer.
-		down := h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.NotLeaderForPartition, Count: -1})
-		var txns []simTxnSpec
-		for i := range 20 {
-			txns = append(txns, oneRow(int64(i+1))...)
-		}
-		h.commit(ctx, txns, 0)
+		down := commitWhileKafkaRefuses(ctx, h, 20)
 		waitFor(t, 10*time.Second, "the records buffered", func() bool { return r.sink.Buffered() == 20 })
 		run.cancel()
 		down.Remove() // within the shutdown timeout, Kafka takes what the flush sends
@@ -191,19 +178,12 @@ func TestCleanStopFlushesBufferedRecords(t *testing.T) {
 // the key on the topic ahead of the failed ones, whose replay then filled the gap out of order
 // (seed 727 of the virtual-time simulation).
 func TestFailedRecordStopsTheRecordWaitingForBufferSpace(t *testing.T) {
-	t.Parallel()
-	synctest.Test(t, func(t *testing.T) {
-		h := fixedHarness(t, 20*time.Millisecond)
+	onFixedHarness(t, func(t *testing.T, h *harness) {
 		h.sc.maxRecords = 2
 		r, run := runStreaming(t, h)
 		ctx := run.ctx
 
-		down := h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.NotLeaderForPartition, Count: -1})
-		var txns []simTxnSpec
-		for i := range 3 {
-			txns = append(txns, oneRow(int64(i+1))...)
-		}
-		h.commit(ctx, txns, 0)
+		down := commitWhileKafkaRefuses(ctx, h, 3)
 		waitFor(t, 10*time.Second, "the third row waiting for buffer space", func() bool { return r.sink.Buffered() == 3 && r.lost.producing.Load() }) // two buffered, one blocked
 		h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.UnknownServerError, Count: 1})
 		down.Remove() // the next try of the two buffered rows fails for good; Kafka takes what comes after
@@ -219,6 +199,25 @@ func TestFailedRecordStopsTheRecordWaitingForBufferSpace(t *testing.T) {
 			t.Errorf("%d records were acknowledged on sim.t0 after the ones before them failed for good: the replay fills that gap out of order", n)
 		}
 	})
+}
+
+// onFixedHarness runs body, in parallel with other tests, in a synctest bubble on a fixed
+// harness (its in-memory network needs one).
+func onFixedHarness(t *testing.T, body func(t *testing.T, h *harness)) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) { body(t, fixedHarness(t, 20*time.Millisecond)) })
+}
+
+// commitWhileKafkaRefuses makes Kafka refuse every produce request retriably and commits n
+// one-row transactions of one key; removing the returned fault ends the outage.
+func commitWhileKafkaRefuses(ctx context.Context, h *harness, n int) *kfake.FaultHandle {
+	down := h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.NotLeaderForPartition, Count: -1})
+	var txns []simTxnSpec
+	for i := range n {
+		txns = append(txns, oneRow(int64(i+1))...)
+	}
+	h.commit(ctx, txns, 0)
+	return down
 }
 
 // relayRun is a relay running on a fixed harness (runStreaming).
