@@ -98,9 +98,10 @@ func (b *letterBudget) full(next int64) bool {
 	return int64(records)+bufRecords+1 > int64(b.maxRecords) || bytes+bufBytes+next > b.maxBytes
 }
 
-// wait returns once the budget has room for next, or false when ctx ends first. While it waits,
-// reading is paused; it says so once, and again every minute.
-func (b *letterBudget) wait(ctx context.Context, next *kgo.Record, log *slog.Logger) bool {
+// wait returns once the budget has room for next, or false when ctx ends or lost reports the
+// session lost first (its record is not produced: lost.go; sessionLost's mark waits for the
+// pipeline). While it waits, reading is paused; it says so once, and again every minute.
+func (b *letterBudget) wait(ctx context.Context, next *kgo.Record, log *slog.Logger, lost func() bool) bool {
 	if b.any.Load() == 0 {
 		return true // no letter held: the producer's own buffer is the bound (one atomic load per record)
 	}
@@ -119,6 +120,9 @@ func (b *letterBudget) wait(ctx context.Context, next *kgo.Record, log *slog.Log
 	poll := time.NewTicker(100 * time.Millisecond) // the producer's buffer shrinks without a signal when Kafka fails records
 	defer poll.Stop()
 	for b.full(size) {
+		if lost() {
+			return false
+		}
 		select {
 		case <-ctx.Done():
 			return false

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/cdc-relay/cdc-relay/replication"
 )
 
 // Losing the slot. When a replication session ends (the connection, the walsender's timeout
@@ -14,12 +16,26 @@ import (
 // reports the session lost, the relay
 //   - forgets every transaction (the tracker confirms nothing of them: the next session, this
 //     relay's or another's, replays them from the slot),
-//   - aborts what the producer buffers, the records of requests in flight too (sink.AbortAll:
-//     they fail with kgo.ErrAborting and are dropped; a request already on its way may still
-//     land, but franz-go does not send them again), and
+//   - aborts what the producer buffers (franz-go AbortBufferedRecords: the rest fail with
+//     kgo.ErrAborting and are dropped; a request already sent may still land), sending nothing
+//     of the old session again: the producer may fail a record whose outcome it does not know
+//     (kgo.AllowIdempotentProduceCancellation, set in New), and the cancel of the session's
+//     Produce context ends the wait for the requests in flight (the pipeline's and the
+//     letters', withSession), so the abort ends at once, and
 //   - discards what the pipeline still has of the old session, until the KindReset that starts
 //     the next one; the pipeline waits there for the abort to finish, so that no record of the
 //     next session is aborted.
+//
+// Dead letters are the exception: a letter is owed. Its record was refused for good, and the
+// relay went on past it (later records of its key may be acknowledged on their topic already),
+// so the letter is what stands for the record in its key's order. Forgotten, the record replays
+// from the slot and, should its topic take it now (a refusal that ended), lands after those later
+// records with nothing in the dead-letter topic to say why. So the letters of the old session
+// (queued, in flight, aborted in the producer's buffer, refused records' promises still to come)
+// are parked once the abort ended, as the relay would have parked them; their transactions stay
+// forgotten, so parking them confirms nothing and the replay may dead-letter the same records
+// again (duplicates, never a gap). The dead-letter goroutine produces nothing while an abort
+// runs (abortRunning), since franz-go fails a record produced then at once.
 //
 // The abort begins only once no Produce call of the old session is in progress (lostSession.
 // produce): a record buffered after the abort would be delivered although earlier records of
@@ -35,26 +51,86 @@ type lostSession struct {
 	// for buffer space (Kafka down) returns at once, its record not buffered.
 	produce sync.RWMutex
 
+	// losses counts the sessions lost (sessionLost, under mu): each sends a mark down the channel
+	// after the lost session's messages, and a KindReset ahead of a mark the pipeline has not
+	// passed yet starts a session that was lost too (awaitAbort).
+	losses atomic.Int64
+
+	// producing is set while the pipeline is in a Produce call: a stop cancels its context only
+	// then (stopProducing).
+	producing atomic.Bool
+
 	mu     sync.Mutex
+	failed bool          // a record failed for good (stopProduce): the Produce context stays ended
 	done   chan struct{} // closed when the abort finished; nil if none ran
 	pctx   context.Context
 	cancel context.CancelFunc
 }
 
-// produceContext returns the context for the pipeline's Produce calls of this session.
+// produceContext returns the context for the pipeline's Produce calls of this session. It does
+// not end with ctx: franz-go fails a buffered record whose Produce context ended (in flight too,
+// with AllowIdempotentProduceCancellation), and a clean stop flushes what is buffered instead
+// (DESIGN.md, "Records carry"). It ends when the session is lost, or when ctx ends while a
+// Produce call is in progress (stopProducing): one waiting for buffer space must return.
 func (l *lostSession) produceContext(ctx context.Context) context.Context {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.pctx == nil || l.pctx.Err() != nil {
-		l.pctx, l.cancel = context.WithCancel(ctx)
+	if l.pctx == nil || l.pctx.Err() != nil && !l.failed {
+		l.pctx, l.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	}
+	if l.failed && l.pctx.Err() == nil {
+		l.cancel() // a record failed for good before the first Produce: none is made
 	}
 	return l.pctx
 }
 
+// stopProduce ends the session's Produce context when a record failed for good (the relay
+// stops, tracker.fail): franz-go fails the failed record's partition buffer with it, and the
+// space that frees wakes a Produce call waiting for it, whose record it sends at once, ahead of
+// the failed records' replay (a gap the replay fills out of order: seed 727 of the virtual-time
+// simulation). Ended from the failed record's promise, which franz-go calls before it frees the
+// space, the context makes franz-go fail that record before sending it. DESIGN.md, "Retries are
+// unlimited".
+func (l *lostSession) stopProduce() {
+	l.mu.Lock()
+	l.failed = true // for good: produceContext makes no other
+	if l.cancel != nil {
+		l.cancel()
+	}
+	l.mu.Unlock()
+}
+
+// withSession returns a context that ends with ctx and with the session's Produce context, for
+// the dead-letter goroutine's records: a lost session's cancel ends their requests in flight too
+// (the letters are queued again and parked after the abort), so the abort waits for nothing.
+// release frees it once every record produced with it is resolved.
+func (l *lostSession) withSession(ctx context.Context) (_ context.Context, release func()) {
+	c, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(l.produceContext(ctx), cancel)
+	return c, func() { stop(); cancel() }
+}
+
+// stopProducing runs once Run's context ended: a Produce call in progress (waiting for buffer
+// space, Kafka slow or down) returns, its record not buffered; the records of the session
+// buffered before fail with it, as franz-go fails a partition's batches together, and replay.
+// Without a call in progress nothing is canceled: the pipeline checks the context after setting
+// producing, before it calls Produce, so a call that begins later is never made.
+func (l *lostSession) stopProducing() {
+	if !l.producing.Load() {
+		return
+	}
+	l.mu.Lock()
+	if l.cancel != nil {
+		l.cancel()
+	}
+	l.mu.Unlock()
+}
+
 // sessionLost is the stream's OnSessionLost.
 func (r *Relay) sessionLost(cause error) {
-	r.lost.discard.Store(true)
 	r.lost.mu.Lock()
+	r.lost.discard.Store(true)
+	r.lost.losses.Add(1)
 	if r.lost.cancel != nil {
 		r.lost.cancel() // a Produce waiting for buffer space returns, its record not buffered
 	}
@@ -81,27 +157,82 @@ func (r *Relay) sessionLost(cause error) {
 			<-prev
 		}
 		began := time.Now()
-		r.sink.AbortAll()
-		if buffered > 0 {
+		// Not sink.AbortAll (franz-go's UnsafeAbortBufferedRecords): it can leave a partition in
+		// a state franz-go does not drain again, and a dead letter produced to it after the abort
+		// was never sent (TestLostSessionParksItsWaitingDeadLetters, 1 run in 8). The session's
+		// cancel above ends the requests in flight, and New lets the producer fail records whose
+		// outcome it does not know, so this abort ends at once and sends nothing again.
+		if err := r.sink.Abort(context.Background()); err != nil {
+			r.log.Warn("aborting the buffered records failed", "cause", err)
+		} else if buffered > 0 {
 			r.log.Info("aborted the records buffered for Kafka when the session ended", "took", time.Since(began).Round(time.Millisecond))
 		}
 	}()
+	// The mark of the loss, behind everything the lost session sent and ahead of the next
+	// session's KindReset: this goroutine is the only one that sends.
+	select {
+	case r.msgs <- []replication.Message{{Kind: replication.KindReset, Data: lossMark}}:
+	case <-r.stopped:
+	}
 }
+
+// lossMark is the Data of the KindReset that sessionLost sends down the channel: a reset the
+// stream sends has none.
+var lossMark = []byte("session lost")
+
+// isLossMark reports whether m is sessionLost's mark.
+func isLossMark(m *replication.Message) bool {
+	return m.Kind == replication.KindReset && m.Data != nil
+}
+
+// abortRunning returns a channel closed once no abort of a lost session's records runs.
+func (r *Relay) abortRunning() <-chan struct{} {
+	r.lost.mu.Lock()
+	defer r.lost.mu.Unlock()
+	if r.lost.done == nil {
+		return closedChan
+	}
+	return r.lost.done
+}
+
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // awaitAbort waits, at the KindReset that starts a new session, until the abort of the lost
 // session's records finished. It returns false if ctx ended first.
-func (r *Relay) awaitAbort(ctx context.Context) bool {
-	r.lost.mu.Lock()
-	done := r.lost.done
-	r.lost.mu.Unlock()
-	if done != nil {
+//
+// It resumes (the pipeline takes the session's messages, the tracker confirms) only if no
+// session was lost since this reset was sent: seen is the losses whose marks the pipeline
+// passed. A reset taken late, or one that waited for an abort while the session it starts was
+// lost too, starts a lost session: its messages stay discarded until the reset after the next
+// mark (three sessions lost in a row: the second's messages were produced after its loss).
+func (r *Relay) awaitAbort(ctx context.Context, seen int64) bool {
+	for {
+		r.lost.mu.Lock()
+		done := r.lost.done
+		if r.lost.losses.Load() != seen {
+			r.lost.mu.Unlock()
+			return true
+		}
+		if done == nil || isClosed(done) {
+			r.lost.discard.Store(false)
+			r.track.resume()
+			r.lost.mu.Unlock()
+			return true
+		}
+		r.lost.mu.Unlock()
 		select {
 		case <-done:
 		case <-ctx.Done():
 			return false
 		}
 	}
-	r.lost.discard.Store(false)
-	r.track.resume()
-	return true
+}
+
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
 }

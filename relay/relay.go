@@ -63,6 +63,10 @@ type Relay struct {
 	maxTxns int
 	parts   *partWatch
 	lost    lostSession // lost.go
+	// msgs and stopped are Run's channel and the end of its goroutines, for sessionLost (on the
+	// stream's goroutine, the channel's only sender) to send its mark.
+	msgs    chan []replication.Message
+	stopped <-chan struct{}
 }
 
 // New validates cfg and builds the parts. Nothing is contacted until Run.
@@ -82,7 +86,9 @@ func New(cfg Config) (*Relay, error) {
 		return nil, err
 	}
 	parts := newPartWatch()
-	cfg.Sink.Opts = append(cfg.Sink.Opts[:len(cfg.Sink.Opts):len(cfg.Sink.Opts)], kgo.WithHooks(parts))
+	// A lost session's abort fails even records whose outcome the producer does not know,
+	// instead of sending them again after the slot was lost (lost.go).
+	cfg.Sink.Opts = append(cfg.Sink.Opts[:len(cfg.Sink.Opts):len(cfg.Sink.Opts)], kgo.WithHooks(parts), kgo.AllowIdempotentProduceCancellation())
 	snk, err := sink.New(cfg.Sink)
 	if err != nil {
 		return nil, err
@@ -117,6 +123,8 @@ func (r *Relay) Run(ctx context.Context) error {
 	// The stream hands over batches of up to replication.MaxBatch messages.
 	msgs := make(chan []replication.Message, max(1, r.cfg.Buffer/replication.MaxBatch))
 	g, gctx := errgroup.WithContext(ctx)
+	r.msgs, r.stopped = msgs, gctx.Done()
+	defer context.AfterFunc(gctx, r.lost.stopProducing)()
 	g.Go(func() error { return r.stream.Run(gctx, msgs) })
 	g.Go(func() error { return r.pipeline(gctx, msgs) })
 	g.Go(func() error { return r.deadLetterLoop(gctx) })
@@ -215,19 +223,24 @@ func (r *Relay) pipeline(ctx context.Context, msgs <-chan []replication.Message)
 
 // pipe is the pipeline's state between messages: the open transaction.
 type pipe struct {
-	r     *Relay
-	cur   *txn
-	stamp *sink.Stamp // the current transaction's position headers, formatted once
+	r      *Relay
+	cur    *txn
+	stamp  *sink.Stamp // the current transaction's position headers, formatted once
+	losses int64       // the marks of lost sessions passed (lost.go)
 }
 
 func (p *pipe) handle(ctx context.Context, m *replication.Message) error {
 	r := p.r
+	if isLossMark(m) {
+		p.losses++
+		return nil
+	}
 	if m.Kind != replication.KindReset && r.lost.discard.Load() {
 		return nil // the lost session's: the next session replays it (lost.go)
 	}
 	switch m.Kind {
 	case replication.KindReset:
-		if !r.awaitAbort(ctx) {
+		if !r.awaitAbort(ctx, p.losses) {
 			return nil // stopped while the abort ran
 		}
 		r.dec.Reset()
@@ -293,8 +306,8 @@ func (r *Relay) produce(ctx context.Context, x *txn, stamp *sink.Stamp, out deco
 		EventType: ev.EventType, Headers: ev.Headers, Stamp: stamp, CloudEvents: r.cfg.Sink.CloudEvents,
 	})
 	r.track.add(x) // first: x stays unacknowledged if the wait below is cut short
-	if !r.letters.wait(ctx, rec, r.log) {
-		return // shutdown while reading was paused: nothing after this is produced
+	if !r.letters.wait(ctx, rec, r.log, r.lost.discard.Load) {
+		return // shutdown or a lost session while reading was paused: nothing after this is produced
 	}
 	if badRow != nil {
 		r.stats.BadRows.Add(1)
@@ -317,7 +330,13 @@ func (r *Relay) produce(ctx context.Context, x *txn, stamp *sink.Stamp, out deco
 	if r.lost.discard.Load() {
 		return // the session was lost meanwhile (lost.go); its transaction was forgotten
 	}
-	r.sink.Produce(r.lost.produceContext(ctx), rec, func(rec *kgo.Record, err error) {
+	pctx := r.lost.produceContext(ctx)
+	r.lost.producing.Store(true)
+	defer r.lost.producing.Store(false)
+	if ctx.Err() != nil {
+		return // stopping: nothing after this is produced, x stays unacknowledged (lost.stopProducing)
+	}
+	r.sink.Produce(pctx, rec, func(rec *kgo.Record, err error) {
 		if err == nil {
 			r.letters.signal()
 			r.stats.Published.Add(1)
@@ -327,13 +346,18 @@ func (r *Relay) produce(ctx context.Context, x *txn, stamp *sink.Stamp, out deco
 			return
 		}
 		failure, err := r.sink.Classify(rec, err) // err: for a refused record, the letter's reason (the limit and the flag)
+		if failure == sink.Undelivered && errors.Is(err, kgo.ErrClientClosed) {
+			failure = sink.Unbuffered // Run closed the client: the flush ended before Kafka took it
+		}
 		switch failure {
 		case sink.Aborted:
 			// Aborted: the session was lost (its transaction was forgotten, the next session
 			// replays it), or the relay stops after a failure.
 		case sink.Unbuffered:
-			// Shutdown while this record waited for buffer space: it was never buffered, and the
-			// pipeline produces nothing after it. Its transaction stays unacknowledged, so the
+			// The session's Produce context ended: a stop while a Produce call waited for buffer
+			// space (this record never buffered, the session's buffered ones failed with it, and
+			// the pipeline produces nothing after it), or a lost session. Or the client closed at
+			// the end of Run, the flush timed out. Its transaction stays unacknowledged, so the
 			// confirmed position stops before it and the next start replays it.
 			sink.TraceFailed(rec, err)
 		case sink.Refused:
@@ -341,11 +365,12 @@ func (r *Relay) produce(ctx context.Context, x *txn, stamp *sink.Stamp, out deco
 			r.log.Error("Kafka rejected a record for good: dead-lettering it", "topic", rec.Topic, "outbox_id", string(sink.Header(rec, sink.HeaderOutboxID)), "cause", err)
 			r.park(deadLetter{rec: sink.DeadLetter(r.cfg.DLQTopic, rec, relation, err), txn: x})
 		default:
-			// The client closed, a producer failure, or a batch refused as too large although this
+			// A producer failure, or a batch refused as too large although this
 			// record fits on its own (the topic's limit changed): never confirm past it; the
 			// restart replays it, and sizes batches from the topic's limit read anew.
 			r.cfg.Metrics.ProduceError(metrics.ClassUndelivered)
 			sink.TraceFailed(rec, err)
+			r.lost.stopProduce() // nothing buffered after it is sent (lost.go)
 			r.track.fail(fmt.Errorf("relay: record for %s (outbox id %s) not delivered: %w", rec.Topic, sink.Header(rec, sink.HeaderOutboxID), err))
 		}
 	})
@@ -432,25 +457,40 @@ func (r *Relay) deadLetterLoop(ctx context.Context) error {
 
 // produceDeadLetters parks the queued records. A record the dead-letter topic refuses for good
 // too goes to the PostgreSQL table (deadTable); any other failure stops the relay without
-// confirming past it: nothing is dropped silently.
+// confirming past it: nothing is dropped silently. It waits for the abort of a lost session's
+// records to end first: a letter is parked even when its session was lost (lost.go).
 func (r *Relay) produceDeadLetters(ctx context.Context) error {
-	for _, dl := range r.dlq.take() {
+	select {
+	case <-r.abortRunning():
+	case <-ctx.Done():
+		return nil
+	}
+	letters := r.dlq.take()
+	sctx, release := r.lost.withSession(ctx)
+	var unresolved atomic.Int64 // the letters produced with sctx, and this call
+	unresolved.Store(int64(len(letters)) + 1)
+	resolved := func() {
+		if unresolved.Add(-1) == 0 {
+			release()
+		}
+	}
+	defer resolved()
+	for _, dl := range letters {
 		x := dl.txn
 		if refusal := r.dlqTopicRefusal(); refusal != nil {
 			// The topic refused the last letter for a reason that holds for every letter: do not
 			// wait for franz-go to learn that again (one metadata refresh, 5 s, per letter).
 			r.table.push(tableLetter{rec: dl.rec, refusal: refusal, txn: x})
 			r.dlq.wake()
+			resolved()
 			continue
 		}
-		r.sink.Produce(ctx, dl.rec, func(rec *kgo.Record, err error) {
-			if errors.Is(err, kgo.ErrAborting) {
-				// The session was lost: the letter's transaction was forgotten and replays.
-				r.letters.remove(rec)
-				return
-			}
-			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-				// Shutdown while it waited for buffer space: queue it again; drain produces it.
+		r.sink.Produce(sctx, dl.rec, func(rec *kgo.Record, err error) {
+			defer resolved()
+			if errors.Is(err, kgo.ErrAborting) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+				// Aborted with the lost session's records, or its request ended by the session's
+				// cancel: still owed (lost.go), queued again and produced once the abort ended. Or
+				// shutdown while it waited for buffer space: queued again, drain produces it.
 				r.dlq.push(deadLetter{rec: rec, txn: x})
 				return
 			}
@@ -463,6 +503,7 @@ func (r *Relay) produceDeadLetters(ctx context.Context) error {
 					return
 				}
 				sink.TraceFailed(rec, err)
+				r.lost.stopProduce()
 				r.track.fail(fmt.Errorf("relay: dead-letter topic %s refused outbox id %s: %w (fix the topic; the relay replays from the last confirmed position)",
 					rec.Topic, sink.Header(rec, sink.HeaderOutboxID), err))
 				return

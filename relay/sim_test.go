@@ -148,6 +148,10 @@ type harness struct {
 	sampleEvery time.Duration // how often invariant (e) samples; 0: every millisecond
 	takeovers   []takeover    // invariant (l), guarded by mu
 	runFailed   []bool        // per run, whether Run returned an error (the trace), guarded by mu
+	// lostSessions is the walsender's session count when the last takeover dropped the relay's
+	// session, set once the relay's abort began (0 before): until a session more began, the relay
+	// produces nothing for a topic (lostHook).
+	lostSessions atomic.Int64
 }
 
 type runState struct {
@@ -324,6 +328,7 @@ func (h *harness) config() Config {
 		Logger:          h.log,
 	}
 	cfg.Sink.Opts = append(cfg.Sink.Opts, h.netOpts()...)
+	cfg.Sink.Opts = append(cfg.Sink.Opts, kgo.WithHooks(lostHook{h}))
 	if h.tune != nil {
 		h.tune(&cfg)
 	}
@@ -556,7 +561,7 @@ func (h *harness) takeover(i int, r *Relay, runDone <-chan struct{}) {
 	prev := r.lost.done // an earlier loss's
 	r.lost.mu.Unlock()
 	h.srv.HoldSlot(4343)
-	at := time.Now()
+	at, sessions := time.Now(), int64(len(h.srv.Sessions()))
 	h.srv.DropAll()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -564,6 +569,7 @@ func (h *harness) takeover(i int, r *Relay, runDone <-chan struct{}) {
 		done := r.lost.done
 		r.lost.mu.Unlock()
 		if done != prev {
+			h.lostSessions.Store(sessions) // the relay knows it lost the slot
 			select {
 			case <-done:
 			case <-runDone:

@@ -41,8 +41,10 @@ import (
 //	(k) a session whose network went silent (sockets open) leaves the streaming state within
 //	    ReceiveTimeout (plus slack for a loaded machine);
 //	(l) once the relay lost the slot to another process (its session ended and the slot was
-//	    taken), no record it produced before the loss lands after the abort of its buffer ended:
-//	    it would come after the new holder's records of the key.
+//	    taken), no record it produced before the loss lands after the abort of its buffer ended,
+//	    and it produces no record for a topic from the abort's start until its next session:
+//	    either would come after the new holder's records of the key (lostHook sees every record
+//	    the producer buffers; letters for the dead-letter topic are owed and allowed);
 //
 // Records are identified by (outbox-table, outbox-id), as consumers dedupe them: in two-table
 // schedules public.outbox and other.outbox have the same ids.
@@ -427,4 +429,18 @@ func (h *harness) checkTakeovers() {
 			}
 		}
 	}
+}
+
+// lostHook is the source side of invariant (l): the relay's producer reports every record it
+// buffers (franz-go's HookProduceRecordBuffered), and from the moment the harness saw the abort
+// of a lost session begin until the relay's next session started, none may be for a topic.
+type lostHook struct{ h *harness }
+
+func (l lostHook) OnProduceRecordBuffered(r *kgo.Record) {
+	n := l.h.lostSessions.Load()
+	if n == 0 || r.Topic == simDLQ || int64(len(l.h.srv.Sessions())) != n {
+		return
+	}
+	l.h.violate("l", "the relay produced a record for %s (outbox id %s) after it lost the slot, before its next session",
+		r.Topic, sink.Header(r, sink.HeaderOutboxID))
 }

@@ -30,14 +30,6 @@ type vschedule struct {
 
 func newVSchedule(seed uint64) *vschedule {
 	sc := newSchedule(seed)
-	// Not on virtual time yet: a slot taken over (invariant l). With faults of minutes a
-	// takeover meets letters still waiting to be parked, which the lost session forgets, and
-	// their replay lands on the topic after later records of their key (seed 968 on the real-time
-	// generator's takeovers); and the abort's 20 s bound does not hold while kfake holds a
-	// produce answer for minutes (seeds 526, 862). The real-time simulation keeps them.
-	for i := range sc.runs {
-		sc.runs[i].takeoverAt, sc.runs[i].takeoverFor = 0, 0
-	}
 	rng := rand.New(rand.NewPCG(seed^0x7173, seed+0x5eed))
 	vs := &vschedule{sc: sc, minBackoff: 2 * time.Millisecond, maxBackoff: 20 * time.Millisecond, kafkaRetry: 3 * time.Millisecond}
 	vs.confirmDelay = []time.Duration{0, -1, time.Millisecond, 20 * time.Millisecond, time.Second}[rng.IntN(5)]
