@@ -157,7 +157,7 @@ func (r *Relay) sessionLost(cause error) {
 			<-prev
 		}
 		began := time.Now()
-		// Not sink.AbortAll (franz-go's UnsafeAbortBufferedRecords): it can leave a partition in
+		// Not franz-go's UnsafeAbortBufferedRecords: it can leave a partition in
 		// a state franz-go does not drain again, and a dead letter produced to it after the abort
 		// was never sent (TestLostSessionParksItsWaitingDeadLetters, 1 run in 8). The session's
 		// cancel above ends the requests in flight, and New lets the producer fail records whose

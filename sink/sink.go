@@ -134,14 +134,6 @@ func (s *Sink) Buffered() int64 { return s.cl.BufferedProduceRecords() }
 // none is buffered, or ctx ends. Records already sent may still be acknowledged.
 func (s *Sink) Abort(ctx context.Context) error { return s.cl.AbortBufferedRecords(ctx) }
 
-// AbortAll fails every buffered record at once (kgo.ErrAborting), those of requests in flight
-// too (franz-go's UnsafeAbortBufferedRecords), instead of waiting for those requests' answers as
-// Abort does: a request whose answer never came (Kafka out of reach) is one whose records
-// franz-go keeps sending, however late, so Abort would let them land whenever Kafka is reachable
-// again. The producer bumps its epoch before it produces again, so a request still on its way
-// is refused if it arrives after that; one that arrives before may still land.
-func (s *Sink) AbortAll() { s.cl.UnsafeAbortBufferedRecords() }
-
 // BufferedBoth returns the records and bytes currently buffered or in flight.
 func (s *Sink) BufferedBoth() (records, bytes int64) {
 	return s.cl.BufferedProduceRecords(), s.cl.BufferedProduceBytes()
