@@ -3,7 +3,6 @@ package relay
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/cdc-relay/cdc-relay/metrics"
 	"github.com/cdc-relay/cdc-relay/replication"
@@ -42,15 +41,4 @@ func (r *Relay) Ready(ctx context.Context) error {
 		return fmt.Errorf("kafka unreachable: %w", err)
 	}
 	return nil
-}
-
-// pending returns the number of open transactions and the commit time of the oldest (zero
-// when none).
-func (t *tracker) pending() (int, time.Time) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.head == len(t.q) {
-		return 0, time.Time{}
-	}
-	return len(t.q) - t.head, t.q[t.head].commitAt
 }

@@ -210,3 +210,14 @@ func (t *tracker) advance() {
 	}
 	t.confirm(last)
 }
+
+// pending returns the number of open transactions and the commit time of the oldest (zero
+// when none).
+func (t *tracker) pending() (int, time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.head == len(t.q) {
+		return 0, time.Time{}
+	}
+	return len(t.q) - t.head, t.q[t.head].commitAt
+}

@@ -1,0 +1,202 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cdc-relay/cdc-relay/decoder"
+	"github.com/cdc-relay/cdc-relay/metrics"
+	"github.com/cdc-relay/cdc-relay/outbox"
+	"github.com/cdc-relay/cdc-relay/replication"
+	"github.com/cdc-relay/cdc-relay/sink"
+)
+
+// pipeline decodes messages in server order and produces their events. It owns the decoder
+// and the current transaction.
+func (r *Relay) pipeline(ctx context.Context, msgs <-chan []replication.Message) error {
+	p := pipe{r: r}
+	for {
+		var batch []replication.Message
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-r.track.failCh:
+			return r.track.err()
+		case batch = <-msgs:
+		}
+		for i := range batch {
+			if err := p.handle(ctx, &batch[i]); err != nil {
+				return err
+			}
+			// A cancel stops the pipeline at once: the record produced last may have failed
+			// waiting for buffer space (never buffered), and nothing after it may be produced,
+			// or its key would get a gap. Its transaction stays unacknowledged, so the position
+			// holds before it (DESIGN.md, "Shutdown"). A failed record stops it the same way.
+			if ctx.Err() != nil {
+				return nil
+			}
+			if r.track.broken.Load() {
+				return r.track.err()
+			}
+		}
+	}
+}
+
+// pipe is the pipeline's state between messages: the open transaction.
+type pipe struct {
+	r      *Relay
+	cur    *txn
+	stamp  *sink.Stamp // the current transaction's position headers, formatted once
+	losses int64       // the marks of lost sessions passed (lost.go)
+}
+
+func (p *pipe) handle(ctx context.Context, m *replication.Message) error {
+	r := p.r
+	if isLossMark(m) {
+		p.losses++
+		return nil
+	}
+	if m.Kind != replication.KindReset && r.lost.discard.Load() {
+		return nil // the lost session's: the next session replays it (lost.go)
+	}
+	switch m.Kind {
+	case replication.KindReset:
+		if !r.awaitAbort(ctx, p.losses) {
+			return nil // stopped while the abort ran
+		}
+		r.dec.Reset()
+		r.track.dropOpen()
+		p.cur = nil
+	case replication.KindKeepalive:
+		if p.cur == nil {
+			r.track.idle(m.ServerWALEnd)
+		}
+	case replication.KindData:
+		out, err := r.dec.Decode(m.WALStart, m.Data)
+		if err != nil && !outbox.IsBadRow(err) {
+			return fmt.Errorf("relay: decode message at %s: %w", m.WALStart, err)
+		}
+		switch out.Kind {
+		case decoder.KindBegin:
+			// A record held for good must pause reading, not grow the tracker (held.go).
+			if !r.track.hasRoom(r.maxTxns) && !r.waitForRoom(ctx) {
+				return nil // stopped while paused: the pipeline checks why after this message
+			}
+			p.cur = r.track.beginAt(out.CommitTime)
+			p.stamp = nil // made at the first event: most transactions a slot sees may have none
+			r.stats.Transactions.Add(1)
+		case decoder.KindEvent:
+			if p.cur == nil {
+				return fmt.Errorf("relay: event at %s outside a transaction", m.WALStart)
+			}
+			if p.stamp == nil {
+				p.stamp = sink.NewStamp(out.CommitLSN, out.CommitTime)
+			}
+			r.produce(ctx, p.cur, p.stamp, out, err)
+		case decoder.KindCommit:
+			if p.cur != nil {
+				r.track.commit(p.cur, out.EndLSN)
+			}
+			p.cur = nil
+		case decoder.KindNone:
+			if err != nil {
+				// A non-transactional logical message with the outbox prefix: it belongs to no
+				// committed transaction, so it is never published, but its content is kept: it is
+				// dead-lettered as a bad row, as a transaction of its own that ends at the
+				// message's LSN (or, were one open, with that transaction), so the position
+				// passes it only once it is parked.
+				x := p.cur
+				if x == nil {
+					x = r.track.begin()
+				}
+				stamp := sink.NewStamp(out.EndLSN, time.Now()) // no commit time: when the relay read it
+				r.produce(ctx, x, stamp, out, err)
+				if p.cur == nil {
+					r.track.commit(x, out.EndLSN)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func (r *Relay) produce(ctx context.Context, x *txn, stamp *sink.Stamp, out decoder.Output, badRow error) {
+	ev := out.Event
+	rec := sink.NewRecord(sink.Event{
+		ID: ev.ID, Table: ev.Relation, AggregateID: ev.AggregateID, Topic: ev.Topic, Payload: ev.Payload,
+		EventType: ev.EventType, Headers: ev.Headers, Stamp: stamp, CloudEvents: r.cfg.Sink.CloudEvents,
+	})
+	r.track.add(x) // first: x stays unacknowledged if the wait below is cut short
+	if !r.letters.wait(ctx, rec, r.log, r.lost.discard.Load) {
+		return // shutdown or a lost session while reading was paused: nothing after this is produced
+	}
+	if badRow != nil {
+		r.stats.BadRows.Add(1)
+		r.cfg.Metrics.ProduceError(metrics.ClassBadRow)
+		r.log.Error("bad row: dead-lettering it", "lsn", out.CommitLSN, "relation", ev.Relation, "outbox_id", ev.ID, "cause", badRow)
+		r.park(deadLetter{rec: sink.DeadLetter(r.cfg.DLQTopic, rec, ev.Relation, badRow), txn: x})
+		return
+	}
+	relation, commitAt := ev.Relation, out.CommitTime
+	if err := r.sink.CheckSize(rec); err != nil {
+		// Larger than the producer may buffer, with its headers: franz-go would fail it at once,
+		// after Produce returned; parked now, it counts against the budget before the next record.
+		r.cfg.Metrics.ProduceError(metrics.ClassRejected)
+		r.log.Error("Kafka rejected a record for good: dead-lettering it", "topic", rec.Topic, "outbox_id", string(sink.Header(rec, sink.HeaderOutboxID)), "cause", err)
+		r.park(deadLetter{rec: sink.DeadLetter(r.cfg.DLQTopic, rec, relation, err), txn: x})
+		return
+	}
+	r.lost.produce.RLock()
+	defer r.lost.produce.RUnlock()
+	if r.lost.discard.Load() {
+		return // the session was lost meanwhile (lost.go); its transaction was forgotten
+	}
+	pctx := r.lost.produceContext(ctx)
+	r.lost.producing.Store(true)
+	defer r.lost.producing.Store(false)
+	if ctx.Err() != nil {
+		return // stopping: nothing after this is produced, x stays unacknowledged (lost.stopProducing)
+	}
+	r.sink.Produce(pctx, rec, func(rec *kgo.Record, err error) {
+		if err == nil {
+			r.letters.signal()
+			r.stats.Published.Add(1)
+			r.stats.Bytes.Add(int64(len(rec.Value)))
+			r.cfg.Metrics.Acked(commitAt)
+			r.track.done(x)
+			return
+		}
+		failure, err := r.sink.Classify(rec, err) // err: for a refused record, the letter's reason (the limit and the flag)
+		if failure == sink.Undelivered && errors.Is(err, kgo.ErrClientClosed) {
+			failure = sink.Unbuffered // Run closed the client: the flush ended before Kafka took it
+		}
+		switch failure {
+		case sink.Aborted:
+			// Aborted: the session was lost (its transaction was forgotten, the next session
+			// replays it), or the relay stops after a failure.
+		case sink.Unbuffered:
+			// The session's Produce context ended: a stop while a Produce call waited for buffer
+			// space (this record never buffered, the session's buffered ones failed with it, and
+			// the pipeline produces nothing after it), or a lost session. Or the client closed at
+			// the end of Run, the flush timed out. Its transaction stays unacknowledged, so the
+			// confirmed position stops before it and the next start replays it.
+			sink.TraceFailed(rec, err)
+		case sink.Refused:
+			r.cfg.Metrics.ProduceError(metrics.ClassRejected)
+			r.log.Error("Kafka rejected a record for good: dead-lettering it", "topic", rec.Topic, "outbox_id", string(sink.Header(rec, sink.HeaderOutboxID)), "cause", err)
+			r.park(deadLetter{rec: sink.DeadLetter(r.cfg.DLQTopic, rec, relation, err), txn: x})
+		default:
+			// A producer failure, or a batch refused as too large although this
+			// record fits on its own (the topic's limit changed): never confirm past it; the
+			// restart replays it, and sizes batches from the topic's limit read anew.
+			r.cfg.Metrics.ProduceError(metrics.ClassUndelivered)
+			sink.TraceFailed(rec, err)
+			r.lost.stopProduce() // nothing buffered after it is sent (lost.go)
+			r.track.fail(fmt.Errorf("relay: record for %s (outbox id %s) not delivered: %w", rec.Topic, sink.Header(rec, sink.HeaderOutboxID), err))
+		}
+	})
+}
