@@ -71,7 +71,7 @@ func TestUpdateDocs(t *testing.T) {
 	if err := UpdateDocs(docsReport(true), "results/R/table.md", true, bench); err != nil {
 		t.Fatal(err)
 	}
-	if b, _ := os.ReadFile(bench); !strings.Contains(string(b), "**1 phases ran on a busy machine**") || !strings.Contains(string(b), " **busy** |") {
+	if b, _ := os.ReadFile(bench); !strings.Contains(string(b), "**One phase ran on a busy machine**") || !strings.Contains(string(b), " **busy** |") {
 		t.Errorf("busy run published without its flag:\n%s", b)
 	}
 	if err := UpdateDocs(docsReport(false), "results/R/table.md", false, filepath.Join(dir, "README.md"), filepath.Join(dir, "none.md")); err == nil {
