@@ -632,6 +632,10 @@ func (ss *session) read() {
 	}
 }
 
+// idleWake is how long a caught-up session waits for a commit or a status update before it
+// looks again whether to send a keepalive.
+const idleWake = 200 * time.Millisecond
+
 // stream sends the WAL from start: every transaction whose commit record starts at or after
 // start (PostgreSQL skips the others), then keepalives when the client's write position is
 // behind the sent position, as an idle walsender does.
@@ -641,6 +645,10 @@ func (ss *session) stream(start pglogrepl.LSN, done <-chan struct{}) {
 	sentPtr := start
 	next := 0 // index into s.wal of the next transaction to consider
 	rels := map[uint32]bool{}
+	// Caught up, the walsender looks again after idleWake at the latest: one timer for the
+	// session, not one per wait (on virtual time each is a runtime timer made and dropped).
+	idle := time.NewTimer(idleWake)
+	defer idle.Stop()
 	xlog := func(lsn pglogrepl.LSN, payload []byte) bool {
 		if ss.silent() {
 			return false
@@ -725,12 +733,13 @@ func (ss *session) stream(start pglogrepl.LSN, done <-chan struct{}) {
 				return
 			}
 		}
+		idle.Reset(idleWake)
 		select {
 		case <-ss.notify:
 		case <-done:
 			ss.silent() // a muted session holds the slot until the mute ends
 			return
-		case <-time.After(200 * time.Millisecond):
+		case <-idle.C:
 		}
 	}
 }
