@@ -100,6 +100,9 @@ type Server struct {
 	// slot query, START_REPLICATION). Set it before the first connection.
 	HandshakeDelay time.Duration
 
+	ccOnce sync.Once
+	cc     *pgx.ConnConfig // ConnConfig's, parsed once
+
 	mu        sync.Mutex
 	wal       []Txn
 	walEnd    pglogrepl.LSN // the server's WAL insert position
@@ -133,14 +136,17 @@ func newServer(ln net.Listener, dial func(ctx context.Context, network, addr str
 	return s
 }
 
-// ConnConfig is the parsed connection configuration of the server (no TLS).
+// ConnConfig is the parsed connection configuration of the server (no TLS): a copy of one parsed
+// once (pgx.ParseConfig was a hundredth of a virtual-time schedule, called for every run).
 func (s *Server) ConnConfig() *pgx.ConnConfig {
-	cc, _ := pgx.ParseConfig("postgres://sim@" + s.ln.Addr().String() + "/sim?sslmode=disable") // cannot fail
-	if s.dial != nil {
-		cc.DialFunc = s.dial
-		cc.LookupFunc = func(_ context.Context, host string) ([]string, error) { return []string{host}, nil }
-	}
-	return cc
+	s.ccOnce.Do(func() {
+		s.cc, _ = pgx.ParseConfig("postgres://sim@" + s.ln.Addr().String() + "/sim?sslmode=disable") // cannot fail
+		if s.dial != nil {
+			s.cc.DialFunc = s.dial
+			s.cc.LookupFunc = func(_ context.Context, host string) ([]string, error) { return []string{host}, nil }
+		}
+	})
+	return s.cc.Copy()
 }
 
 // Close stops the server and every session, and waits for their goroutines.
