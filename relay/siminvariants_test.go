@@ -60,6 +60,7 @@ type kafkaIndex struct {
 	recs   []seenRec                  // per partition in offset order
 	byID   map[string][]int           // by ref: outbox-table "/" outbox-id
 	dups   []string                   // (h): records with a contract header twice
+	parked int                        // the first committed transactions whose every record safeBound found parked
 
 	brokers []string  // for reopen
 	opts    []kgo.Opt // the harness's (its in-memory dialer)
@@ -214,12 +215,15 @@ func (h *harness) tableIDs() map[string][]string {
 }
 
 // safeBound is the highest position that may be confirmed now: the commit LSN of the first
-// transaction with a record parked nowhere, or no bound. It reads the index as it is.
+// transaction with a record parked nowhere, or no bound. It reads the index as it is. What
+// Kafka and the table hold only grows, so the transactions found parked once are not looked
+// at again (kafkaIndex.parked).
 func (h *harness) safeBound(committed []committedTxn) (pglogrepl.LSN, string) {
 	table := h.tableIDs()
 	h.idx.mu.Lock()
 	defer h.idx.mu.Unlock()
-	for i, c := range committed {
+	for i := min(h.idx.parked, len(committed)); i < len(committed); i++ {
+		c := committed[i]
 		for _, r := range c.rows {
 			id := r.ref()
 			if on, dead := h.where(id, r.topic, table); !on && !dead {
@@ -227,6 +231,7 @@ func (h *harness) safeBound(committed []committedTxn) (pglogrepl.LSN, string) {
 					i, c.txn.Xid, c.txn.CommitLSN, c.txn.EndLSN, id, r.class, r.key, r.topic)
 			}
 		}
+		h.idx.parked = i + 1
 	}
 	return math.MaxUint64, ""
 }

@@ -51,13 +51,19 @@ type reader struct {
 	bound   readBound    // bounds a caught-up read without a context of its own
 }
 
-// frontend is the connection's pgconn.Config.BuildFrontend: every connection reads through a
+// frontend is the connection's pgconn.Config.BuildFrontend: every connection streams through a
 // buffer of its own, so that one read takes what the walsender has sent in one go (readSize,
-// readSizeLarge while draining large messages).
+// readSizeLarge while draining large messages). The handshake reads as pgproto3 asks, and the
+// buffer is made at the stream's first read (streaming): a connection that never streams (a
+// standby asking every StandbyRetry for a slot another process holds, a retry while the server
+// is down) allocates none of it.
 func (r *reader) frontend(rd io.Reader, w io.Writer) *pgproto3.Frontend {
-	r.br = &readBuffer{rd: rd, buf: make([]byte, readSizeLarge), max: readSize}
+	r.br = &readBuffer{rd: rd, max: readSize, unbuffered: true}
 	return pgproto3.NewFrontend(r.br, w)
 }
+
+// streaming is called once START_REPLICATION is answered: reads are buffered from now on.
+func (r *reader) streaming() { r.br.unbuffered = false }
 
 // start takes a new session's connection, caught up. Nothing the previous session armed
 // touches the new connection: its handshake must not see a read deadline in the past.
@@ -173,20 +179,25 @@ func (r *reader) leaveDrain() {
 // the socket takes max bytes at most.
 type readBuffer struct {
 	rd   io.Reader
-	buf  []byte
-	r, w int // buf[r:w] is read from rd and not yet returned
-	max  int // bytes a read from rd takes at most, ≤ len(buf)
+	buf  []byte // made (or grown) to max when a read needs it
+	r, w int    // buf[r:w] is read from rd and not yet returned
+	max  int    // bytes a read from rd takes at most
+	// unbuffered: the session's handshake, every read goes to p directly (reader.streaming).
+	unbuffered bool
 }
 
 // Read returns bytes already read, or reads once from rd: into p directly when p can take a
-// whole read, as bufio.Reader does.
+// whole read, as bufio.Reader does, or while unbuffered.
 func (b *readBuffer) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
 	if b.r == b.w {
-		if len(p) >= b.max {
+		if len(p) >= b.max || b.unbuffered {
 			return b.rd.Read(p)
+		}
+		if len(b.buf) < b.max {
+			b.buf = make([]byte, b.max)
 		}
 		n, err := b.rd.Read(b.buf[:b.max])
 		b.r, b.w = 0, n

@@ -3,6 +3,7 @@ package replication
 import (
 	"bytes"
 	"context"
+	"io"
 	"net"
 	"strconv"
 	"strings"
@@ -244,6 +245,36 @@ func TestReadBufferReadsInPiecesOfItsSize(t *testing.T) {
 	}
 	if string(got) != string(src.data[:len(got)]) {
 		t.Fatalf("bytes out of order: %q", got)
+	}
+}
+
+// A connection's handshake reads straight into pgproto3's buffer and makes none of its own: a
+// standby asks for a held slot every StandbyRetry and a relay retries a server that is down, and
+// neither streams. The buffer is made at the stream's first read, at the read size then, and
+// grows when a drain of large messages raises it.
+func TestReadBufferIsMadeWhenTheStreamStarts(t *testing.T) {
+	src := &countingReader{data: bytes.Repeat([]byte("0123456789"), 100_000)}
+	r := &reader{}
+	r.frontend(src, io.Discard)
+	b := r.br
+	p := make([]byte, 100)
+	if n, err := b.Read(p); err != nil || n != 100 || src.largest != 100 || b.buf != nil || b.Buffered() != 0 {
+		t.Fatalf("handshake read: %d bytes (%v), largest read %d, buffer of %d bytes, %d buffered; want 100 straight from the socket and no buffer",
+			n, err, src.largest, len(b.buf), b.Buffered())
+	}
+	r.streaming()
+	if n, err := b.Read(p); err != nil || n != 100 || src.largest != readSize || len(b.buf) != readSize {
+		t.Fatalf("first stream read: %d bytes (%v), largest read %d, buffer of %d bytes; want a read of %d into a buffer that size",
+			n, err, src.largest, len(b.buf), readSize)
+	}
+	b.max = readSizeLarge
+	for b.Buffered() > 0 {
+		if _, err := b.Read(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := b.Read(p); err != nil || src.largest != readSizeLarge || len(b.buf) != readSizeLarge {
+		t.Fatalf("a large drain's read: largest read %d, buffer of %d bytes (%v); want %d", src.largest, len(b.buf), err, readSizeLarge)
 	}
 }
 

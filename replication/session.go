@@ -53,6 +53,7 @@ func (s *Stream) session(ctx context.Context, out chan<- []Message) (bool, error
 	// A wake may interrupt reads only from now on: its read deadline in the past would fail
 	// the handshake's queries (a wake that came earlier waits in wakeCh for the stream loop).
 	s.setWakeConn(conn.Conn())
+	s.read.streaming()
 	s.state.Store(int32(StateStreaming))
 	s.log.Info("streaming", "from", start, "publications", s.cfg.Publications)
 	s.nextStatus = time.Time{}

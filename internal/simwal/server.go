@@ -100,6 +100,9 @@ type Server struct {
 	// slot query, START_REPLICATION). Set it before the first connection.
 	HandshakeDelay time.Duration
 
+	ccOnce sync.Once
+	cc     *pgx.ConnConfig // ConnConfig's, parsed once
+
 	mu        sync.Mutex
 	wal       []Txn
 	walEnd    pglogrepl.LSN // the server's WAL insert position
@@ -133,14 +136,17 @@ func newServer(ln net.Listener, dial func(ctx context.Context, network, addr str
 	return s
 }
 
-// ConnConfig is the parsed connection configuration of the server (no TLS).
+// ConnConfig is the parsed connection configuration of the server (no TLS): a copy of one parsed
+// once (pgx.ParseConfig was a hundredth of a virtual-time schedule, called for every run).
 func (s *Server) ConnConfig() *pgx.ConnConfig {
-	cc, _ := pgx.ParseConfig("postgres://sim@" + s.ln.Addr().String() + "/sim?sslmode=disable") // cannot fail
-	if s.dial != nil {
-		cc.DialFunc = s.dial
-		cc.LookupFunc = func(_ context.Context, host string) ([]string, error) { return []string{host}, nil }
-	}
-	return cc
+	s.ccOnce.Do(func() {
+		s.cc, _ = pgx.ParseConfig("postgres://sim@" + s.ln.Addr().String() + "/sim?sslmode=disable") // cannot fail
+		if s.dial != nil {
+			s.cc.DialFunc = s.dial
+			s.cc.LookupFunc = func(_ context.Context, host string) ([]string, error) { return []string{host}, nil }
+		}
+	})
+	return s.cc.Copy()
 }
 
 // Close stops the server and every session, and waits for their goroutines.
@@ -632,6 +638,12 @@ func (ss *session) read() {
 	}
 }
 
+// idleWake is how long a caught-up session waits for a commit or a status update before it
+// looks again whether to send a keepalive. Everything it waits for wakes it (Commit, AdvanceWAL,
+// a status update, the reader's end, Silence, Close), so this is only a fallback: at 200 ms it was
+// a tenth of the CPU of a virtual-time schedule that lasts hours.
+const idleWake = 10 * time.Second
+
 // stream sends the WAL from start: every transaction whose commit record starts at or after
 // start (PostgreSQL skips the others), then keepalives when the client's write position is
 // behind the sent position, as an idle walsender does.
@@ -641,6 +653,10 @@ func (ss *session) stream(start pglogrepl.LSN, done <-chan struct{}) {
 	sentPtr := start
 	next := 0 // index into s.wal of the next transaction to consider
 	rels := map[uint32]bool{}
+	// Caught up, the walsender looks again after idleWake at the latest: one timer for the
+	// session, not one per wait (on virtual time each is a runtime timer made and dropped).
+	idle := time.NewTimer(idleWake)
+	defer idle.Stop()
 	xlog := func(lsn pglogrepl.LSN, payload []byte) bool {
 		if ss.silent() {
 			return false
@@ -725,12 +741,13 @@ func (ss *session) stream(start pglogrepl.LSN, done <-chan struct{}) {
 				return
 			}
 		}
+		idle.Reset(idleWake)
 		select {
 		case <-ss.notify:
 		case <-done:
 			ss.silent() // a muted session holds the slot until the mute ends
 			return
-		case <-time.After(200 * time.Millisecond):
+		case <-idle.C:
 		}
 	}
 }
