@@ -132,12 +132,7 @@ func whileUnknown(ctx context.Context, fn func() error) error {
 // slot's own records hold nothing open. A slot's key found in more than one partition (the
 // partition count changed) gives the highest position.
 func ReadCheckpoint(ctx context.Context, opts []kgo.Opt, topic, slot string) (cp Checkpoint, ok bool, err error) {
-	latest := map[int32]*kgo.Record{} // partition: the slot's newest record
-	err = readCommitted(ctx, opts, topic, toHighWatermark, func(r *kgo.Record) {
-		if string(r.Key) == slot {
-			latest[r.Partition] = r
-		}
-	})
+	latest, err := newestOf(ctx, opts, topic, slot)
 	if err != nil {
 		return Checkpoint{}, false, err
 	}
@@ -154,6 +149,18 @@ func ReadCheckpoint(ctx context.Context, opts []kgo.Opt, topic, slot string) (cp
 		}
 	}
 	return cp, ok, nil
+}
+
+// newestOf reads topic as ReadCheckpoint does and returns, by partition, the newest committed
+// record of key.
+func newestOf(ctx context.Context, opts []kgo.Opt, topic, key string) (map[int32]*kgo.Record, error) {
+	latest := map[int32]*kgo.Record{}
+	err := readCommitted(ctx, opts, topic, toHighWatermark, func(r *kgo.Record) {
+		if string(r.Key) == key {
+			latest[r.Partition] = r
+		}
+	})
+	return latest, err
 }
 
 // How far readCommitted reads.
