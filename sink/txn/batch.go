@@ -113,9 +113,6 @@ func ReadBatch(ctx context.Context, opts []kgo.Opt, topic, key string) (b Batch,
 		return Batch{}, false, err
 	}
 	for _, r := range latest {
-		if r.Value == nil {
-			continue
-		}
 		c, err := unmarshalBatch(r.Value)
 		if err != nil {
 			return Batch{}, false, fmt.Errorf("txn: the checkpoint of %s at %s partition %d offset %d: %w", key, topic, r.Partition, r.Offset, err)

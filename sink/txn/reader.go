@@ -137,9 +137,6 @@ func ReadCheckpoint(ctx context.Context, opts []kgo.Opt, topic, slot string) (cp
 		return Checkpoint{}, false, err
 	}
 	for _, r := range latest {
-		if r.Value == nil {
-			continue // a tombstone: the slot's checkpoint was removed
-		}
 		var c Checkpoint
 		if err := c.UnmarshalBinary(r.Value); err != nil {
 			return Checkpoint{}, false, fmt.Errorf("txn: the checkpoint of slot %s at %s partition %d offset %d: %w", slot, topic, r.Partition, r.Offset, err)
@@ -152,11 +149,15 @@ func ReadCheckpoint(ctx context.Context, opts []kgo.Opt, topic, slot string) (cp
 }
 
 // newestOf reads topic as ReadCheckpoint does and returns, by partition, the newest committed
-// record of key.
+// record of key, unless that is a tombstone (the key's checkpoint was removed).
 func newestOf(ctx context.Context, opts []kgo.Opt, topic, key string) (map[int32]*kgo.Record, error) {
 	latest := map[int32]*kgo.Record{}
 	err := readCommitted(ctx, opts, topic, toHighWatermark, func(r *kgo.Record) {
-		if string(r.Key) == key {
+		switch {
+		case string(r.Key) != key:
+		case r.Value == nil:
+			delete(latest, r.Partition)
+		default:
 			latest[r.Partition] = r
 		}
 	})
