@@ -201,3 +201,47 @@ func kill9(pid int) error {
 	}
 	return p.Kill()
 }
+
+// A checkpoint the checkpoint topic cannot take (it names every row of the batch; here the
+// topic's max.message.bytes is lowered under it) stops the poller with exit 2 naming --batch,
+// instead of aborting and retrying the batch for ever; nothing is marked or visible.
+func TestPollExactlyOnceCheckpointTooLargeExitsNamingBatch(t *testing.T) {
+	t.Parallel()
+	e := newEOSPoll(t)
+	testenv.SetTopicConfig(t, e.checkpoints, "max.message.bytes", "200")
+	for range 10 {
+		if err := e.w.Tx(context.Background(), 10, 3); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := e.start(t, nil, "--batch", "100")
+	if code, _ := p.Wait(t, 90*time.Second); code != 2 || !strings.Contains(p.Output(), "checkpoint is too large") || !strings.Contains(p.Output(), "lower --batch") {
+		t.Fatalf("exit %d, want 2 saying the checkpoint is too large and to lower --batch:\n%s", code, p.Output())
+	}
+	if n := len(e.marked(t)); n != 0 {
+		t.Errorf("%d rows marked, want none", n)
+	}
+	if recs := e.committed(t); len(recs) != 0 {
+		t.Errorf("a read_committed consumer saw %d records of the batch that was never committed", len(recs))
+	}
+}
+
+// Two tables' pollers given one --transactional-id: the second reads a checkpoint that names
+// the first's table and exits 2 naming the flag, instead of marking ids of another table.
+func TestPollExactlyOnceRefusesTheCheckpointOfAnotherTable(t *testing.T) {
+	t.Parallel()
+	a, b := newEOSPoll(t), newEOSPoll(t)
+	id := []string{"--transactional-id", a.F.Name + "-shared", "--checkpoint-topic", a.checkpoints}
+	if err := a.w.Tx(context.Background(), 5, 2); err != nil {
+		t.Fatal(err)
+	}
+	pa := a.start(t, nil, id...)
+	testenv.Eventually(t, 60*time.Second, "the first table's rows marked", func() bool { return a.pending(t) == 0 })
+	if code := pa.Stop(t); code != 0 {
+		t.Fatalf("the first poller exited %d:\n%s", code, pa.Output())
+	}
+	pb := b.start(t, nil, id...)
+	if code, _ := pb.Wait(t, 60*time.Second); code != 2 || !strings.Contains(pb.Output(), "names table "+a.F.Table) || !strings.Contains(pb.Output(), "--transactional-id") {
+		t.Fatalf("exit %d, want 2 naming the other table and --transactional-id:\n%s", code, pb.Output())
+	}
+}
