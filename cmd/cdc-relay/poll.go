@@ -57,32 +57,40 @@ func (d *pollDelivery) register(fs *flag.FlagSet) {
 }
 
 // apply checks the group against cfg (parsed flags) and sets cfg.ExactlyOnce. Errors are usage
-// errors that name the flags.
+// errors that name the flags, worded as run's --delivery group words them.
 func (d *pollDelivery) apply(fs *flag.FlagSet, cfg *poller.Config) error {
-	var errs []error
 	switch d.mode {
 	case pollAtLeastOnce:
-		if isSet(fs, "transactional-id") || isSet(fs, "checkpoint-topic") {
-			errs = append(errs, errors.New("--transactional-id and --checkpoint-topic apply to --delivery exactly-once: add it, or drop them"))
+		for _, f := range []string{"transactional-id", "checkpoint-topic"} {
+			if isSet(fs, f) {
+				return usageErr("--%s applies only with --delivery exactly-once (the delivery is %s)", f, d.mode)
+			}
 		}
+		return nil
 	case pollExactlyOnce:
-		if err := sink.ValidTopicName(d.checkpointTopic); err != nil {
-			errs = append(errs, fmt.Errorf("--checkpoint-topic: %w", err))
-		}
-		if isSet(fs, "transactional-id") && strings.TrimSpace(d.transactionalID) == "" {
-			errs = append(errs, errors.New("--transactional-id is empty: name it, or drop the flag for cdc-relay-poll-<schema>.<table>"))
-		}
-		if cfg.AckTimeout > poller.MaxAckTimeout {
-			errs = append(errs, fmt.Errorf("--ack-timeout %s: with --delivery exactly-once a batch's Kafka transaction waits --ack-timeout for the acknowledgements and as long for the commit, "+
-				"and Kafka aborts it after %s: use at most %s", cfg.AckTimeout, txn.DefaultTransactionTimeout, poller.MaxAckTimeout))
-		}
-		cfg.ExactlyOnce = &poller.ExactlyOnce{TransactionalID: d.transactionalID, CheckpointTopic: d.checkpointTopic}
 	default:
-		errs = append(errs, fmt.Errorf("--delivery %q: use %s or %s", d.mode, pollAtLeastOnce, pollExactlyOnce))
+		return usageErr("--delivery %q: use %s (the default) or %s", d.mode, pollAtLeastOnce, pollExactlyOnce)
+	}
+	var errs []error
+	if err := sink.ValidTopicName(d.checkpointTopic); err != nil {
+		errs = append(errs, fmt.Errorf("--checkpoint-topic: %w", err))
+	}
+	for _, t := range []string{cfg.Topic, cfg.DLQTopic} {
+		if t != "" && t == d.checkpointTopic {
+			errs = append(errs, fmt.Errorf("--checkpoint-topic %s is also a topic records go to: give the checkpoints a compacted topic of their own", t))
+		}
+	}
+	if isSet(fs, "transactional-id") && strings.TrimSpace(d.transactionalID) == "" {
+		errs = append(errs, errors.New("--transactional-id is empty: leave it out for cdc-relay-poll-<schema>.<table>"))
+	}
+	if cfg.AckTimeout > poller.MaxAckTimeout {
+		errs = append(errs, fmt.Errorf("--ack-timeout %s: with --delivery exactly-once a batch's Kafka transaction waits --ack-timeout for the acknowledgements and as long for the commit, "+
+			"and Kafka aborts it after %s: use at most %s", cfg.AckTimeout, txn.DefaultTransactionTimeout, poller.MaxAckTimeout))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return &usageError{err}
 	}
+	cfg.ExactlyOnce = &poller.ExactlyOnce{TransactionalID: d.transactionalID, CheckpointTopic: d.checkpointTopic}
 	return nil
 }
 
