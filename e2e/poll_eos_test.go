@@ -143,9 +143,12 @@ func TestPollExactlyOnceSecondPollerFencesTheFirst(t *testing.T) {
 	e := newEOSPoll(t)
 	writing := e.w.Start(t, nil, 10*time.Millisecond)
 	a := e.start(t, nil)
-	testenv.Eventually(t, 90*time.Second, "the first poller marks rows", func() bool { return len(e.marked(t)) > 0 })
-	b := e.start(t, nil)
-	code, _ := a.Wait(t, 90*time.Second)
+	testenv.Eventually(t, 120*time.Second, "the first poller marks rows", func() bool { return len(e.marked(t)) > 0 })
+	b, started := e.start(t, nil), time.Now()
+	// Once, under a load average of 15, this test failed after 100 s (a wait of 90 s ran out;
+	// its output was not kept): the waits are longer now, and the time to the fence is logged.
+	code, _ := a.Wait(t, 150*time.Second)
+	t.Logf("the first poller ended %s after the second started", time.Since(started).Round(time.Millisecond))
 	if code != 1 || !strings.Contains(a.Output(), "another poller took this poller's transactional id (fenced)") {
 		t.Fatalf("the fenced poller exited %d, want 1 with the fence's message:\n%s", code, a.Output())
 	}
