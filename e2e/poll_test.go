@@ -291,6 +291,14 @@ func TestPollUsageErrors(t *testing.T) {
 		{"no table", []string{"poll", "--table", f.Table + "_missing"}, nil, 2, "outbox table not found"},
 		{"missing column", []string{"poll", "--table", f.Table}, nil, 2, `no column "created_at" (map it with --column-created-at)`},
 		{"bad batch", []string{"poll", "--table", f.Table, "--batch", "0"}, nil, 2, "--batch 0"},
+		{"bad delivery", []string{"poll", "--table", f.Table, "--delivery", "exactly-twice"}, nil, 2, `--delivery "exactly-twice": use at-least-once (the default) or exactly-once`},
+		{"transactional id without exactly-once", []string{"poll", "--table", f.Table, "--transactional-id", "x"}, nil, 2,
+			"--transactional-id applies only with --delivery exactly-once (the delivery is at-least-once)"},
+		{"ack timeout past the transaction's", []string{"poll", "--table", f.Table, "--delivery", "exactly-once", "--ack-timeout", "20s"}, nil, 2,
+			"--ack-timeout 20s: with --delivery exactly-once"},
+		{"bad checkpoint topic", []string{"poll", "--table", f.Table, "--delivery", "exactly-once", "--checkpoint-topic", "a b"}, nil, 2, "--checkpoint-topic"},
+		{"checkpoints in the dead-letter topic", []string{"poll", "--table", f.Table, "--delivery", "exactly-once", "--checkpoint-topic", "cdc-relay.dlq"}, nil, 2,
+			"--checkpoint-topic cdc-relay.dlq is also a topic records go to"},
 	} {
 		out, errOut, code := testenv.Run(t, 30*time.Second, bin, c.env, c.args...)
 		if code != c.code || !regexp.MustCompile(regexp.QuoteMeta(c.want)).MatchString(errOut) {

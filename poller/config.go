@@ -12,6 +12,7 @@ import (
 	"github.com/cdc-relay/cdc-relay/metrics"
 	"github.com/cdc-relay/cdc-relay/outbox"
 	"github.com/cdc-relay/cdc-relay/sink"
+	"github.com/cdc-relay/cdc-relay/sink/txn"
 )
 
 // Config configures a Poller. Zero fields take the defaults stated.
@@ -51,8 +52,13 @@ type Config struct {
 	// Metrics, when set, observes published bytes, the created_at-to-ack latency and produce
 	// errors by class. Default nil: none.
 	Metrics *metrics.Poller
-	// BeforeCommit, when set, runs after Kafka acknowledged a batch and before the rows are
-	// marked published. Fault-injection tests use it.
+	// ExactlyOnce, when set, publishes each batch in one Kafka transaction whose checkpoint
+	// names its rows, committed before they are marked (DESIGN.md "`poll --delivery
+	// exactly-once`"). Nil: at least once, the rows marked after Kafka's acknowledgements.
+	ExactlyOnce *ExactlyOnce
+	// BeforeCommit, when set, runs after Kafka acknowledged a batch (with ExactlyOnce: after
+	// its transaction committed) and before the rows are marked published. Fault-injection
+	// tests use it.
 	BeforeCommit func(rows int)
 }
 
@@ -71,6 +77,10 @@ func (c Config) Validate() error {
 	if c.Interval < 0 || c.AckTimeout < 0 || c.ProbeTimeout < 0 || c.MaxBackoff < 0 {
 		errs = append(errs, errors.New("poller: intervals and timeouts must not be negative"))
 	}
+	if c.ExactlyOnce != nil && c.withDefaults().AckTimeout > MaxAckTimeout {
+		errs = append(errs, fmt.Errorf("poller: ack timeout %s: exactly-once allows at most %s, so that the acknowledgements and the commit fit the transaction timeout (%s)",
+			c.withDefaults().AckTimeout, MaxAckTimeout, txn.DefaultTransactionTimeout))
+	}
 	errs = append(errs, c.Sink.Validate())
 	return errors.Join(errs...)
 }
@@ -88,5 +98,13 @@ func (c Config) withDefaults() Config {
 	c.ProbeTimeout = cmp.Or(c.ProbeTimeout, 2*time.Second)
 	c.MaxBackoff = cmp.Or(c.MaxBackoff, 5*time.Second)
 	c.Logger = cmp.Or(c.Logger, slog.Default())
+	if c.ExactlyOnce != nil {
+		table := c.Table
+		if t, err := outbox.ParseTable(table); err == nil {
+			table = t.String() // "outbox" is "public.outbox"
+		}
+		e := c.ExactlyOnce.withDefaults(table)
+		c.ExactlyOnce = &e
+	}
 	return c
 }

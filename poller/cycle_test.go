@@ -89,6 +89,12 @@ func newFake(t *testing.T, topics ...string) *fake {
 // newTestPoller makes an outbox table with n pending rows and a poller on it that talks to f.
 func newTestPoller(t *testing.T, f *fake, rows int) (*Poller, *testenv.Fixture) {
 	t.Helper()
+	return newTestPollerWith(t, f, rows, nil)
+}
+
+// newTestPollerWith is newTestPoller with eos as the poller's ExactlyOnce.
+func newTestPollerWith(t *testing.T, f *fake, rows int, eos *ExactlyOnce) (*Poller, *testenv.Fixture) {
+	t.Helper()
 	pool := testenv.Pool(t)
 	name := testenv.Name(t)
 	fx := &testenv.Fixture{Name: name, Table: "public." + name, Topic: "events", DLQ: "dlq", Pool: pool}
@@ -103,7 +109,7 @@ func newTestPoller(t *testing.T, f *fake, rows int) (*Poller, *testenv.Fixture) 
 	}
 	p, err := New(Config{
 		Conn: testenv.PGConfig(t), Table: fx.Table, DLQTopic: "dlq", Batch: 10,
-		AckTimeout: time.Second, ProbeTimeout: 300 * time.Millisecond,
+		AckTimeout: time.Second, ProbeTimeout: 300 * time.Millisecond, ExactlyOnce: eos,
 		Sink: sink.Config{Brokers: f.c.ListenAddrs(), DialTimeout: 200 * time.Millisecond,
 			Opts: []kgo.Opt{kgo.MetadataMinAge(50 * time.Millisecond), kgo.RetryBackoffFn(func(int) time.Duration { return 20 * time.Millisecond })}},
 	})

@@ -8,7 +8,8 @@
 //
 //	SELECT ... FROM outbox WHERE published_at IS NULL ORDER BY id LIMIT $batch FOR UPDATE SKIP LOCKED
 //	produce every row with sink.NewRecord; wait for Kafka's acknowledgements of the whole batch
-//	UPDATE outbox SET published_at = now() WHERE id = ANY($1)
+//	(exactly-once: the records are in a Kafka transaction, committed here with the checkpoint)
+//	UPDATE outbox SET published_at = now() WHERE id = ANY($1) AND published_at IS NULL
 //	COMMIT
 //
 // Records are the relay's records (sink.NewRecord): the same topic, key, value and headers
@@ -25,6 +26,15 @@
 //     poller (rows go out in id order and a batch is acknowledged before the next is
 //     selected); with several pollers, two rows of one key may be published by different
 //     pollers in either order.
+//   - Exactly once for read_committed consumers, with Config.ExactlyOnce (`poll --delivery
+//     exactly-once`, DESIGN.md "`poll --delivery exactly-once`"): the batch is one Kafka
+//     transaction whose checkpoint (txn.Batch) names its rows, committed after every record
+//     (or its dead letter) was acknowledged and before the rows are marked. On start, and after
+//     a mark that failed, the rows of the newest checkpoint are marked before anything is
+//     selected, so a crash between the commit and the mark publishes nothing twice. A failed
+//     batch is aborted: none of it is visible. One poller per table: a second one with the same
+//     transactional id fences the first (ErrFenced, it stops), and pollers with other ids, or
+//     at-least-once ones, on the same table void the guarantee.
 //   - Broker unavailable: a batch that Kafka does not acknowledge within AckTimeout is rolled
 //     back, so its rows stay pending and no per-row budget exists to be spent. The client's
 //     buffered copies are aborted, and every following cycle first probes Kafka with one

@@ -1,6 +1,10 @@
 package poller
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/cdc-relay/cdc-relay/sink/txn"
+)
 
 var (
 	// ErrNoTable means the outbox table does not exist (or is not visible to the user).
@@ -17,16 +21,27 @@ var (
 	// ErrInvalidIndex means an index with the pending-rows index's name exists but is not
 	// valid (a CREATE INDEX CONCURRENTLY that failed); drop it and create it again.
 	ErrInvalidIndex = errors.New("poller: pending-rows index exists but is invalid")
+	// ErrFenced means another poller started with this one's transactional id (exactly-once):
+	// it holds the id now, and this one must stop without publishing or marking anything.
+	ErrFenced = errors.New("poller: another poller took this poller's transactional id (fenced)")
+	// ErrCheckpointOfAnotherTable means the newest checkpoint under the transactional id names
+	// another outbox table: two tables' pollers were given one --transactional-id.
+	ErrCheckpointOfAnotherTable = errors.New("poller: the checkpoint names another table")
+	// ErrCheckpointTooLarge means a batch's checkpoint, which names every row of the batch, is
+	// more than the checkpoint topic or the producer takes: lower the batch size.
+	ErrCheckpointTooLarge = errors.New("poller: the batch's checkpoint is too large")
 )
 
 // IsRetryable reports whether a failed cycle may succeed when tried again: Kafka or
-// PostgreSQL was unavailable. Configuration problems and a dead-letter topic that refuses
-// records are not retryable.
+// PostgreSQL was unavailable. Configuration problems, a dead-letter topic that refuses
+// records and a fenced exactly-once poller are not retryable.
 func IsRetryable(err error) bool {
 	switch {
 	case err == nil:
 		return false
-	case errors.Is(err, ErrNoTable), errors.Is(err, ErrMissingColumn), errors.Is(err, ErrDeadLetterRefused):
+	case errors.Is(err, ErrNoTable), errors.Is(err, ErrMissingColumn), errors.Is(err, ErrDeadLetterRefused),
+		errors.Is(err, ErrFenced), errors.Is(err, ErrCheckpointOfAnotherTable), errors.Is(err, ErrCheckpointTooLarge),
+		errors.As(err, new(*txn.NotCompactedError)):
 		return false
 	}
 	return true

@@ -15,6 +15,7 @@ import (
 	"github.com/cdc-relay/cdc-relay/metrics"
 	"github.com/cdc-relay/cdc-relay/outbox"
 	"github.com/cdc-relay/cdc-relay/sink"
+	"github.com/cdc-relay/cdc-relay/sink/txn"
 )
 
 // Stats are the poller's counters. All fields are read atomically.
@@ -36,8 +37,9 @@ type Poller struct {
 	pool  *pgxpool.Pool
 	stats Stats
 
-	q     *queries // nil until read; dropped when the table changes under it
-	probe bool     // Kafka was found unavailable: probe before touching rows
+	q     *queries     // nil until read; dropped when the table changes under it
+	probe bool         // Kafka was found unavailable: probe before touching rows
+	eos   *exactlyOnce // nil: at least once
 
 	pendingOK    atomic.Int64 // unix nanos of WatchPending's last successful count
 	pendingEvery atomic.Int64 // WatchPending's interval
@@ -66,12 +68,21 @@ func New(cfg Config) (*Poller, error) {
 	if err != nil {
 		return nil, fmt.Errorf("poller: configure PostgreSQL pool: %w", err)
 	}
+	log := cfg.Logger.With("table", tbl.String())
+	var eos *exactlyOnce
+	if cfg.ExactlyOnce != nil {
+		// The checkpoint's reader is a client of its own, with the producer's brokers,
+		// security and log but not its transactional id.
+		eos = &exactlyOnce{cfg: *cfg.ExactlyOnce, log: log,
+			reader: append([]kgo.Opt{kgo.SeedBrokers(cfg.Sink.Brokers...)}, cfg.Sink.Opts...)}
+		cfg.Sink.Opts = append(append([]kgo.Opt{}, cfg.Sink.Opts...), eos.cfg.txnConfig().ClientOpts()...)
+	}
 	snk, err := sink.New(cfg.Sink)
 	if err != nil {
 		pool.Close()
 		return nil, err
 	}
-	return &Poller{cfg: cfg, log: cfg.Logger.With("table", tbl.String()), tbl: tbl, sink: snk, pool: pool}, nil
+	return &Poller{cfg: cfg, log: log, tbl: tbl, sink: snk, pool: pool, eos: eos}, nil
 }
 
 // Stats returns the live counters.
@@ -87,8 +98,19 @@ func (p *Poller) Close() {
 
 // Check connects to PostgreSQL and Kafka within timeout, reads the table's columns and
 // reports a configuration that cannot work (ErrNoTable, ErrMissingColumn) or a service that
-// does not answer. It warns when the table has no pending-rows index.
+// does not answer. It warns when the table has no pending-rows index. With ExactlyOnce it
+// then takes the transactional id and reads the checkpoint, within timeout and the
+// transaction timeout more (the read waits for transactions open in the checkpoint topic).
 func (p *Poller) Check(ctx context.Context, timeout time.Duration) error {
+	if err := p.check(ctx, timeout); err != nil || p.eos == nil {
+		return err
+	}
+	sctx, cancel := context.WithTimeout(ctx, timeout+txn.DefaultTransactionTimeout)
+	defer cancel()
+	return p.eos.start(sctx, p.sink.Client(), p.tbl.String())
+}
+
+func (p *Poller) check(ctx context.Context, timeout time.Duration) error {
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	q, err := buildQueries(cctx, p.pool, p.tbl, p.cfg.Columns, p.cfg.Topic)
@@ -111,6 +133,7 @@ func (p *Poller) Run(ctx context.Context) error {
 	defer func() {
 		p.log.Info("stopped", "published", p.stats.Published.Load(), "dead_lettered", p.stats.DeadLettered.Load())
 	}()
+	defer p.abortOpen()
 	failures := 0
 	for ctx.Err() == nil {
 		start := time.Now()
@@ -175,6 +198,9 @@ func (p *Poller) prepare(ctx context.Context) error {
 		}
 		p.q = q
 	}
+	if p.eos != nil {
+		return p.settle(ctx)
+	}
 	return nil
 }
 
@@ -203,19 +229,38 @@ func (p *Poller) cycle(ctx context.Context) (int, error) {
 
 // publishAndMark publishes a selected batch, waits for Kafka's acknowledgements, then marks
 // the rows published and commits tx: the order that makes a crash publish again, never lose.
+//
+// With ExactlyOnce the batch is one Kafka transaction, committed with the checkpoint that
+// names its rows before they are marked; a mark that fails leaves them to the next cycle's
+// settle, which marks them before it selects (they are not published again).
 func (p *Poller) publishAndMark(bg context.Context, tx pgx.Tx, batch []pending) error {
 	p.stats.Cycles.Add(1)
+	ids := make([]string, len(batch))
+	for i, b := range batch {
+		ids[i] = b.id
+	}
 	if err := p.publish(bg, batch); err != nil {
 		p.stats.RolledBack.Add(1)
 		return err
 	}
+	again := "they will be published again"
+	if p.eos != nil {
+		cctx, cancel := context.WithTimeout(bg, p.cfg.AckTimeout)
+		err := p.eos.commit(cctx, p.tbl.String(), ids)
+		cancel()
+		if err != nil {
+			p.stats.RolledBack.Add(1)
+			return err
+		}
+		// Committed: from here on a failed mark is settled before the next select.
+		p.eos.unmarked = true
+		again = "the next cycle marks them first"
+	}
 	if p.cfg.BeforeCommit != nil {
 		p.cfg.BeforeCommit(len(batch))
 	}
-	ids := make([]string, len(batch))
 	dead := 0
-	for i, b := range batch {
-		ids[i] = b.id
+	for _, b := range batch {
 		if b.dlq {
 			dead++
 		}
@@ -225,11 +270,14 @@ func (p *Poller) publishAndMark(bg context.Context, tx pgx.Tx, batch []pending) 
 	if _, err := tx.Exec(uctx, p.q.upd, ids); err != nil {
 		p.dropQueriesOn(err)
 		p.stats.RolledBack.Add(1)
-		return fmt.Errorf("poller: mark %d rows published: %w (Kafka holds them; they will be published again)", len(batch), err)
+		return fmt.Errorf("poller: mark %d rows published: %w (Kafka holds them; %s)", len(batch), err, again)
 	}
 	if err := tx.Commit(uctx); err != nil {
 		p.stats.RolledBack.Add(1)
-		return fmt.Errorf("poller: commit: %w (Kafka holds the batch; it will be published again)", err)
+		return fmt.Errorf("poller: commit: %w (Kafka holds the batch; %s)", err, again)
+	}
+	if p.eos != nil {
+		p.eos.unmarked = false
 	}
 	p.stats.Published.Add(int64(len(batch) - dead))
 	p.stats.DeadLettered.Add(int64(dead))
@@ -337,6 +385,11 @@ func (p *Poller) publish(ctx context.Context, batch []pending) error {
 	// failed by it (sink.Produce).
 	pctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
+	if p.eos != nil {
+		if err := p.eos.begin(); err != nil {
+			return err
+		}
+	}
 	results := make(chan result, len(batch)) // promises never block
 	produce := func(i int, rec *kgo.Record) {
 		p.sink.Produce(pctx, rec, func(rec *kgo.Record, err error) { results <- result{i, rec, err} })
@@ -352,8 +405,7 @@ func (p *Poller) publish(ctx context.Context, batch []pending) error {
 		case r = <-results:
 		case <-timer.C:
 			p.cfg.Metrics.ProduceError(metrics.ClassBroker)
-			p.abort(ctx)
-			return fmt.Errorf("%w: %d of %d records not acknowledged within %s", ErrUnavailable, left, len(batch), p.cfg.AckTimeout)
+			return p.abort(ctx, fmt.Errorf("%w: %d of %d records not acknowledged within %s", ErrUnavailable, left, len(batch), p.cfg.AckTimeout))
 		}
 		// The relay's classification (sink.Classify): a record is dead-lettered only when Kafka
 		// refused it on its own, never for a batch refused as too large although its records fit
@@ -371,9 +423,8 @@ func (p *Poller) publish(ctx context.Context, batch []pending) error {
 		case batch[r.i].dlq:
 			p.cfg.Metrics.ProduceError(metrics.ClassDeadLetterRefused)
 			sink.TraceFailed(r.rec, r.err)
-			p.abort(ctx)
-			return fmt.Errorf("%w: %s refused outbox id %s: %w (fix the topic; the row stays pending)",
-				ErrDeadLetterRefused, r.rec.Topic, batch[r.i].id, r.err)
+			return p.abort(ctx, fmt.Errorf("%w: %s refused outbox id %s: %w (fix the topic; the row stays pending)",
+				ErrDeadLetterRefused, r.rec.Topic, batch[r.i].id, r.err))
 		case failure == sink.Refused:
 			p.cfg.Metrics.ProduceError(metrics.ClassRejected)
 			p.log.Error("Kafka rejected a record for good: dead-lettering it", "topic", r.rec.Topic, "outbox_id", batch[r.i].id, "cause", reason)
@@ -382,23 +433,76 @@ func (p *Poller) publish(ctx context.Context, batch []pending) error {
 			produce(r.i, batch[r.i].rec)
 		default:
 			sink.TraceFailed(r.rec, r.err)
-			p.abort(ctx)
-			return fmt.Errorf("poller: record for %s (outbox id %s) not delivered: %w", r.rec.Topic, batch[r.i].id, r.err)
+			return p.abort(ctx, fmt.Errorf("poller: record for %s (outbox id %s) not delivered: %w", r.rec.Topic, batch[r.i].id, r.err))
 		}
 	}
 	return nil
 }
 
 // abort fails what the producer still holds, so that a rolled-back batch is not delivered
-// behind the poller's back later, and makes the next cycle probe Kafka first. Records
-// already in flight may still land: they are duplicates of rows that stay pending.
-func (p *Poller) abort(ctx context.Context) {
+// behind the poller's back later, and makes the next cycle probe Kafka first; it returns
+// cause, the failure that made the batch roll back. Records already in flight may still
+// land: they are duplicates of rows that stay pending. With ExactlyOnce it aborts the batch's
+// transaction instead, and nothing of it is visible to read_committed consumers; a fence it
+// meets is returned instead of cause.
+func (p *Poller) abort(ctx context.Context, cause error) error {
 	p.probe = true
 	actx, cancel := context.WithTimeout(ctx, p.cfg.AckTimeout+p.cfg.ProbeTimeout)
 	defer cancel()
+	if p.eos != nil {
+		return p.eos.abort(actx, cause)
+	}
 	if err := p.sink.Client().AbortBufferedRecords(actx); err != nil {
 		p.log.Warn("records of the rolled-back batch are still buffered; they may be delivered twice", "cause", err)
 	}
+	return cause
+}
+
+// abortOpen aborts, when Run ends, a Kafka transaction a failed cycle left open, so that it
+// does not hold read_committed consumers back until its timeout.
+func (p *Poller) abortOpen() {
+	if p.eos == nil || p.eos.tx == nil || !p.eos.open {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.ProbeTimeout)
+	defer cancel()
+	_ = p.eos.abort(ctx, nil)
+}
+
+// settle readies an exactly-once poller to select: it takes the transactional id and reads
+// the checkpoint if that was not done (Check does it), aborts a transaction a failed cycle
+// left open, reads the checkpoint again after a commit whose outcome is unknown, and marks the rows of the newest checkpoint if they may be unmarked
+// (on start, after a failed mark). Until the mark succeeds no row is selected: rows Kafka
+// committed are never selected again.
+func (p *Poller) settle(ctx context.Context) error {
+	e := p.eos
+	if e.tx == nil {
+		if err := e.start(ctx, p.sink.Client(), p.tbl.String()); err != nil {
+			return err
+		}
+	}
+	// Aborted before a read: an open transaction would hold the read back until its timeout.
+	if err := e.closeOpen(ctx); err != nil {
+		return err
+	}
+	if err := e.read(ctx, p.tbl.String()); err != nil {
+		return err
+	}
+	if !e.unmarked {
+		return nil
+	}
+	mctx, cancel := context.WithTimeout(ctx, p.cfg.AckTimeout)
+	defer cancel()
+	tag, err := p.pool.Exec(mctx, p.q.upd, e.last.IDs)
+	if err != nil {
+		p.dropQueriesOn(err)
+		return fmt.Errorf("poller: mark the %d rows of committed batch %d published: %w (no row is selected until they are)", len(e.last.IDs), e.last.Seq, err)
+	}
+	e.unmarked = false
+	if n := tag.RowsAffected(); n > 0 {
+		p.log.Info("marked the rows of the last committed batch, which Kafka holds, published", "batch", e.last.Seq, "rows", n)
+	}
+	return nil
 }
 
 // dropQueriesOn forgets the prepared statements when err says the table changed.

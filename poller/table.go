@@ -22,7 +22,7 @@ type querier interface {
 // queries are the statements of a cycle, built for the table's columns as they are now.
 type queries struct {
 	sel string // $1 = batch size
-	upd string // $1 = ids as text[]
+	upd string // $1 = ids as text[]; marks only the pending ones
 	// hasIndex reports whether a valid partial index on the pending rows exists.
 	hasIndex bool
 }
@@ -94,8 +94,9 @@ func buildQueries(ctx context.Context, q querier, t outbox.Table, c outbox.Colum
  FOR UPDATE SKIP LOCKED`,
 		text(c.ID, true), text(c.AggregateID, true), text(c.Topic, fixedTopic == ""), text(c.Payload, true),
 		text(c.EventType, true), text(c.Headers, true), col(c.CreatedAt), tbl, pub, id)
-	upd := fmt.Sprintf(`UPDATE %s SET %s = now() WHERE %s = ANY($1::text[]::%s[])`,
-		tbl, pub, pgx.Identifier{c.ID}.Sanitize(), cols[c.ID])
+	// A row marked already keeps its time: marking the rows of a checkpoint again is a no-op.
+	upd := fmt.Sprintf(`UPDATE %s SET %s = now() WHERE %s = ANY($1::text[]::%s[]) AND %s IS NULL`,
+		tbl, pub, pgx.Identifier{c.ID}.Sanitize(), cols[c.ID], pub)
 	has, err := hasPendingIndex(ctx, q, t, c)
 	if err != nil {
 		return nil, err

@@ -3,26 +3,29 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/cdc-relay/cdc-relay/metrics"
 	"github.com/cdc-relay/cdc-relay/outbox"
 	"github.com/cdc-relay/cdc-relay/poller"
 	"github.com/cdc-relay/cdc-relay/sink"
+	"github.com/cdc-relay/cdc-relay/sink/txn"
 )
 
 // pollCrashEnv names the poller's fault-injection hook: the process kills itself with SIGKILL
-// right after Kafka acknowledged the Nth batch and before its rows are marked published.
-// For tests only.
+// right after Kafka acknowledged the Nth batch (with --delivery exactly-once: committed its
+// transaction) and before its rows are marked published. For tests only.
 const pollCrashEnv = "CDC_RELAY_TEST_CRASH_AFTER_BATCHES"
 
 // pollCrash arms pollCrashEnv's hook on the poller's config (poll's and cutover's).
 func pollCrash(cfg *poller.Config, log *slog.Logger) error {
-	crash, err := crashHook(pollCrashEnv, log, "after Kafka acknowledged a batch, before its rows are marked")
+	crash, err := crashHook(pollCrashEnv, log, "after Kafka acknowledged (or committed) a batch, before its rows are marked")
 	if err != nil {
 		return err
 	}
@@ -32,7 +35,66 @@ func pollCrash(cfg *poller.Config, log *slog.Logger) error {
 	return nil
 }
 
-const pollSynopsis = "poll --pg-url URL --brokers HOST:PORT[,..] [--table public.outbox] [--interval 100ms] [--batch 100] [flags]\n" +
+// pollDelivery is poll's --delivery group: at least once (the default), or one Kafka
+// transaction per batch (poller.ExactlyOnce) with the transactional id and checkpoint topic.
+// The flags are run's names for the same things.
+type pollDelivery struct {
+	mode            string
+	transactionalID string
+	checkpointTopic string
+}
+
+const (
+	pollAtLeastOnce = "at-least-once"
+	pollExactlyOnce = "exactly-once"
+)
+
+func (d *pollDelivery) register(fs *flag.FlagSet) {
+	fs.StringVar(&d.mode, "delivery", pollAtLeastOnce, "at-least-once (rows marked after Kafka's acknowledgements; a crash publishes the batch in flight again) or exactly-once "+
+		"(one Kafka transaction per batch, whose checkpoint names its rows, committed before they are marked: read_committed consumers see each row once; one poller per table)")
+	fs.StringVar(&d.transactionalID, "transactional-id", "", "with --delivery exactly-once: the producer's transactional.id; a poller started with it fences the one that had it, which exits 1 (default cdc-relay-poll-<schema>.<table>)")
+	fs.StringVar(&d.checkpointTopic, "checkpoint-topic", txn.DefaultCheckpointTopic, "with --delivery exactly-once: the compacted topic of the checkpoints, shared with run's (created if missing)")
+}
+
+// apply checks the group against cfg (parsed flags) and sets cfg.ExactlyOnce. Errors are usage
+// errors that name the flags, worded as run's --delivery group words them.
+func (d *pollDelivery) apply(fs *flag.FlagSet, cfg *poller.Config) error {
+	switch d.mode {
+	case pollAtLeastOnce:
+		for _, f := range []string{"transactional-id", "checkpoint-topic"} {
+			if isSet(fs, f) {
+				return usageErr("--%s applies only with --delivery exactly-once (the delivery is %s)", f, d.mode)
+			}
+		}
+		return nil
+	case pollExactlyOnce:
+	default:
+		return usageErr("--delivery %q: use %s (the default) or %s", d.mode, pollAtLeastOnce, pollExactlyOnce)
+	}
+	var errs []error
+	if err := sink.ValidTopicName(d.checkpointTopic); err != nil {
+		errs = append(errs, fmt.Errorf("--checkpoint-topic: %w", err))
+	}
+	for _, t := range []string{cfg.Topic, cfg.DLQTopic} {
+		if t != "" && t == d.checkpointTopic {
+			errs = append(errs, fmt.Errorf("--checkpoint-topic %s is also a topic records go to: give the checkpoints a compacted topic of their own", t))
+		}
+	}
+	if isSet(fs, "transactional-id") && strings.TrimSpace(d.transactionalID) == "" {
+		errs = append(errs, errors.New("--transactional-id is empty: leave it out for cdc-relay-poll-<schema>.<table>"))
+	}
+	if cfg.AckTimeout > poller.MaxAckTimeout {
+		errs = append(errs, fmt.Errorf("--ack-timeout %s: with --delivery exactly-once a batch's Kafka transaction waits --ack-timeout for the acknowledgements and as long for the commit, "+
+			"and Kafka aborts it after %s: use at most %s", cfg.AckTimeout, txn.DefaultTransactionTimeout, poller.MaxAckTimeout))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return &usageError{err}
+	}
+	cfg.ExactlyOnce = &poller.ExactlyOnce{TransactionalID: d.transactionalID, CheckpointTopic: d.checkpointTopic}
+	return nil
+}
+
+const pollSynopsis = "poll --pg-url URL --brokers HOST:PORT[,..] [--table public.outbox] [--interval 100ms] [--batch 100] [--delivery exactly-once] [flags]\n" +
 	"       cdc-relay poll --create-index --pg-url URL [--table public.outbox]"
 
 func cmdPoll(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -42,6 +104,7 @@ func cmdPoll(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		createIndex bool
 		kafkaWait   time.Duration
 		prod        producerFlags
+		delivery    pollDelivery
 	)
 	cols := &cfg.Columns
 	var ops opsFlags
@@ -53,6 +116,7 @@ func cmdPoll(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.DurationVar(&cfg.Interval, "interval", 100*time.Millisecond, "time between the starts of two cycles; after a full batch the next cycle starts at once")
 	fs.IntVar(&cfg.Batch, "batch", 100, "rows per cycle (one transaction)")
 	fs.BoolVar(&createIndex, "create-index", false, "create the partial index on pending rows (CREATE INDEX CONCURRENTLY IF NOT EXISTS <table>_pending_idx ON <table> (id) WHERE published_at IS NULL) and exit")
+	delivery.register(fs)
 	registerColumns(fs, cols)
 	fs.StringVar(&cols.CreatedAt, "column-created-at", "created_at", "creation time column (becomes cdc-commit-time)")
 	fs.StringVar(&cols.PublishedAt, "column-published-at", "published_at", "publication time column (NULL means pending)")
@@ -84,6 +148,9 @@ func cmdPoll(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := checkRanges(fs, []string{"ack-timeout", "probe-timeout", "max-buffered-bytes", "kafka-timeout", "pending-interval"}, []string{"linger"}); err != nil {
 		return err
 	}
+	if err := delivery.apply(fs, &cfg); err != nil {
+		return err
+	}
 	if err := pollCrash(&cfg, log); err != nil {
 		return err
 	}
@@ -113,7 +180,7 @@ func cmdPoll(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer stopOps()
-	log.Info("polling", "table", cfg.Table, "interval", cfg.Interval, "batch", cfg.Batch, "brokers", []string(prod.brokers))
+	log.Info("polling", "table", cfg.Table, "interval", cfg.Interval, "batch", cfg.Batch, "delivery", delivery.mode, "brokers", []string(prod.brokers))
 	if err := p.Run(ctx); err != nil {
 		return fmt.Errorf("poll: %w", pollErr(err))
 	}
@@ -141,7 +208,8 @@ func pollCreateIndex(ctx context.Context, c *common, cfg poller.Config, stdout i
 
 // pollErr turns the poller's configuration findings into usage errors (exit 2).
 func pollErr(err error) error {
-	if errors.Is(err, poller.ErrNoTable) || errors.Is(err, poller.ErrMissingColumn) || errors.Is(err, sink.ErrNoBrokers) {
+	if errors.Is(err, poller.ErrNoTable) || errors.Is(err, poller.ErrMissingColumn) || errors.Is(err, sink.ErrNoBrokers) ||
+		errors.Is(err, poller.ErrCheckpointOfAnotherTable) || errors.Is(err, poller.ErrCheckpointTooLarge) || errors.As(err, new(*txn.NotCompactedError)) {
 		return &usageError{err}
 	}
 	return err

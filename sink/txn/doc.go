@@ -25,6 +25,9 @@
 //     follows succeeds, which is how it differs from a fence); one whose outcome is unknown
 //     (the EndTxn answer was lost) wraps ErrOutcomeUnknown. Either way the caller confirms
 //     nothing and replays from the checkpoint (read again after an unknown outcome).
+//   - A poller (`poll --delivery exactly-once`) uses the same producer with Config.Slot set to
+//     PollKey of its transactional id: CommitBatch commits the batch with a Batch checkpoint
+//     naming its rows, and ReadBatch reads the newest back, as ReadCheckpoint does a slot's.
 //   - Progress, fed the PostgreSQL transactions as they are decoded, says which records a
 //     replay skips (a committed Kafka transaction has them) and which checkpoint the open
 //     Kafka transaction commits with, a PostgreSQL transaction split across Kafka

@@ -27,7 +27,8 @@ func TransactionalID(slot string) string { return "cdc-relay-" + slot }
 
 // Config configures a Producer. Zero fields take the defaults stated.
 type Config struct {
-	// Slot names the replication slot whose position the checkpoints carry. Required.
+	// Slot names the replication slot whose position the checkpoints carry, and is their key;
+	// a poller's producer sets it to PollKey of its transactional id. Required.
 	Slot string
 	// TransactionalID is the producer's transactional.id. Default TransactionalID(Slot).
 	TransactionalID string
@@ -171,8 +172,14 @@ func (p *Producer) commit(ctx context.Context, cp Checkpoint) error {
 	if err != nil {
 		return err
 	}
+	return p.commitRecord(ctx, rec, cp.Position.String())
+}
+
+// commitRecord writes the checkpoint record rec (what names it in errors) into the open
+// transaction, flushes and commits: Commit's work once its checkpoint is encoded.
+func (p *Producer) commitRecord(ctx context.Context, rec *kgo.Record, what string) error {
 	if err := p.cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
-		return p.abortAfter(ctx, fmt.Errorf("txn: write checkpoint %s to %s: %w", cp.Position, p.cfg.CheckpointTopic, err))
+		return p.abortAfter(ctx, fmt.Errorf("txn: write checkpoint %s to %s: %w", what, p.cfg.CheckpointTopic, err))
 	}
 	if err := p.cl.Flush(ctx); err != nil {
 		return p.abortAfter(ctx, fmt.Errorf("txn: flush before commit: %w", err))

@@ -132,19 +132,11 @@ func whileUnknown(ctx context.Context, fn func() error) error {
 // slot's own records hold nothing open. A slot's key found in more than one partition (the
 // partition count changed) gives the highest position.
 func ReadCheckpoint(ctx context.Context, opts []kgo.Opt, topic, slot string) (cp Checkpoint, ok bool, err error) {
-	latest := map[int32]*kgo.Record{} // partition: the slot's newest record
-	err = readCommitted(ctx, opts, topic, toHighWatermark, func(r *kgo.Record) {
-		if string(r.Key) == slot {
-			latest[r.Partition] = r
-		}
-	})
+	latest, err := newestOf(ctx, opts, topic, slot)
 	if err != nil {
 		return Checkpoint{}, false, err
 	}
 	for _, r := range latest {
-		if r.Value == nil {
-			continue // a tombstone: the slot's checkpoint was removed
-		}
 		var c Checkpoint
 		if err := c.UnmarshalBinary(r.Value); err != nil {
 			return Checkpoint{}, false, fmt.Errorf("txn: the checkpoint of slot %s at %s partition %d offset %d: %w", slot, topic, r.Partition, r.Offset, err)
@@ -154,6 +146,22 @@ func ReadCheckpoint(ctx context.Context, opts []kgo.Opt, topic, slot string) (cp
 		}
 	}
 	return cp, ok, nil
+}
+
+// newestOf reads topic as ReadCheckpoint does and returns, by partition, the newest committed
+// record of key, unless that is a tombstone (the key's checkpoint was removed).
+func newestOf(ctx context.Context, opts []kgo.Opt, topic, key string) (map[int32]*kgo.Record, error) {
+	latest := map[int32]*kgo.Record{}
+	err := readCommitted(ctx, opts, topic, toHighWatermark, func(r *kgo.Record) {
+		switch {
+		case string(r.Key) != key:
+		case r.Value == nil:
+			delete(latest, r.Partition)
+		default:
+			latest[r.Partition] = r
+		}
+	})
+	return latest, err
 }
 
 // How far readCommitted reads.

@@ -1,0 +1,58 @@
+package poller
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cdc-relay/cdc-relay/internal/testenv"
+	"github.com/cdc-relay/cdc-relay/sink/txn"
+)
+
+// Kafka gone in the middle of an exactly-once batch: the batch is rolled back, its Kafka
+// transaction cannot be aborted while the broker is away and stays open in the client; the
+// next cycle that reaches Kafka aborts it before it begins another (without that, every later
+// Begin fails: franz-go is still in the old transaction), and a read_committed consumer sees
+// each row once.
+func TestExactlyOnceBrokerDownAbortsTheBatchThenPublishesEachRowOnce(t *testing.T) {
+	f := newFake(t, "events", "dlq")
+	p, fx := newTestPollerWith(t, f, 25, &ExactlyOnce{CheckpointTopic: "checkpoints", CheckpointReplicas: 1})
+	ctx := context.Background()
+	if n, err := p.cycle(ctx); err != nil || n != 10 {
+		t.Fatalf("first cycle: %d rows, %v", n, err)
+	}
+	f.down.Store(true)
+	if _, err := p.cycle(ctx); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("cycle with Kafka down: %v, want ErrUnavailable", err)
+	}
+	if got := pendingRows(t, fx); got != 15 {
+		t.Fatalf("%d rows pending, want 15: the rolled-back batch must stay pending", got)
+	}
+	f.down.Store(false)
+	for i := 0; pendingRows(t, fx) > 0; i++ {
+		if _, err := p.cycle(ctx); err != nil && (i > 5 || !IsRetryable(err)) {
+			t.Fatalf("cycle %d after Kafka came back: %v", i, err)
+		}
+	}
+	seen := map[string]int{}
+	err := txn.ReadCommitted(ctx, []kgo.Opt{kgo.SeedBrokers(f.c.ListenAddrs()...)}, "events", func(r *kgo.Record) {
+		seen[testenv.Header(r, "outbox-id")]++
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != 25 {
+		t.Errorf("a read_committed consumer saw %d rows, want 25", len(seen))
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Errorf("outbox id %s seen %d times read_committed", id, n)
+		}
+	}
+	b, ok, err := txn.ReadBatch(ctx, []kgo.Opt{kgo.SeedBrokers(f.c.ListenAddrs()...)}, "checkpoints", txn.PollKey(txn.PollTransactionalID(fx.Table)))
+	if err != nil || !ok || b.Seq != 3 || b.Table != fx.Table || len(b.IDs) != 5 {
+		t.Errorf("newest checkpoint %+v (found %v, %v), want batch 3 of %s with the last 5 rows", b, ok, err, fx.Table)
+	}
+}
