@@ -3,9 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -81,10 +79,7 @@ func TestExactlyOnceKilledMidStreamPublishesEachRowOnce(t *testing.T) {
 		if i%2 == 0 {
 			p := e.start(t, nil)
 			cons.WaitFor(t, 90*time.Second, "rows committed by this run", func(r []*kgo.Record) bool { return len(r) >= seen+30 })
-			if err := syscall.Kill(p.PID(), syscall.SIGKILL); err != nil {
-				t.Fatal(err)
-			}
-			p.Wait(t, 30*time.Second)
+			p.Kill(t, 30*time.Second)
 			continue
 		}
 		before := e.F.SlotConfirmed(t)
@@ -159,8 +154,8 @@ func assertOnceInKeyOrder(t *testing.T, recs []*kgo.Record, ids []int64) {
 	last := map[string]int64{}
 	reordered := 0
 	for _, r := range recs {
-		id, err := strconv.ParseInt(testenv.Header(r, "outbox-id"), 10, 64)
-		if err != nil {
+		var id int64
+		if _, err := fmt.Sscan(testenv.Header(r, "outbox-id"), &id); err != nil {
 			t.Fatalf("record without an outbox id: %v", err)
 		}
 		count[id]++
@@ -258,10 +253,7 @@ func TestExactlyOnceOpenTransactionHoldsTheSlot(t *testing.T) {
 	if n := len(committed.Records()); n != 0 {
 		t.Errorf("a read_committed consumer saw %d records of the open transaction", n)
 	}
-	if err := syscall.Kill(p.PID(), syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	p.Wait(t, 30*time.Second)
+	p.Kill(t, 30*time.Second)
 	p = e.start(t, nil)
 	committed.WaitFor(t, 60*time.Second, "the rows, replayed and committed", testenv.HasAll(ids))
 	if code := p.Stop(t); code != 0 {
