@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -99,4 +100,24 @@ func (run *relayRun) ended(t *testing.T, what string) error {
 		t.Fatalf("the run did not end %s", what)
 		return nil
 	}
+}
+
+// A commit whose answer is lost (REQUEST_TIMED_OUT) has an unknown outcome: the relay confirms
+// nothing and ends; its restart reads the checkpoint, committed or not, and replays from the
+// slot (franz-go's abort that follows reloads the producer id, which aborts the transaction if
+// it was still open).
+func TestExactlyOnceUnknownCommitOutcomeConfirmsNothing(t *testing.T) {
+	onExactlyOnceHarness(t, func(t *testing.T, h *harness) {
+		h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.RequestTimedOut, Count: -1, When: commits})
+		r, run := runStreaming(t, h)
+		before := r.stream.Flushed()
+		h.commit(run.ctx, oneRow(1), 0)
+		err := run.ended(t, "after its commit's outcome was lost")
+		if !errors.Is(err, ktxn.ErrOutcomeUnknown) {
+			t.Errorf("Run = %v, want an unknown outcome", err)
+		}
+		if c := r.stream.Flushed(); c != before {
+			t.Errorf("the relay confirmed %s (from %s) although the commit's outcome is unknown", c, before)
+		}
+	})
 }
