@@ -54,20 +54,30 @@ func TestExactlyOnceConfirmsTheCommittedCheckpoint(t *testing.T) {
 	})
 }
 
+// failedCommit runs a relay on h whose Kafka answers EndTxn as fault says, commits one row,
+// and returns Run's error once the run ended on its own; the test fails if the relay confirmed
+// anything meanwhile.
+func failedCommit(t *testing.T, h *harness, fault kfake.Fault) error {
+	t.Helper()
+	fault.Keys, fault.Count = []kmsg.Key{kmsg.EndTxn}, -1
+	h.kafka.Fault(fault)
+	r, run := runStreaming(t, h)
+	before := r.stream.Flushed()
+	h.commit(run.ctx, oneRow(1), 0)
+	err := run.ended(t, "after its commit failed")
+	if c := r.stream.Flushed(); c != before {
+		t.Errorf("the relay confirmed %s (from %s) although nothing was committed (%v)", c, before, err)
+	}
+	return err
+}
+
 // A commit Kafka refuses confirms nothing: the run ends (exit 1) saying the transaction was
-// not committed, and the slot stays where it was; the restart replays.
+// not committed, and the restart replays.
 func TestExactlyOnceRefusedCommitConfirmsNothing(t *testing.T) {
 	onExactlyOnceHarness(t, func(t *testing.T, h *harness) {
-		h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.InvalidTxnState, Count: -1, When: commits})
-		r, run := runStreaming(t, h)
-		before := r.stream.Flushed()
-		h.commit(run.ctx, oneRow(1), 0)
-		err := run.ended(t, "after its commit was refused")
+		err := failedCommit(t, h, kfake.Fault{Err: kerr.InvalidTxnState, When: commits})
 		if err == nil || !strings.Contains(err.Error(), "commit the Kafka transaction") {
 			t.Errorf("Run = %v, want the refused commit", err)
-		}
-		if c := r.stream.Flushed(); c != before {
-			t.Errorf("the relay confirmed %s (from %s) although nothing was committed", c, before)
 		}
 	})
 }
@@ -76,16 +86,21 @@ func TestExactlyOnceRefusedCommitConfirmsNothing(t *testing.T) {
 // without confirming, and says so.
 func TestExactlyOnceFencedCommitStopsTheRelay(t *testing.T) {
 	onExactlyOnceHarness(t, func(t *testing.T, h *harness) {
-		h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.ProducerFenced, Count: -1})
-		r, run := runStreaming(t, h)
-		before := r.stream.Flushed()
-		h.commit(run.ctx, oneRow(1), 0)
-		err := run.ended(t, "after it was fenced")
+		err := failedCommit(t, h, kfake.Fault{Err: kerr.ProducerFenced})
 		if !ktxn.IsFenced(err) || !strings.Contains(err.Error(), "another relay holds this slot's transactional id") {
 			t.Errorf("Run = %v, want the fence", err)
 		}
-		if c := r.stream.Flushed(); c != before {
-			t.Errorf("the relay confirmed %s (from %s) although nothing was committed", c, before)
+	})
+}
+
+// A commit whose answer is lost (REQUEST_TIMED_OUT) has an unknown outcome: the relay confirms
+// nothing and ends; its restart reads the checkpoint, committed or not, and replays from the
+// slot (franz-go's abort that follows reloads the producer id, which aborts the transaction if
+// it was still open).
+func TestExactlyOnceUnknownCommitOutcomeConfirmsNothing(t *testing.T) {
+	onExactlyOnceHarness(t, func(t *testing.T, h *harness) {
+		if err := failedCommit(t, h, kfake.Fault{Err: kerr.RequestTimedOut, When: commits}); !errors.Is(err, ktxn.ErrOutcomeUnknown) {
+			t.Errorf("Run = %v, want an unknown outcome", err)
 		}
 	})
 }
@@ -100,24 +115,4 @@ func (run *relayRun) ended(t *testing.T, what string) error {
 		t.Fatalf("the run did not end %s", what)
 		return nil
 	}
-}
-
-// A commit whose answer is lost (REQUEST_TIMED_OUT) has an unknown outcome: the relay confirms
-// nothing and ends; its restart reads the checkpoint, committed or not, and replays from the
-// slot (franz-go's abort that follows reloads the producer id, which aborts the transaction if
-// it was still open).
-func TestExactlyOnceUnknownCommitOutcomeConfirmsNothing(t *testing.T) {
-	onExactlyOnceHarness(t, func(t *testing.T, h *harness) {
-		h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.RequestTimedOut, Count: -1, When: commits})
-		r, run := runStreaming(t, h)
-		before := r.stream.Flushed()
-		h.commit(run.ctx, oneRow(1), 0)
-		err := run.ended(t, "after its commit's outcome was lost")
-		if !errors.Is(err, ktxn.ErrOutcomeUnknown) {
-			t.Errorf("Run = %v, want an unknown outcome", err)
-		}
-		if c := r.stream.Flushed(); c != before {
-			t.Errorf("the relay confirmed %s (from %s) although the commit's outcome is unknown", c, before)
-		}
-	})
 }
