@@ -206,6 +206,7 @@ func TestExactlyOnceZombieIsFencedAndPublishesNothing(t *testing.T) {
 	}
 	write(5)
 	cons.WaitFor(t, 60*time.Second, "the rows A committed", testenv.HasAll(w.Committed()))
+	metricAtLeast(t, aMetrics, "cdc_relay_kafka_transactions_committed_total", 1)
 	write(5)
 	metricAtLeast(t, aMetrics, "cdc_relay_transactions_total", 10) // in A's open Kafka transaction
 	a.Pause(t)
