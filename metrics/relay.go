@@ -79,6 +79,9 @@ type Relay struct {
 	latency prometheus.Histogram
 	errors  [numClasses]prometheus.Counter
 	src     RelaySource
+	// Exactly-once mode's Kafka transactions (zero in at-least-once mode).
+	txnCommits, txnAborts prometheus.Counter
+	txnCommit             prometheus.Histogram
 
 	published, bytes, deadLettered, badRows, txns, reconnects   *prometheus.Desc
 	parked, outages, probes                                     *prometheus.Desc
@@ -88,11 +91,14 @@ type Relay struct {
 // NewRelay registers the relay metrics in reg. Call SetSource before the first scrape.
 func NewRelay(reg prometheus.Registerer) *Relay {
 	m := &Relay{
-		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: Namespace, Name: "commit_to_ack_seconds",
-			Help:    "Time from a transaction's commit in PostgreSQL to Kafka's acknowledgement of each of its records.",
-			Buckets: latencyBuckets,
-		}),
+		latency: newHistogram("commit_to_ack_seconds",
+			"Time from a transaction's commit in PostgreSQL to Kafka's acknowledgement of each of its records."),
+		txnCommits: newCounter("kafka_transactions_committed_total",
+			"Kafka transactions committed with their checkpoint (--delivery exactly-once); the confirmed position follows each."),
+		txnAborts: newCounter("kafka_transactions_aborted_total",
+			"Kafka transactions aborted or not committed (--delivery exactly-once): nothing of them is visible to read_committed consumers, and they replay."),
+		txnCommit: newHistogram("kafka_transaction_commit_seconds",
+			"Time a Kafka commit takes (--delivery exactly-once): the checkpoint's produce, the flush and EndTxn."),
 		published:    desc("records_published_total", "Records acknowledged by Kafka on their own topic."),
 		bytes:        desc("published_bytes_total", "Value bytes of the records acknowledged on their own topic."),
 		deadLettered: desc("records_dead_lettered_total", "Records parked on the dead-letter destination (and acknowledged there)."),
@@ -116,7 +122,7 @@ func NewRelay(reg prometheus.Registerer) *Relay {
 	for c := range numClasses {
 		m.errors[c] = errs.WithLabelValues(c.String()) // resolved once: the hot path only adds
 	}
-	reg.MustRegister(m.latency, errs, m)
+	reg.MustRegister(m.latency, errs, m.txnCommits, m.txnAborts, m.txnCommit, m)
 	return m
 }
 
@@ -135,6 +141,21 @@ func (m *Relay) SetSource(src RelaySource) {
 func (m *Relay) Acked(commit time.Time) {
 	if m != nil && !commit.IsZero() {
 		m.latency.Observe(time.Since(commit).Seconds())
+	}
+}
+
+// TxnCommitted counts one Kafka transaction committed, whose commit took took.
+func (m *Relay) TxnCommitted(took time.Duration) {
+	if m != nil {
+		m.txnCommits.Inc()
+		m.txnCommit.Observe(took.Seconds())
+	}
+}
+
+// TxnAborted counts one Kafka transaction aborted or not committed.
+func (m *Relay) TxnAborted() {
+	if m != nil {
+		m.txnAborts.Inc()
 	}
 }
 

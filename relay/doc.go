@@ -7,6 +7,11 @@
 // or parked on the dead-letter topic and acknowledged there. When nothing is in flight, a
 // keepalive's WAL end is confirmed, so a quiet outbox does not retain other tables' WAL.
 //
+// With Config.ExactlyOnce (exactly.go) the producer is the slot's transactional one: the
+// pipeline owns the open Kafka transaction, and the position confirmed is only ever a committed
+// checkpoint's (or an idle keepalive's WAL end while no Kafka transaction is open); a lost
+// session, a fence or a commit that failed ends Run with an error, and the restart replays.
+//
 // Contexts and goroutines: Run owns every goroutine it starts and returns only after all have
 // ended: the replication stream's (owns the connection), the pipeline's (owns the decoder and
 // produces), the dead-letter goroutine (re-produces records Kafka rejected for good) and the
