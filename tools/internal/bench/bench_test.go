@@ -33,7 +33,7 @@ func TestQuickSuite(t *testing.T) {
 	out := t.TempDir()
 	// Debezium as shipped only: each Debezium publisher costs two JVM starts (the replay
 	// phase's cold start and restart), 20-30 s each on two busy cores.
-	pubs := append(slices.Clone(DefaultPublishers[:3]), DebeziumPublishers[0])
+	pubs := []Publisher{DefaultPublishers[0], DefaultPublishers[2], DefaultPublishers[3], DebeziumPublishers[0]}
 	cfg := Config{
 		Duration: 1500 * time.Millisecond, Warmup: 500 * time.Millisecond, Rates: []int{200, 2000}, Backlog: 2000, TxSizes: []int{1, 100}, Repeats: 1,
 		LargeRows: 200, ReplayRate: 500, KillAfter: 2 * time.Second, Publishers: pubs,
@@ -404,6 +404,42 @@ func TestTargetsDebezium(t *testing.T) {
 	}
 }
 
+// The exactly-once targets: run-eos beside run at every steady rate (p99 within run's plus the
+// transaction interval) and every backlog (0.8 × run's drain rate), and only where both ran.
+func TestTargetsExactlyOnce(t *testing.T) {
+	rep := &Report{Config: ReportConfig{Rates: []int{500, 2000, 5000}}}
+	rep.Steady = []SteadyResult{
+		{Publisher: "run", Rate: 500, P99: 10 * time.Millisecond}, {Publisher: RunEOS, Rate: 500, P99: 110 * time.Millisecond},
+		{Publisher: "run", Rate: 2000, P99: 10 * time.Millisecond}, {Publisher: RunEOS, Rate: 2000, P99: 111 * time.Millisecond},
+		{Publisher: RunEOS, Rate: 5000, P99: time.Millisecond}, // no run beside it
+	}
+	rep.Backlog = []BacklogResult{
+		{TxSize: 1, Publisher: "run", Rate: 1000}, {TxSize: 1, Publisher: RunEOS, Rate: 800},
+		{TxSize: 100, Publisher: "run", Rate: 1000}, {TxSize: 100, Publisher: RunEOS, Rate: 799},
+	}
+	rep.evaluate()
+	want := map[string]bool{
+		"run-eos at 500 rows/s: p99 ≤ run's p99 + 100ms":            true,
+		"run-eos at 2,000 rows/s: p99 ≤ run's p99 + 100ms":          false,
+		"backlog, 1-row transactions: run-eos ≥ 0.8 × run's rate":   true,
+		"backlog, 100-row transactions: run-eos ≥ 0.8 × run's rate": false,
+	}
+	got := map[string]Target{}
+	for _, tg := range rep.Targets {
+		if strings.Contains(tg.Name, RunEOS) {
+			got[tg.Name] = tg
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("targets %+v", rep.Targets)
+	}
+	for name, met := range want {
+		if tg, ok := got[name]; !ok || tg.Met != met {
+			t.Errorf("%s: %+v, want met %v", name, tg, met)
+		}
+	}
+}
+
 // Without a JVM the debezium publishers are left out, named with the reason, and the run
 // goes on with the others.
 func TestDebeziumLeftOutWithoutJava(t *testing.T) {
@@ -411,7 +447,7 @@ func TestDebeziumLeftOutWithoutJava(t *testing.T) {
 	var progress strings.Builder
 	cfg := Config{Publishers: DefaultPublishers, Progress: &progress}
 	got, left := prepareDebezium(context.Background(), cfg)
-	if len(got.Publishers) != 3 || slices.ContainsFunc(got.Publishers, func(p Publisher) bool { return p.Debezium }) {
+	if len(got.Publishers) != len(DefaultPublishers)-2 || slices.ContainsFunc(got.Publishers, func(p Publisher) bool { return p.Debezium }) {
 		t.Errorf("publishers kept: %+v", got.Publishers)
 	}
 	if len(left) != 2 || !strings.Contains(left[0], "debezium: java not found") || !strings.Contains(left[1], "debezium tuned: java not found") {
