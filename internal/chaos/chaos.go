@@ -150,18 +150,23 @@ type Event struct {
 
 // Result holds the soak's figures.
 type Result struct {
-	Seed              uint64
-	Delivery          string
-	Started           time.Time
-	Committed         int // rows committed
-	CommittedTxs      int
-	RolledBack        int // rows rolled back
-	RolledBackTxs     int
-	Ambiguous         int // commits whose outcome was resolved by looking (connection lost during COMMIT)
-	Records           int // records read from the topic
-	Duplicates        int // records beyond the first for an id
-	Kills             int
-	UnexpectedExits   int
+	Seed            uint64
+	Delivery        string
+	Started         time.Time
+	Committed       int // rows committed
+	CommittedTxs    int
+	RolledBack      int // rows rolled back
+	RolledBackTxs   int
+	Ambiguous       int // commits whose outcome was resolved by looking (connection lost during COMMIT)
+	Records         int // records read from the topic
+	Duplicates      int // records beyond the first for an id
+	Kills           int
+	UnexpectedExits int
+	// OutageExits are the exactly-once relays that exited 1 during a Kafka pause or a
+	// PostgreSQL restart, or less than FaultGrace after it: each with its last error line. That
+	// mode stops on a lost session or an unknown outcome and its restart replays (DESIGN.md,
+	// E5); they are not UnexpectedExits.
+	OutageExits       []string
 	Events            []Event
 	MaxDupsOneCrash   int
 	MaxDupsCrash      int // which kill (1-based) caused MaxDupsOneCrash
@@ -205,7 +210,10 @@ func (r *Result) Print(w io.Writer) {
 	if len(faults) == 0 {
 		faults = []string{"no other fault"}
 	}
-	fmt.Fprintf(w, "  faults:     %d relay kill -9s, %s; %d unexpected relay exits\n", r.Kills, strings.Join(faults, ", "), r.UnexpectedExits)
+	fmt.Fprintf(w, "  faults:     %d relay kill -9s, %s; %d unexpected relay exits, %d exits during an outage\n", r.Kills, strings.Join(faults, ", "), r.UnexpectedExits, len(r.OutageExits))
+	for _, e := range r.OutageExits {
+		fmt.Fprintf(w, "    exit during an outage: %s\n", e)
+	}
 	fmt.Fprintf(w, "  delivered:  %d records; %d committed ids lost, %d rolled-back ids delivered, %d keys out of commit order, %d dead letters\n",
 		r.Records, r.Lost, r.RolledBackSeen, r.OrderViolations, r.DeadLettered)
 	pct := 0.0
@@ -357,6 +365,10 @@ type soak struct {
 	logMu  sync.Mutex // Log is written by the writer, the kill loop and the faults
 	mu     sync.Mutex
 	events []Event
+	// faulting is set while Kafka is paused or PostgreSQL restarts, and faultEnd is when the
+	// last of those ended: an exactly-once relay may exit 1 on what they do to it (E5).
+	faulting bool
+	faultEnd time.Time
 	// faultMu serializes a PostgreSQL restart with relay restarts: a relay whose preflight
 	// meets a stopped server exits (correctly) with an error, which would count as unexpected.
 	faultMu sync.Mutex
@@ -366,6 +378,28 @@ func (s *soak) logf(format string, args ...any) {
 	s.logMu.Lock()
 	defer s.logMu.Unlock()
 	fmt.Fprintf(s.log, "[chaos %s] %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
+}
+
+// outage marks the start (true) or the end (false) of a Kafka pause or a PostgreSQL restart.
+func (s *soak) outage(on bool) {
+	s.mu.Lock()
+	s.faulting = on
+	if !on {
+		s.faultEnd = time.Now()
+	}
+	s.mu.Unlock()
+}
+
+// FaultGrace is how long after a Kafka pause or a PostgreSQL restart an exactly-once relay's
+// exit is put down to it.
+const FaultGrace = 10 * time.Second
+
+// inOutage reports whether a Kafka pause or a PostgreSQL restart is in effect, or ended less
+// than FaultGrace ago.
+func (s *soak) inOutage() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.faulting || (!s.faultEnd.IsZero() && time.Since(s.faultEnd) < FaultGrace)
 }
 
 func (s *soak) event(kind string, n int) {
@@ -387,6 +421,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			return nil, err
 		}
 		cfg.LogDir = d
+	} else if err := os.MkdirAll(cfg.LogDir, 0o755); err != nil {
+		return nil, fmt.Errorf("chaos: --log-dir: %w", err)
 	}
 	for _, sc := range []string{"kafka-ctl.sh", "pg-ctl.sh"} {
 		if _, err := os.Stat(filepath.Join(cfg.Scripts, sc)); err != nil {
@@ -479,7 +515,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	// Give a replay in progress a moment to land, so that duplicates are counted whole.
 	time.Sleep(2 * time.Second)
 	sup.stop()
-	res.Kills, res.UnexpectedExits, res.Takeovers, res.Zombie = sup.kills, sup.unexpected, sup.takeovers, sup.zombieFate()
+	res.Kills, res.UnexpectedExits, res.OutageExits, res.Takeovers, res.Zombie = sup.kills, sup.unexpected, sup.outageExits, sup.takeovers, sup.zombieFate()
 	if v.markers != nil {
 		if err := s.markersCaughtUp(ctx, adm); err != nil {
 			return nil, err
@@ -607,6 +643,8 @@ func (s *soak) pauseKafka(ctx context.Context) error {
 		return err
 	}
 	s.event("kafka-pause", 0)
+	s.outage(true)
+	defer s.outage(false)
 	select { // the outage is the scenario; it ends early only when the run is abandoned
 	case <-time.After(s.cfg.Pause):
 	case <-ctx.Done():
@@ -624,6 +662,8 @@ func (s *soak) restartPostgres() error {
 	defer s.faultMu.Unlock()
 	s.logf("PostgreSQL: restart -m fast")
 	s.event("pg-restart", 0)
+	s.outage(true)
+	defer s.outage(false)
 	if err := s.script("pg-ctl.sh", "restart"); err != nil {
 		return err
 	}

@@ -41,11 +41,13 @@ type supervisor struct {
 	gen        int
 	kills      int
 	unexpected int
-	takeovers  []time.Duration
-	zombieGen  int
-	zombieNote string
-	stopped    bool
-	watchers   sync.WaitGroup
+	// outageExits are the exactly-once relays' exits put down to an outage (Result.OutageExits).
+	outageExits []string
+	takeovers   []time.Duration
+	zombieGen   int
+	zombieNote  string
+	stopped     bool
+	watchers    sync.WaitGroup
 
 	// faults holds the kills back while the zombie is paused: it must stay the holder until
 	// its walsender times out, and a kill of the standby would only delay the takeover.
@@ -133,16 +135,25 @@ func (p *supervisor) start(seat int) error {
 		defer p.watchers.Done()
 		<-relay.Done()
 		f.Close()
+		outage := p.s.cfg.Delivery == ExactlyOnce && p.s.inOutage()
 		p.mu.Lock()
 		expected, stopped := p.expected[gen], p.stopped
-		if !expected && !stopped {
+		switch {
+		case expected || stopped:
+		case outage:
+			p.outageExits = append(p.outageExits, fmt.Sprintf("relay #%d: %s", gen, lastError(logPath)))
+		default:
 			p.unexpected++
 		}
 		p.mu.Unlock()
 		if stopped {
 			return
 		}
-		if !expected {
+		switch {
+		case expected:
+		case outage:
+			p.s.logf("relay #%d exited during an outage (%v); see %s; restarting", gen, relay.Err(), logPath)
+		default:
 			p.s.logf("relay #%d exited on its own (%v); see %s; restarting", gen, relay.Err(), logPath)
 		}
 		// Started again at once, as a supervisor would.

@@ -123,10 +123,6 @@ func soak(ctx context.Context, cfg chaos.Config, modes []string) int {
 			c.Name += "_" + strings.ReplaceAll(m, "-", "_")
 			if c.LogDir != "" {
 				c.LogDir = filepath.Join(c.LogDir, m)
-				if err := os.MkdirAll(c.LogDir, 0o755); err != nil {
-					fmt.Fprintf(os.Stderr, "cdc-chaos: --log-dir: %v\n", err)
-					return 1
-				}
 			}
 		}
 		res, err := chaos.Run(ctx, c)
