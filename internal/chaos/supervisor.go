@@ -242,20 +242,30 @@ func (p *supervisor) killLoop(ctx context.Context) {
 	}
 }
 
+// holderToFault waits for the slot's holder and marks its exit expected; nil if it exited
+// meanwhile. The caller holds p.faults.
+func (p *supervisor) holderToFault(ctx context.Context) (*relayProc, error) {
+	gen, err := p.waitHolder(ctx, 0)
+	if err != nil {
+		return nil, err
+	}
+	rp := p.process(gen)
+	if rp != nil {
+		p.mu.Lock()
+		p.expected[gen] = true
+		p.mu.Unlock()
+	}
+	return rp, nil
+}
+
 func (p *supervisor) killHolder(ctx context.Context) error {
 	p.faults.Lock()
 	defer p.faults.Unlock()
-	gen, err := p.waitHolder(ctx, 0)
-	if err != nil {
-		return err
+	rp, err := p.holderToFault(ctx)
+	if rp == nil || err != nil {
+		return err // none, or it exited meanwhile: the next round finds the next holder
 	}
-	rp := p.process(gen)
-	if rp == nil {
-		return nil // it exited meanwhile: the next round finds the next holder
-	}
-	p.mu.Lock()
-	p.expected[gen] = true
-	p.mu.Unlock()
+	gen := rp.gen
 	rp.p.Kill()
 	killed := time.Now()
 	p.kills++
@@ -281,19 +291,12 @@ func (p *supervisor) killHolder(ctx context.Context) error {
 func (p *supervisor) zombie(ctx context.Context) error {
 	p.faults.Lock()
 	defer p.faults.Unlock()
-	gen, err := p.waitHolder(ctx, 0)
-	if err != nil {
+	rp, err := p.holderToFault(ctx)
+	if rp == nil || err != nil {
+		p.s.logf("zombie: the slot's holder exited before it could be paused (%v)", err)
 		return err
 	}
-	rp := p.process(gen)
-	if rp == nil {
-		p.s.logf("zombie: relay #%d exited before it could be paused", gen)
-		return nil
-	}
-	p.mu.Lock()
-	p.expected[gen] = true
-	p.zombieGen = gen
-	p.mu.Unlock()
+	gen := rp.gen
 	rp.p.Send(syscall.SIGSTOP)
 	paused := time.Now()
 	p.s.event("zombie", 0)
