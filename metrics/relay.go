@@ -79,6 +79,9 @@ type Relay struct {
 	latency prometheus.Histogram
 	errors  [numClasses]prometheus.Counter
 	src     RelaySource
+	// Exactly-once mode's Kafka transactions (zero in at-least-once mode).
+	txnCommits, txnAborts prometheus.Counter
+	txnCommit             prometheus.Histogram
 
 	published, bytes, deadLettered, badRows, txns, reconnects   *prometheus.Desc
 	parked, outages, probes                                     *prometheus.Desc
@@ -91,6 +94,15 @@ func NewRelay(reg prometheus.Registerer) *Relay {
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: Namespace, Name: "commit_to_ack_seconds",
 			Help:    "Time from a transaction's commit in PostgreSQL to Kafka's acknowledgement of each of its records.",
+			Buckets: latencyBuckets,
+		}),
+		txnCommits: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: "kafka_transactions_committed_total",
+			Help: "Kafka transactions committed with their checkpoint (--delivery exactly-once); the confirmed position follows each."}),
+		txnAborts: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: "kafka_transactions_aborted_total",
+			Help: "Kafka transactions aborted or not committed (--delivery exactly-once): nothing of them is visible to read_committed consumers, and they replay."}),
+		txnCommit: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: Namespace, Name: "kafka_transaction_commit_seconds",
+			Help:    "Time a Kafka commit takes (--delivery exactly-once): the checkpoint's produce, the flush and EndTxn.",
 			Buckets: latencyBuckets,
 		}),
 		published:    desc("records_published_total", "Records acknowledged by Kafka on their own topic."),
@@ -116,7 +128,7 @@ func NewRelay(reg prometheus.Registerer) *Relay {
 	for c := range numClasses {
 		m.errors[c] = errs.WithLabelValues(c.String()) // resolved once: the hot path only adds
 	}
-	reg.MustRegister(m.latency, errs, m)
+	reg.MustRegister(m.latency, errs, m.txnCommits, m.txnAborts, m.txnCommit, m)
 	return m
 }
 
@@ -135,6 +147,21 @@ func (m *Relay) SetSource(src RelaySource) {
 func (m *Relay) Acked(commit time.Time) {
 	if m != nil && !commit.IsZero() {
 		m.latency.Observe(time.Since(commit).Seconds())
+	}
+}
+
+// TxnCommitted counts one Kafka transaction committed, whose commit took took.
+func (m *Relay) TxnCommitted(took time.Duration) {
+	if m != nil {
+		m.txnCommits.Inc()
+		m.txnCommit.Observe(took.Seconds())
+	}
+}
+
+// TxnAborted counts one Kafka transaction aborted or not committed.
+func (m *Relay) TxnAborted() {
+	if m != nil {
+		m.txnAborts.Inc()
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/cdc-relay/cdc-relay/outbox"
 	"github.com/cdc-relay/cdc-relay/replication"
 	"github.com/cdc-relay/cdc-relay/sink"
+	ktxn "github.com/cdc-relay/cdc-relay/sink/txn"
 )
 
 // Config configures a Relay. Zero fields take the defaults stated.
@@ -42,8 +43,77 @@ type Config struct {
 	// counters when scraped. Default nil: no metrics.
 	Metrics *metrics.Relay
 	// BeforeConfirm, when set, runs after Kafka acknowledged a transaction and before its
-	// position is handed to the replication stream. Fault-injection tests use it.
+	// position is handed to the replication stream (in exactly-once mode: after the Kafka
+	// commit of a checkpoint, before its position is). Fault-injection tests use it.
 	BeforeConfirm func(pglogrepl.LSN)
+	// ExactlyOnce, when set, is `run --delivery exactly-once`: a transactional producer that
+	// belongs to the slot, the checkpoint in each Kafka transaction, and the position confirmed
+	// only from committed checkpoints (exactly.go; DESIGN.md, "Exactly-once"). Nil:
+	// at-least-once.
+	ExactlyOnce *ExactlyOnce
+}
+
+// ExactlyOnce configures exactly-once delivery. Zero fields take the defaults stated.
+type ExactlyOnce struct {
+	// TransactionalID is the producer's transactional.id. Default txn.TransactionalID(slot),
+	// "cdc-relay-<slot>": two PostgreSQL clusters with slots of one name that publish to one
+	// Kafka cluster must set their own (DESIGN.md, "The transactional.id belongs to the slot").
+	TransactionalID string
+	// CheckpointTopic is the compacted topic of the checkpoints, created at start if missing.
+	// Default txn.DefaultCheckpointTopic.
+	CheckpointTopic string
+	// Interval is how long a Kafka transaction stays open at most before it is committed after
+	// the PostgreSQL transaction that is decoded then; one still inside a PostgreSQL
+	// transaction at twice the interval is split there. Default DefaultTransactionInterval.
+	Interval time.Duration
+	// MaxRecords is how many records (dead letters included) a Kafka transaction holds at
+	// most: it is committed at that count, inside a PostgreSQL transaction if need be (split).
+	// Default DefaultTransactionMaxRecords.
+	MaxRecords int
+	// TransactionTimeout is the producer's transaction.timeout.ms, after which Kafka aborts
+	// an open transaction. Default txn.DefaultTransactionTimeout; it must be more than twice
+	// Interval.
+	TransactionTimeout time.Duration
+}
+
+// The exactly-once defaults.
+const (
+	DefaultTransactionInterval   = 100 * time.Millisecond
+	DefaultTransactionMaxRecords = 10_000
+)
+
+// Validate reports a configuration that cannot work.
+func (c ExactlyOnce) Validate() error {
+	c = c.withDefaults()
+	switch {
+	case c.Interval < 0:
+		return fmt.Errorf("relay: transaction interval %s is negative", c.Interval)
+	case c.MaxRecords < 0:
+		return fmt.Errorf("relay: transaction max records %d is negative", c.MaxRecords)
+	case c.TransactionTimeout < 0:
+		return fmt.Errorf("relay: transaction timeout %s is negative", c.TransactionTimeout)
+	case 2*c.Interval >= c.TransactionTimeout:
+		return fmt.Errorf("relay: transaction interval %s: it must be below half the transaction timeout %s "+
+			"(a Kafka transaction inside a PostgreSQL transaction is split at twice the interval, and Kafka aborts one open longer than the timeout)",
+			c.Interval, c.TransactionTimeout)
+	}
+	return nil
+}
+
+func (c ExactlyOnce) withDefaults() ExactlyOnce {
+	if c.CheckpointTopic == "" {
+		c.CheckpointTopic = ktxn.DefaultCheckpointTopic
+	}
+	if c.Interval == 0 {
+		c.Interval = DefaultTransactionInterval
+	}
+	if c.MaxRecords == 0 {
+		c.MaxRecords = DefaultTransactionMaxRecords
+	}
+	if c.TransactionTimeout == 0 {
+		c.TransactionTimeout = ktxn.DefaultTransactionTimeout
+	}
+	return c
 }
 
 // Validate reports a configuration that cannot work.
@@ -51,6 +121,9 @@ func (c Config) Validate() error {
 	errs := []error{c.Replication.Validate(), c.Decoder.Validate(), c.Sink.Validate()}
 	if c.Buffer < 0 || c.ShutdownTimeout < 0 || c.StartupTimeout < 0 {
 		errs = append(errs, errors.New("relay: buffer and timeouts must not be negative"))
+	}
+	if c.ExactlyOnce != nil {
+		errs = append(errs, c.ExactlyOnce.Validate())
 	}
 	if c.DeadLetterTable != "" {
 		if _, err := outbox.ParseTable(c.DeadLetterTable); err != nil {
@@ -84,6 +157,10 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Sink.Logger == nil {
 		c.Sink.Logger = c.Logger
+	}
+	if c.ExactlyOnce != nil {
+		eo := c.ExactlyOnce.withDefaults()
+		c.ExactlyOnce = &eo
 	}
 	return c
 }

@@ -128,6 +128,10 @@ func (l *lostSession) stopProducing() {
 
 // sessionLost is the stream's OnSessionLost.
 func (r *Relay) sessionLost(cause error) {
+	if r.eos != nil {
+		r.eosSessionLost(cause)
+		return
+	}
 	r.lost.mu.Lock()
 	r.lost.discard.Store(true)
 	r.lost.losses.Add(1)

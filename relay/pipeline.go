@@ -26,6 +26,11 @@ func (r *Relay) pipeline(ctx context.Context, msgs <-chan []replication.Message)
 			return nil
 		case <-r.track.failCh:
 			return r.track.err()
+		case <-r.eosTimer():
+			if err := r.eosCommitIfDue(ctx, p.cur != nil, true); err != nil {
+				return err
+			}
+			continue
 		case batch = <-msgs:
 		}
 		for i := range batch {
@@ -63,8 +68,26 @@ func (p *pipe) handle(ctx context.Context, m *replication.Message) error {
 	if m.Kind != replication.KindReset && r.lost.discard.Load() {
 		return nil // the lost session's: the next session replays it (lost.go)
 	}
+	if r.eos != nil && r.eos.prod == nil && m.Kind != replication.KindReset {
+		// The session streams, so the slot is this relay's: fence, then read the checkpoint,
+		// before anything of it is decoded (DESIGN.md, "Take the slot, fence"). A reset comes
+		// before a session's handshake (one that never streamed: PostgreSQL was away).
+		if err := r.eosStart(ctx); err != nil && ctx.Err() == nil {
+			return err
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+	}
 	switch m.Kind {
 	case replication.KindReset:
+		if r.eos != nil && r.eos.prod != nil {
+			// A session that streamed was lost, which ends the run in this mode (exactly.go).
+			if err := r.track.err(); err != nil {
+				return err
+			}
+			return errors.New("relay: exactly-once: a new replication session within the run")
+		}
 		if !r.awaitAbort(ctx, p.losses) {
 			return nil // stopped while the abort ran
 		}
@@ -73,7 +96,7 @@ func (p *pipe) handle(ctx context.Context, m *replication.Message) error {
 		p.cur = nil
 	case replication.KindKeepalive:
 		if p.cur == nil {
-			r.track.idle(m.ServerWALEnd)
+			r.idle(m.ServerWALEnd)
 		}
 	case replication.KindData:
 		out, err := r.dec.Decode(m.WALStart, m.Data)
@@ -89,6 +112,7 @@ func (p *pipe) handle(ctx context.Context, m *replication.Message) error {
 			p.cur = r.track.beginAt(out.CommitTime)
 			p.stamp = nil // made at the first event: most transactions a slot sees may have none
 			r.stats.Transactions.Add(1)
+			r.eosBegin(out.CommitLSN)
 		case decoder.KindEvent:
 			if p.cur == nil {
 				return fmt.Errorf("relay: event at %s outside a transaction", m.WALStart)
@@ -96,32 +120,52 @@ func (p *pipe) handle(ctx context.Context, m *replication.Message) error {
 			if p.stamp == nil {
 				p.stamp = sink.NewStamp(out.CommitLSN, out.CommitTime)
 			}
+			if produce, berr := r.eosRecord(); berr != nil || !produce {
+				return berr // nil: a committed Kafka transaction has it (a replay)
+			}
 			r.produce(ctx, p.cur, p.stamp, out, err)
+			return r.eosCommitIfDue(ctx, true, false)
 		case decoder.KindCommit:
 			if p.cur != nil {
 				r.track.commit(p.cur, out.EndLSN)
 			}
 			p.cur = nil
+			return r.eosCommitted(ctx, out.EndLSN)
 		case decoder.KindNone:
 			if err != nil {
-				// A non-transactional logical message with the outbox prefix: it belongs to no
-				// committed transaction, so it is never published, but its content is kept: it is
-				// dead-lettered as a bad row, as a transaction of its own that ends at the
-				// message's LSN (or, were one open, with that transaction), so the position
-				// passes it only once it is parked.
-				x := p.cur
-				if x == nil {
-					x = r.track.begin()
-				}
-				stamp := sink.NewStamp(out.EndLSN, time.Now()) // no commit time: when the relay read it
-				r.produce(ctx, x, stamp, out, err)
-				if p.cur == nil {
-					r.track.commit(x, out.EndLSN)
-				}
+				return p.nonTransactional(ctx, out, err)
 			}
 		}
 	}
 	return nil
+}
+
+// nonTransactional handles a non-transactional logical message with the outbox prefix: it
+// belongs to no committed transaction, so it is never published, but its content is kept: it
+// is dead-lettered as a bad row, as a transaction of its own that ends at the message's LSN
+// (or, were one open, with that transaction), so the position passes it only once it is
+// parked. In exactly-once mode it is a transaction of its own for the checkpoint too: its
+// record starts before its end, so a checkpoint past it skips it on a replay.
+func (p *pipe) nonTransactional(ctx context.Context, out decoder.Output, badRow error) error {
+	r := p.r
+	x := p.cur
+	if x == nil {
+		x = r.track.begin()
+		r.eosBegin(out.EndLSN - 1)
+	}
+	produce, err := r.eosRecord()
+	if err != nil {
+		return err
+	}
+	if produce {
+		stamp := sink.NewStamp(out.EndLSN, time.Now()) // no commit time: when the relay read it
+		r.produce(ctx, x, stamp, out, badRow)
+	}
+	if p.cur != nil {
+		return nil
+	}
+	r.track.commit(x, out.EndLSN)
+	return r.eosCommitted(ctx, out.EndLSN)
 }
 
 func (r *Relay) produce(ctx context.Context, x *txn, stamp *sink.Stamp, out decoder.Output, badRow error) {

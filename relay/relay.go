@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 	"github.com/cdc-relay/cdc-relay/outbox"
 	"github.com/cdc-relay/cdc-relay/replication"
 	"github.com/cdc-relay/cdc-relay/sink"
+	ktxn "github.com/cdc-relay/cdc-relay/sink/txn"
 )
 
 // Stats are the relay's counters. All fields are read atomically.
@@ -59,6 +61,7 @@ type Relay struct {
 	maxTxns int
 	parts   *partWatch
 	lost    lostSession // lost.go
+	eos     *exactly    // exactly-once mode's Kafka transaction (exactly.go); nil: at-least-once
 	// msgs and stopped are Run's channel and the end of its goroutines, for sessionLost (on the
 	// stream's goroutine, the channel's only sender) to send its mark.
 	msgs    chan []replication.Message
@@ -82,16 +85,36 @@ func New(cfg Config) (*Relay, error) {
 		return nil, err
 	}
 	parts := newPartWatch()
+	var eos *exactly
+	if eo := cfg.ExactlyOnce; eo != nil {
+		// The checkpoint's reader connects as the producer does (seeds, TLS, SASL), and the
+		// producer takes the slot's transactional id.
+		eos = &exactly{cfg: *eo, readOpts: append([]kgo.Opt{kgo.SeedBrokers(cfg.Sink.Brokers...)}, cfg.Sink.Opts...)}
+		tcfg := ktxn.Config{Slot: cfg.Replication.Slot, TransactionalID: eo.TransactionalID, TransactionTimeout: eo.TransactionTimeout}
+		cfg.Sink.Opts = append(cfg.Sink.Opts[:len(cfg.Sink.Opts):len(cfg.Sink.Opts)], tcfg.ClientOpts()...)
+	}
 	// A lost session's abort fails even records whose outcome the producer does not know,
-	// instead of sending them again after the slot was lost (lost.go).
-	cfg.Sink.Opts = append(cfg.Sink.Opts[:len(cfg.Sink.Opts):len(cfg.Sink.Opts)], kgo.WithHooks(parts), kgo.AllowIdempotentProduceCancellation())
+	// instead of sending them again after the slot was lost (lost.go). franz-go refuses it
+	// with a transactional id, and exactly-once mode needs none: a lost session ends the run,
+	// and the next holder's fence keeps what was in flight from landing (exactly.go).
+	opts := append(cfg.Sink.Opts[:len(cfg.Sink.Opts):len(cfg.Sink.Opts)], kgo.WithHooks(parts))
+	if eos == nil {
+		opts = append(opts, kgo.AllowIdempotentProduceCancellation())
+	}
+	cfg.Sink.Opts = opts
 	snk, err := sink.New(cfg.Sink)
 	if err != nil {
 		return nil, err
 	}
-	r = &Relay{cfg: cfg, log: cfg.Logger, stream: stream, sink: snk, dec: dec, parts: parts}
-	r.track = newTracker(stream.Ack)
-	r.track.beforeConfirm = cfg.BeforeConfirm
+	r = &Relay{cfg: cfg, log: cfg.Logger, stream: stream, sink: snk, dec: dec, parts: parts, eos: eos}
+	if eos != nil {
+		// Only a committed checkpoint is confirmed (exactly.go): the tracker's positions say
+		// what may go into the next one.
+		r.track = newTracker(func(pglogrepl.LSN) {})
+	} else {
+		r.track = newTracker(stream.Ack)
+		r.track.beforeConfirm = cfg.BeforeConfirm
+	}
 	r.dlq = newDeadLetters()
 	records, bytes := snk.Limits()
 	r.letters = newLetterBudget(records, bytes, snk.BufferedBoth)
@@ -115,6 +138,14 @@ func (r *Relay) Run(ctx context.Context) error {
 	if err := r.waitForKafka(ctx); err != nil || ctx.Err() != nil {
 		return err
 	}
+	if r.eos != nil {
+		if err := ktxn.EnsureCheckpointTopic(ctx, r.sink.Client(), r.eos.cfg.CheckpointTopic, -1); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("relay: exactly-once: %w", err)
+		}
+	}
 
 	// The stream hands over batches of up to replication.MaxBatch messages.
 	msgs := make(chan []replication.Message, max(1, r.cfg.Buffer/replication.MaxBatch))
@@ -130,7 +161,9 @@ func (r *Relay) Run(ctx context.Context) error {
 	// Shutdown: reading has stopped. Let Kafka acknowledge what it holds, then confirm it.
 	fctx, cancel := context.WithTimeout(context.Background(), r.cfg.ShutdownTimeout)
 	defer cancel()
-	if err := r.drain(fctx); err != nil {
+	if r.eos != nil {
+		runErr = r.eosFinish(fctx, runErr)
+	} else if err := r.drain(fctx); err != nil {
 		r.log.Error("shutdown: records still unacknowledged; they will be published again on restart", "cause", err, "in_flight", r.sink.Buffered())
 	}
 	if err := r.stream.Close(fctx); err != nil {

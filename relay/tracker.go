@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,10 +43,17 @@ type tracker struct {
 	// lost: the session ended and every transaction was forgotten (reset); until the next
 	// session (resume), nothing is confirmed, not even an idle keepalive's WAL end.
 	lost bool
+
+	// unresolved counts the records added and not yet done, over every transaction; settled is
+	// signalled when it comes down to 0. Exactly-once mode commits a Kafka transaction only
+	// then (exactly.go): Kafka commits whatever the transaction holds. At-least-once mode does
+	// not read it (a lost session's aborted records are never done there).
+	unresolved int
+	settled    chan struct{}
 }
 
 func newTracker(confirm func(pglogrepl.LSN)) *tracker {
-	return &tracker{confirm: confirm, failCh: make(chan struct{}), room: make(chan struct{}, 1)}
+	return &tracker{confirm: confirm, failCh: make(chan struct{}), room: make(chan struct{}, 1), settled: make(chan struct{}, 1)}
 }
 
 // hasRoom reports whether fewer than limit transactions are tracked; if not, the next
@@ -80,6 +88,7 @@ func (t *tracker) add(x *txn) {
 	t.mu.Lock()
 	x.pending++
 	x.records = true
+	t.unresolved++
 	t.mu.Unlock()
 }
 
@@ -87,8 +96,43 @@ func (t *tracker) add(x *txn) {
 func (t *tracker) done(x *txn) {
 	t.mu.Lock()
 	x.pending--
+	if t.unresolved--; t.unresolved == 0 {
+		select {
+		case t.settled <- struct{}{}:
+		default:
+		}
+	}
 	t.advance()
 	t.mu.Unlock()
+}
+
+// settledNow reports whether every record added is done and the tracker has not failed.
+func (t *tracker) settledNow() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.unresolved == 0 && t.failed == nil
+}
+
+// awaitSettled returns once every record added is done (acknowledged, or parked as a dead
+// letter), ctx's error if it ends first, and the tracker's failure if one comes first.
+func (t *tracker) awaitSettled(ctx context.Context) error {
+	for {
+		t.mu.Lock()
+		n, failed := t.unresolved, t.failed
+		t.mu.Unlock()
+		switch {
+		case failed != nil:
+			return failed
+		case n == 0:
+			return nil
+		}
+		select {
+		case <-t.settled:
+		case <-t.failCh:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // commit marks x complete once its records are acknowledged.

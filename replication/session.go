@@ -32,6 +32,7 @@ func (s *Stream) session(ctx context.Context, out chan<- []Message) (bool, error
 		return false, classify(fmt.Errorf("identify system: %w", err), s.cfg.Slot)
 	}
 	s.nowTL = sys.Timeline
+	s.system.Store(&System{ID: sys.SystemID, Timeline: sys.Timeline})
 	if s.timeline == 0 {
 		s.timeline = sys.Timeline
 	}

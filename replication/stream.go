@@ -83,6 +83,7 @@ type Stream struct {
 	read       reader
 	timeline   int32 // the server's timeline when the first session started (IDENTIFY_SYSTEM)
 	nowTL      int32 // the timeline of the current session's server
+	system     atomic.Pointer[System]
 
 	conn       *pgconn.PgConn
 	nextStatus time.Time
@@ -115,6 +116,22 @@ func New(cfg Config) (*Stream, error) {
 	s := &Stream{cfg: cfg, connCfg: cc, log: cfg.Logger.With("slot", cfg.Slot), wakeCh: make(chan struct{}, 1)}
 	cc.BuildFrontend = s.read.frontend
 	return s, nil
+}
+
+// System is a server's IDENTIFY_SYSTEM answer: its cluster and timeline.
+type System struct {
+	ID       string
+	Timeline int32
+}
+
+// System returns the current (or last) session's server, the zero System before the first
+// session identified it. Exactly-once mode writes it into each checkpoint: an LSN means
+// something only on the cluster that wrote it.
+func (s *Stream) System() System {
+	if sys := s.system.Load(); sys != nil {
+		return *sys
+	}
+	return System{}
 }
 
 // Flushed returns the flush position that is (or will next be) reported to the server.

@@ -39,6 +39,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) (err e
 		recvTimeout  time.Duration
 		ops          opsFlags
 		prod         producerFlags
+		delivery     deliveryFlags
 	)
 	fs := newFlagSet("run", "run --pg-url URL --brokers HOST:PORT[,..] --slot NAME --publication NAME [flags]", stderr)
 	c.register(fs)
@@ -59,6 +60,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) (err e
 	fs.StringVar(&scfg.ClientID, "kafka-client-id", "cdc-relay", "Kafka client id")
 	fs.DurationVar(&rcfg.StartupTimeout, "kafka-timeout", 10*time.Second, "how long each attempt to reach Kafka at startup waits before the relay warns and tries again (it waits as long as it takes)")
 	fs.DurationVar(&rcfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for Kafka to acknowledge what it holds")
+	delivery.register(fs)
 	ops.registerMetrics(fs)
 	ops.registerSlot(fs)
 	if err := ops.parse(fs, args, c.validate); err != nil {
@@ -93,6 +95,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) (err e
 	}()
 	dcfg.Tables = tables
 	if err := prod.sink(&scfg, &c, fs, log, dcfg.Topic); err != nil {
+		return err
+	}
+	if rcfg.ExactlyOnce, err = delivery.config(fs, rcfg.DLQTopic, dcfg.Topic); err != nil {
 		return err
 	}
 	rcfg.Decoder, rcfg.Sink, rcfg.Logger = dcfg, scfg, log
@@ -184,7 +189,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) (err e
 	log.Info("starting", "slot", c.slot, "publications", []string(pubs), "brokers", []string(prod.brokers))
 	streaming = true
 	if err := r.Run(ctx); err != nil {
-		return prod.topicErr(fmt.Errorf("run: %w", err))
+		return checkpointTopicErr(prod.topicErr(fmt.Errorf("run: %w", err)))
 	}
 	return nil
 }

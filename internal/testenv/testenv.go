@@ -232,11 +232,12 @@ type Consumer struct {
 	changed chan struct{}
 }
 
-// Consume starts reading topic from its start; it stops at cleanup.
-func Consume(t testing.TB, topic string) *Consumer {
+// Consume starts reading topic from its start; it stops at cleanup. opts are added to the
+// client's (kgo.FetchIsolationLevel(kgo.ReadCommitted()) for a read_committed consumer).
+func Consume(t testing.TB, topic string, opts ...kgo.Opt) *Consumer {
 	t.Helper()
-	cl := Kafka(t, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchMaxWait(50*time.Millisecond))
+	cl := Kafka(t, append([]kgo.Opt{kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxWait(50 * time.Millisecond)}, opts...)...)
 	c := &Consumer{changed: make(chan struct{}, 1)}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

@@ -1,0 +1,232 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cdc-relay/cdc-relay/internal/testenv"
+	"github.com/cdc-relay/cdc-relay/sink/txn"
+)
+
+// eosEnv is a test's relay in exactly-once mode, with a checkpoint topic of its own.
+type eosEnv struct {
+	*testenv.RelayEnv
+	checkpoints string
+}
+
+func newEOSEnv(t *testing.T) *eosEnv {
+	t.Helper()
+	e := &eosEnv{RelayEnv: testenv.NewRelayEnv(t, true)}
+	e.checkpoints = e.F.Name + ".checkpoints"
+	testenv.CreateTopicWithConfig(t, e.checkpoints, 1, txn.CheckpointTopicConfigs)
+	return e
+}
+
+// start runs `cdc-relay run --delivery exactly-once` with the test's checkpoint topic.
+func (e *eosEnv) start(t *testing.T, env []string, args ...string) *testenv.Proc {
+	t.Helper()
+	return e.Start(t, env, append([]string{"--delivery", "exactly-once", "--checkpoint-topic", e.checkpoints}, args...)...)
+}
+
+// checkpoint is the slot's newest committed checkpoint.
+func (e *eosEnv) checkpoint(t *testing.T) txn.Checkpoint {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cp, _, err := txn.ReadCheckpoint(ctx, []kgo.Opt{kgo.SeedBrokers(testenv.Brokers(t)...)}, e.checkpoints, e.F.Slot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cp
+}
+
+// readCommitted returns every record of topic a read_committed consumer sees, to the high
+// watermark (waiting for the transactions open below it to end), in offset order per partition.
+func readCommitted(t *testing.T, topic string) []*kgo.Record {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var recs []*kgo.Record
+	if err := txn.ReadCommitted(ctx, []kgo.Opt{kgo.SeedBrokers(testenv.Brokers(t)...)}, topic, func(r *kgo.Record) { recs = append(recs, r) }); err != nil {
+		t.Fatal(err)
+	}
+	return recs
+}
+
+// readCommittedConsumer reads topic as a read_committed consumer does.
+func readCommittedConsumer(t *testing.T, topic string) *testenv.Consumer {
+	return testenv.Consume(t, topic, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+}
+
+// A relay in exactly-once mode killed with SIGKILL mid-stream, again and again, and restarted:
+// a read_committed consumer sees each committed row once, in per-key order. Half the kills
+// come from outside at any moment; the other half from the crash hook between a Kafka commit
+// and its confirmation, the widest replay there is: there the slot must stand at or behind
+// the newest committed checkpoint (only a committed checkpoint's position is confirmed).
+func TestExactlyOnceKilledMidStreamPublishesEachRowOnce(t *testing.T) {
+	t.Parallel()
+	e := newEOSEnv(t)
+	cons := readCommittedConsumer(t, e.F.Topic)
+	w := testenv.NewWriter(e.F.Pool, e.F.Table, e.F.Topic).Start(t, cons, 5*time.Millisecond)
+	const kills = 4
+	for i := range kills {
+		seen := len(cons.Records())
+		if i%2 == 0 {
+			p := e.start(t, nil)
+			cons.WaitFor(t, 90*time.Second, "rows committed by this run", func(r []*kgo.Record) bool { return len(r) >= seen+30 })
+			if err := syscall.Kill(p.PID(), syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			p.Wait(t, 30*time.Second)
+			continue
+		}
+		before := e.F.SlotConfirmed(t)
+		p := e.start(t, []string{"CDC_RELAY_TEST_CRASH_AFTER_CONFIRMS=3"})
+		p.WaitKilled(t, 90*time.Second)
+		confirmed, cp := e.F.SlotConfirmed(t), e.checkpoint(t)
+		if confirmed > max(cp.Position, before) {
+			t.Errorf("kill %d: the slot moved from %s to %s, past the newest committed checkpoint %s", i+1, before, confirmed, cp.Position)
+		}
+		if !strings.Contains(p.Output(), "read the checkpoint") {
+			t.Errorf("kill %d: no start line saying what the checkpoint skips; output:\n%s", i+1, p.Output())
+		}
+	}
+	p := e.start(t, nil)
+	more := len(w.Committed()) + 50
+	testenv.Eventually(t, 60*time.Second, "50 more rows committed", func() bool { return len(w.Committed()) >= more })
+	w.Stop()
+	cons.WaitFor(t, 90*time.Second, "every committed row", testenv.HasAll(w.Committed()))
+	if code := p.Stop(t); code != 0 {
+		t.Fatalf("the last run exited %d; output:\n%s", code, p.Output())
+	}
+	recs := readCommitted(t, e.F.Topic)
+	if dups := w.Verify(t, recs); dups != 0 {
+		t.Errorf("%d duplicate records for a read_committed consumer after %d kills", dups, kills)
+	}
+	t.Logf("%d rows, %d read_committed records, %d kills", len(w.Committed()), len(recs), kills)
+}
+
+// One PostgreSQL transaction of 5,000 rows is larger than a Kafka transaction of 1,000 records:
+// the relay splits it, and the checkpoint counts its committed part. Killed right after the
+// second commit (before PostgreSQL hears of it), the restart replays the whole transaction from
+// the slot and skips exactly the 2,000 records Kafka committed: each row once, in key order.
+func TestExactlyOnceSplitTransactionKilledBetweenCommitsReplaysOnlyTheRest(t *testing.T) {
+	t.Parallel()
+	e := newEOSEnv(t)
+	const n, keys = 5000, 5
+	rows := make([]testenv.Row, n)
+	for i := range rows {
+		rows[i] = testenv.Row{Key: fmt.Sprintf("k%d", i%keys), Payload: fmt.Sprintf(`{"i": %d}`, i)}
+	}
+	ids := e.F.Insert(t, false, rows...)
+	written := e.F.CurrentWAL(t)
+	// A long interval: the size bound alone splits, so the checkpoint's count is known.
+	args := []string{"--transaction-max-records", "1000", "--transaction-interval", "5s"}
+	p := e.start(t, []string{"CDC_RELAY_TEST_CRASH_AFTER_CONFIRMS=2"}, args...)
+	p.WaitKilled(t, 120*time.Second)
+	cp := e.checkpoint(t)
+	if cp.Split.Records != 2000 {
+		t.Errorf("checkpoint %+v: want 2000 records of the split transaction", cp)
+	}
+	// Other tests' WAL before the transaction may be confirmed (idle keepalives), the
+	// transaction may not: the replay would not send it.
+	if confirmed := e.F.SlotConfirmed(t); confirmed > cp.Split.LSN {
+		t.Errorf("the slot confirmed %s, past the split transaction's commit %s", confirmed, cp.Split.LSN)
+	}
+	p = e.start(t, nil, args...)
+	testenv.Eventually(t, 120*time.Second, "the slot to confirm past the transaction", func() bool { return e.F.SlotConfirmed(t) >= written })
+	if code := p.Stop(t); code != 0 {
+		t.Fatalf("the restart exited %d; output:\n%s", code, p.Output())
+	}
+	if !strings.Contains(p.Output(), "the first 2000 records of the transaction") {
+		t.Errorf("the restart's start line does not say it skips the committed part; output:\n%s", p.Output())
+	}
+	assertOnceInKeyOrder(t, readCommitted(t, e.F.Topic), ids)
+}
+
+// assertOnceInKeyOrder checks that recs hold each of ids exactly once and nothing else, and
+// that per key the ids come in increasing order (ids grow in commit order per key).
+func assertOnceInKeyOrder(t *testing.T, recs []*kgo.Record, ids []int64) {
+	t.Helper()
+	count := map[int64]int{}
+	last := map[string]int64{}
+	for _, r := range recs {
+		id, err := strconv.ParseInt(testenv.Header(r, "outbox-id"), 10, 64)
+		if err != nil {
+			t.Fatalf("record without an outbox id: %v", err)
+		}
+		count[id]++
+		if k := string(r.Key); id <= last[k] {
+			t.Errorf("key %s: outbox id %d after %d", k, id, last[k])
+		}
+		last[string(r.Key)] = max(last[string(r.Key)], id)
+	}
+	lost, dups := 0, 0
+	for _, id := range ids {
+		switch c := count[id]; {
+		case c == 0:
+			lost++
+		case c > 1:
+			dups += c - 1
+		}
+	}
+	if lost > 0 || dups > 0 || len(count) != len(ids) {
+		t.Errorf("%d rows: %d lost, %d duplicate records, %d distinct ids read", len(ids), lost, dups, len(count))
+	}
+}
+
+// A relay paused (SIGSTOP) past wal_sender_timeout loses the slot to a standby, which takes the
+// transactional id (fencing the paused one and aborting its open transaction), reads the
+// checkpoint and publishes. The paused relay, resumed, publishes nothing a read_committed
+// consumer sees, confirms nothing, and exits 1 saying another relay holds the transactional id.
+// Relay A commits every 5 s, so that it is paused with an open transaction that holds records.
+func TestExactlyOnceZombieIsFencedAndPublishesNothing(t *testing.T) {
+	e := newEOSEnv(t)
+	a := e.start(t, nil, "--pg-url", walSenderURL(t, "", "5s"), "--transaction-interval", "5s", "--metrics-addr", "127.0.0.1:0")
+	aMetrics := metricsAddr(t, a)
+	testenv.Eventually(t, 60*time.Second, "relay A to take the transactional id", func() bool { return strings.Contains(a.Output(), "read the checkpoint") })
+	b := e.start(t, nil, "--metrics-addr", "")
+	testenv.Eventually(t, 60*time.Second, "relay B to wait as a standby", func() bool { return strings.Contains(b.Output(), "waiting as a standby") })
+
+	cons := readCommittedConsumer(t, e.F.Topic)
+	w := testenv.NewWriter(e.F.Pool, e.F.Table, e.F.Topic)
+	write := func(txns int) {
+		for range txns {
+			if err := w.Tx(t.Context(), 2, 4); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	write(5)
+	cons.WaitFor(t, 60*time.Second, "the rows A committed", testenv.HasAll(w.Committed()))
+	write(5)
+	metricAtLeast(t, aMetrics, "cdc_relay_transactions_total", 10) // in A's open Kafka transaction
+	a.Pause(t)
+	testenv.Eventually(t, 60*time.Second, "relay B to take the slot and the transactional id", func() bool { return strings.Contains(b.Output(), "read the checkpoint") })
+	write(10)
+	cons.WaitFor(t, 60*time.Second, "every committed row, A's open transaction's published by B", testenv.HasAll(w.Committed()))
+
+	a.Continue()
+	if code, _ := a.Wait(t, 60*time.Second); code != 1 {
+		t.Errorf("relay A exited %d, want 1", code)
+	}
+	if out := a.Output(); !strings.Contains(out, "another relay holds this slot's transactional id") {
+		t.Errorf("relay A's exit does not say it was fenced; output:\n%s", out)
+	}
+	write(5)
+	cons.WaitFor(t, 60*time.Second, "B's rows after A's exit", testenv.HasAll(w.Committed()))
+	if code := b.Stop(t); code != 0 {
+		t.Fatalf("relay B exited %d; output:\n%s", code, b.Output())
+	}
+	recs := readCommitted(t, e.F.Topic)
+	if dups := w.Verify(t, recs); dups != 0 {
+		t.Errorf("%d duplicate records for a read_committed consumer: the fenced relay published", dups)
+	}
+}

@@ -1,0 +1,272 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	ktxn "github.com/cdc-relay/cdc-relay/sink/txn"
+)
+
+// Exactly-once delivery (`run --delivery exactly-once`; DESIGN.md, "Exactly-once"). The
+// pipeline's goroutine owns the open Kafka transaction, and this file is all it does with it:
+//
+//   - At the first messages of the session (the slot is taken: the stream streams) it takes
+//     the slot's transactional id, which fences every earlier holder and aborts the transaction
+//     one left open, and only then reads the checkpoint (E3).
+//   - It feeds txn.Progress each Begin, record and Commit in the decoder's order, so that a
+//     replay drops what a committed Kafka transaction has (E7), and begins a Kafka transaction
+//     at the first record it produces after a commit.
+//   - It commits once the transaction is Interval old, after the PostgreSQL transaction being
+//     decoded then, or at once when it holds MaxRecords or is twice Interval old (inside a
+//     PostgreSQL transaction: a split, E6). A commit waits until every record in the
+//     transaction is acknowledged or replaced by its acknowledged dead letter (E8).
+//   - After a Commit that returned nil, and only then, it hands the checkpoint's Position to the
+//     stream (E5). The tracker confirms nothing in this mode; an idle keepalive's WAL end is
+//     confirmed only while no Kafka transaction is open and nothing is tracked (rule 3).
+//
+// Whatever keeps a transaction from committing ends the run (exit 1) without confirming it: a
+// fence (another relay took the transactional id), a commit that failed or whose outcome is
+// unknown, a record that failed, a lost replication session. Its restart takes the slot, fences,
+// reads the checkpoint again and replays from the slot, skipping what the newest committed
+// checkpoint covers; an in-process replay would need the stream to restart its session and the
+// producer its epoch, which a restart does with less to get wrong.
+type exactly struct {
+	cfg      ExactlyOnce
+	readOpts []kgo.Opt // the checkpoint reader's client: the seeds, TLS and SASL of the sink's
+
+	prod     *ktxn.Producer // nil until start
+	progress *ktxn.Progress
+	open     bool      // a Kafka transaction is begun
+	began    time.Time // when it began
+	records  int       // records and dead letters produced in it
+	timer    *time.Timer
+}
+
+// eosStart takes the slot's transactional id and reads the checkpoint. It runs on the
+// pipeline's goroutine at the session's first messages: the slot is this relay's, and nothing
+// of the session is decoded yet.
+func (r *Relay) eosStart(ctx context.Context) error {
+	e, slot := r.eos, r.cfg.Replication.Slot
+	prod, err := ktxn.New(ctx, r.sink.Client(), ktxn.Config{Slot: slot, TransactionalID: e.cfg.TransactionalID,
+		CheckpointTopic: e.cfg.CheckpointTopic, TransactionTimeout: e.cfg.TransactionTimeout})
+	if err != nil {
+		return fmt.Errorf("relay: exactly-once: %w", err)
+	}
+	cp, found, err := ktxn.ReadCheckpoint(ctx, e.readOpts, e.cfg.CheckpointTopic, slot)
+	if err != nil {
+		return fmt.Errorf("relay: exactly-once: read the checkpoint of slot %s: %w", slot, err)
+	}
+	sys := r.stream.System()
+	switch {
+	case !found:
+		cp = ktxn.Checkpoint{Slot: slot}
+	case cp.SystemID != "" && sys.ID != "" && cp.SystemID != sys.ID:
+		// Its LSNs are another cluster's: they say nothing of this one's WAL (E7).
+		r.log.Warn("exactly-once: the checkpoint was written for another PostgreSQL cluster: ignoring it, nothing is skipped",
+			"checkpoint_system_id", cp.SystemID, "system_id", sys.ID, "checkpoint", cp.Position)
+		cp = ktxn.Checkpoint{Slot: slot}
+	}
+	e.prod, e.progress = prod, ktxn.NewProgress(cp)
+	var skips []string
+	if cp.Position != 0 {
+		skips = append(skips, fmt.Sprintf("replayed transactions whose commit starts before %s", cp.Position))
+	}
+	if cp.Split.Records > 0 {
+		skips = append(skips, fmt.Sprintf("the first %d records of the transaction committing at %s", cp.Split.Records, cp.Split.LSN))
+	}
+	if len(skips) == 0 {
+		skips = append(skips, "nothing (no checkpoint)")
+	}
+	r.log.Info("exactly-once: took the slot's transactional id (every earlier holder is fenced) and read the checkpoint",
+		"delivery", "exactly-once", "transactional_id", prod.TransactionalID(), "checkpoint_topic", e.cfg.CheckpointTopic,
+		"checkpoint", cp.Position, "checkpoint_timeline", cp.Timeline, "timeline", sys.Timeline, "slot_confirmed", r.stream.Flushed(), "skips", strings.Join(skips, ", and "))
+	return nil
+}
+
+// eosBegin starts a PostgreSQL transaction, named by the start of its commit record, for
+// Progress: a replay drops what a committed checkpoint covers. Nothing in at-least-once mode.
+func (r *Relay) eosBegin(finalLSN pglogrepl.LSN) {
+	if r.eos != nil {
+		r.eos.progress.Begin(finalLSN)
+	}
+}
+
+// eosCommitted ends the PostgreSQL transaction at endLSN for Progress, and commits the Kafka
+// transaction if it is due. A transaction that leaves no Kafka transaction open (it had no
+// record, a replay skipped it whole, or the commits of its split parts carry all of it) has
+// nothing of it, or of any earlier one, outside committed Kafka transactions, so its end is
+// confirmed as rule 3 confirms an idle keepalive's WAL end: without it, a split transaction's
+// end waited for the next keepalive. Nothing in at-least-once mode.
+func (r *Relay) eosCommitted(ctx context.Context, endLSN pglogrepl.LSN) error {
+	if r.eos == nil {
+		return nil
+	}
+	r.eos.progress.Commit(endLSN)
+	r.idle(endLSN)
+	return r.eosCommitIfDue(ctx, false, false)
+}
+
+// eosRecord counts the decoder's next record (an event or a bad row) and reports whether to
+// produce it: not when a committed Kafka transaction has it already (a replay). One to produce
+// is in the open Kafka transaction, which it begins if none is open. In at-least-once mode
+// every record is produced.
+func (r *Relay) eosRecord() (produce bool, err error) {
+	e := r.eos
+	if e == nil {
+		return true, nil
+	}
+	if e.progress.Record() {
+		return false, nil
+	}
+	if !e.open {
+		if err := e.prod.Begin(); err != nil {
+			return false, fmt.Errorf("relay: exactly-once: %w", err)
+		}
+		e.open, e.began, e.records = true, time.Now(), 0
+		if e.timer == nil {
+			e.timer = time.NewTimer(e.cfg.Interval)
+		} else {
+			e.timer.Reset(e.cfg.Interval)
+		}
+	}
+	e.records++
+	return true, nil
+}
+
+// eosTimer fires when the open Kafka transaction may be due; nil when none is open.
+func (r *Relay) eosTimer() <-chan time.Time {
+	if r.eos == nil || !r.eos.open {
+		return nil
+	}
+	return r.eos.timer.C
+}
+
+// eosCommitIfDue commits the open Kafka transaction if it is due: it holds MaxRecords, or it is
+// twice Interval old, or Interval old and no PostgreSQL transaction is being decoded (inTxn
+// false). Otherwise, when the timer fired (fired), it sets the timer for the next of those
+// moments. A stop while it waits for the records is no error: Run's eosFinish commits or aborts.
+func (r *Relay) eosCommitIfDue(ctx context.Context, inTxn, fired bool) error {
+	e := r.eos
+	if e == nil || !e.open {
+		return nil
+	}
+	age := time.Since(e.began)
+	if e.records < e.cfg.MaxRecords && age < 2*e.cfg.Interval && (inTxn || age < e.cfg.Interval) {
+		if fired {
+			next := e.cfg.Interval - age
+			if next <= 0 {
+				next = 2*e.cfg.Interval - age
+			}
+			e.timer.Reset(next)
+		}
+		return nil
+	}
+	if err := r.eosCommit(ctx); err != nil && ctx.Err() == nil {
+		return err
+	}
+	return nil
+}
+
+// eosCommit commits the open Kafka transaction with the checkpoint of what it carries, once
+// every record in it is acknowledged or replaced by its acknowledged dead letter (Kafka commits
+// whatever the transaction holds, E8), and then, only then, confirms the checkpoint's Position.
+func (r *Relay) eosCommit(ctx context.Context) error {
+	e := r.eos
+	if err := r.track.awaitSettled(ctx); err != nil {
+		return err
+	}
+	cp := e.progress.Checkpoint()
+	sys := r.stream.System()
+	cp.SystemID, cp.Timeline = sys.ID, sys.Timeline
+	// Not ctx: a commit canceled midway has an unknown outcome. Kafka aborts a transaction
+	// open longer than its timeout anyway.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.TransactionTimeout)
+	defer cancel()
+	began := time.Now()
+	err := e.prod.Commit(cctx, cp)
+	e.open = false
+	e.timer.Stop()
+	if err != nil {
+		r.cfg.Metrics.TxnAborted()
+		return fmt.Errorf("relay: exactly-once: commit the Kafka transaction of %d records with checkpoint %s: %w "+
+			"(nothing of it is confirmed to PostgreSQL; the restart replays from the slot and skips what the newest committed checkpoint covers)",
+			e.records, cp.Position, err)
+	}
+	r.cfg.Metrics.TxnCommitted(time.Since(began))
+	e.progress.Committed(cp)
+	if r.cfg.BeforeConfirm != nil {
+		r.cfg.BeforeConfirm(cp.Position) // rule 14's crash hook: committed in Kafka, not yet confirmed
+	}
+	r.stream.Ack(cp.Position)
+	return nil
+}
+
+// idle is rule 3: a keepalive reached the pipeline between transactions. In exactly-once mode
+// its WAL end is confirmed only while no Kafka transaction is open (E5): the tracker may be
+// empty while a transaction holds acknowledged records that are not committed yet.
+func (r *Relay) idle(walEnd pglogrepl.LSN) {
+	if r.eos == nil {
+		r.track.idle(walEnd)
+		return
+	}
+	if !r.eos.open && walEnd != 0 && r.track.inFlight() == 0 && !r.track.broken.Load() {
+		r.stream.Ack(walEnd)
+	}
+}
+
+// eosFinish ends the open Kafka transaction once the pipeline has stopped (on Run's goroutine,
+// which owns the producer then). After a clean stop it commits what the transaction carries if
+// every record in it is settled (a record whose wait for buffer space the stop cut short never
+// is); otherwise, and after any failure, it aborts it. A fence met on the way is what it
+// returns: it explains every other failure.
+func (r *Relay) eosFinish(ctx context.Context, runErr error) error {
+	e := r.eos
+	if e.prod == nil || (!e.open && runErr == nil) {
+		return runErr
+	}
+	if runErr == nil && !r.track.broken.Load() {
+		if err := r.drain(ctx); err == nil && r.track.settledNow() {
+			if err := r.eosCommit(ctx); err != nil {
+				return err
+			}
+			r.log.Info("exactly-once: committed the open Kafka transaction at the stop", "confirmed", r.stream.Flushed())
+			return nil
+		}
+	}
+	wasOpen := e.open
+	err := e.prod.Abort(ctx)
+	e.open = false
+	if wasOpen {
+		r.cfg.Metrics.TxnAborted()
+	}
+	switch {
+	case ktxn.IsFenced(err) && ktxn.IsFenced(runErr):
+		return runErr
+	case ktxn.IsFenced(err) && runErr == nil:
+		return fmt.Errorf("relay: exactly-once: %w", err)
+	case ktxn.IsFenced(err):
+		return fmt.Errorf("relay: exactly-once: %w (first: %w)", err, runErr)
+	case err != nil:
+		r.log.Warn("exactly-once: aborting the open Kafka transaction failed: Kafka aborts it at its timeout, or the next holder's fence does; "+
+			"nothing of it is visible to read_committed consumers either way", "cause", err)
+	case wasOpen:
+		r.log.Info("exactly-once: aborted the open Kafka transaction: nothing of it is visible to read_committed consumers, and it replays")
+	}
+	return runErr
+}
+
+// eosSessionLost is sessionLost in exactly-once mode: the run ends (see exactly).
+func (r *Relay) eosSessionLost(cause error) {
+	if cause == nil {
+		cause = errors.New("the session ended")
+	}
+	r.lost.stopProduce() // a Produce waiting for buffer space returns
+	r.track.fail(fmt.Errorf("relay: exactly-once: the replication session ended (%w): the relay stops without confirming more; "+
+		"its restart takes the slot, fences every earlier producer of the slot's transactional id and reads the checkpoint again", cause))
+}
