@@ -44,7 +44,6 @@ type supervisor struct {
 	// outageExits are the exactly-once relays' exits put down to an outage (Result.OutageExits).
 	outageExits []string
 	takeovers   []time.Duration
-	zombieGen   int
 	zombieNote  string
 	stopped     bool
 	watchers    sync.WaitGroup
