@@ -184,6 +184,9 @@ type Result struct {
 	// Takeovers are the times from each kill -9 of the slot's holder to the next holder's
 	// session (the standby's, or the killed relay's restart).
 	Takeovers []time.Duration
+	// ByStandby counts the takeovers by the relay that waited as a standby, not the killed
+	// relay's restart.
+	ByStandby int
 	// Zombie is what became of the zombie; empty when there was none.
 	Zombie string
 
@@ -231,8 +234,8 @@ func (r *Result) Print(w io.Writer) {
 	if len(r.Takeovers) > 0 {
 		t := slices.Clone(r.Takeovers)
 		slices.Sort(t)
-		fmt.Fprintf(w, "  takeovers:  %d after a kill -9 of the slot's holder: median %s, longest %s\n",
-			len(t), t[len(t)/2].Round(time.Millisecond), t[len(t)-1].Round(time.Millisecond))
+		fmt.Fprintf(w, "  takeovers:  %d after a kill -9 of the slot's holder (%d by the standby, the others by the killed relay's restart): median %s, longest %s\n",
+			len(t), r.ByStandby, t[len(t)/2].Round(time.Millisecond), t[len(t)-1].Round(time.Millisecond))
 	}
 	if r.Zombie != "" {
 		fmt.Fprintf(w, "  zombie:     %s\n", r.Zombie)
@@ -273,7 +276,7 @@ func PrintSideBySide(w io.Writer, rs []*Result) {
 	row("rows committed", itoa(func(r *Result) int { return r.Committed }))
 	row("rows rolled back", itoa(func(r *Result) int { return r.RolledBack }))
 	row("kill -9s", itoa(func(r *Result) int { return r.Kills }))
-	row("standby takeovers", itoa(func(r *Result) int { return len(r.Takeovers) }))
+	row("takeovers after a kill (by the standby)", func(r *Result) string { return fmt.Sprintf("%d (%d)", len(r.Takeovers), r.ByStandby) })
 	row("zombie", func(r *Result) string {
 		if r.Zombie == "" {
 			return "none"
@@ -515,7 +518,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	// Give a replay in progress a moment to land, so that duplicates are counted whole.
 	time.Sleep(2 * time.Second)
 	sup.stop()
-	res.Kills, res.UnexpectedExits, res.OutageExits, res.Takeovers, res.Zombie = sup.kills, sup.unexpected, sup.outageExits, sup.takeovers, sup.zombieFate()
+	res.Kills, res.UnexpectedExits, res.OutageExits, res.Takeovers, res.ByStandby, res.Zombie = sup.kills, sup.unexpected, sup.outageExits, sup.takeovers, sup.byStandby, sup.zombieFate()
 	if v.markers != nil {
 		if err := s.markersCaughtUp(ctx, adm); err != nil {
 			return nil, err

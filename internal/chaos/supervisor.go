@@ -44,6 +44,7 @@ type supervisor struct {
 	// outageExits are the exactly-once relays' exits put down to an outage (Result.OutageExits).
 	outageExits []string
 	takeovers   []time.Duration
+	byStandby   int // takeovers by the other seat's relay, not the killed one's restart
 	zombieNote  string
 	stopped     bool
 	watchers    sync.WaitGroup
@@ -277,8 +278,15 @@ func (p *supervisor) killHolder(ctx context.Context) error {
 	took := time.Since(killed)
 	p.mu.Lock()
 	p.takeovers = append(p.takeovers, took)
+	by := "the killed relay's restart"
+	for _, x := range p.seats {
+		if x != nil && x.gen == next && x.seat != rp.seat {
+			p.byStandby++
+			by = "the standby"
+		}
+	}
 	p.mu.Unlock()
-	p.s.logf("relay #%d holds the slot, %s after the kill", next, took.Round(time.Millisecond))
+	p.s.logf("relay #%d (%s) holds the slot, %s after the kill", next, by, took.Round(time.Millisecond))
 	return nil
 }
 
