@@ -39,13 +39,8 @@ func NewPoller(reg prometheus.Registerer) *Poller {
 		return prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: name, Help: help})
 	}
 	p := &Poller{
-		bytes: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: "published_bytes_total",
-			Help: "Value bytes of the records acknowledged on their own topic."}),
-		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: Namespace, Name: "commit_to_ack_seconds",
-			Help:    "Time from the row's created_at to Kafka's acknowledgement of its record.",
-			Buckets: latencyBuckets,
-		}),
+		bytes:        newCounter("published_bytes_total", "Value bytes of the records acknowledged on their own topic."),
+		latency:      newHistogram("commit_to_ack_seconds", "Time from the row's created_at to Kafka's acknowledgement of its record."),
 		pending:      g("outbox_pending_rows", "Outbox rows with published_at IS NULL."),
 		oldestAge:    g("outbox_oldest_pending_age_seconds", "Age of the oldest outbox row with published_at IS NULL (now - min(created_at)); 0 when none."),
 		lastOK:       g("outbox_pending_last_success_timestamp_seconds", "Unix time of the last successful count of the pending rows."),

@@ -29,3 +29,13 @@ func NewRegistry(mode, version string) *prometheus.Registry {
 
 // latencyBuckets spans a sub-millisecond local hop to minutes of backlog.
 var latencyBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
+
+// newCounter is a counter of the cdc_relay namespace.
+func newCounter(name, help string) prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: name, Help: help})
+}
+
+// newHistogram is a histogram of the cdc_relay namespace with the latency buckets.
+func newHistogram(name, help string) prometheus.Histogram {
+	return prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Name: name, Help: help, Buckets: latencyBuckets})
+}

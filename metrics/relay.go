@@ -91,20 +91,14 @@ type Relay struct {
 // NewRelay registers the relay metrics in reg. Call SetSource before the first scrape.
 func NewRelay(reg prometheus.Registerer) *Relay {
 	m := &Relay{
-		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: Namespace, Name: "commit_to_ack_seconds",
-			Help:    "Time from a transaction's commit in PostgreSQL to Kafka's acknowledgement of each of its records.",
-			Buckets: latencyBuckets,
-		}),
-		txnCommits: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: "kafka_transactions_committed_total",
-			Help: "Kafka transactions committed with their checkpoint (--delivery exactly-once); the confirmed position follows each."}),
-		txnAborts: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: "kafka_transactions_aborted_total",
-			Help: "Kafka transactions aborted or not committed (--delivery exactly-once): nothing of them is visible to read_committed consumers, and they replay."}),
-		txnCommit: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: Namespace, Name: "kafka_transaction_commit_seconds",
-			Help:    "Time a Kafka commit takes (--delivery exactly-once): the checkpoint's produce, the flush and EndTxn.",
-			Buckets: latencyBuckets,
-		}),
+		latency: newHistogram("commit_to_ack_seconds",
+			"Time from a transaction's commit in PostgreSQL to Kafka's acknowledgement of each of its records."),
+		txnCommits: newCounter("kafka_transactions_committed_total",
+			"Kafka transactions committed with their checkpoint (--delivery exactly-once); the confirmed position follows each."),
+		txnAborts: newCounter("kafka_transactions_aborted_total",
+			"Kafka transactions aborted or not committed (--delivery exactly-once): nothing of them is visible to read_committed consumers, and they replay."),
+		txnCommit: newHistogram("kafka_transaction_commit_seconds",
+			"Time a Kafka commit takes (--delivery exactly-once): the checkpoint's produce, the flush and EndTxn."),
 		published:    desc("records_published_total", "Records acknowledged by Kafka on their own topic."),
 		bytes:        desc("published_bytes_total", "Value bytes of the records acknowledged on their own topic."),
 		deadLettered: desc("records_dead_lettered_total", "Records parked on the dead-letter destination (and acknowledged there)."),

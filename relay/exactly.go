@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -73,19 +72,19 @@ func (r *Relay) eosStart(ctx context.Context) error {
 		cp = ktxn.Checkpoint{Slot: slot}
 	}
 	e.prod, e.progress = prod, ktxn.NewProgress(cp)
-	var skips []string
-	if cp.Position != 0 {
-		skips = append(skips, fmt.Sprintf("replayed transactions whose commit starts before %s", cp.Position))
-	}
-	if cp.Split.Records > 0 {
-		skips = append(skips, fmt.Sprintf("the first %d records of the transaction committing at %s", cp.Split.Records, cp.Split.LSN))
-	}
-	if len(skips) == 0 {
-		skips = append(skips, "nothing (no checkpoint)")
+	skips := "nothing (no checkpoint)"
+	switch whole, part := fmt.Sprintf("replayed transactions whose commit starts before %s", cp.Position),
+		fmt.Sprintf("the first %d records of the transaction committing at %s", cp.Split.Records, cp.Split.LSN); {
+	case cp.Position != 0 && cp.Split.Records > 0:
+		skips = whole + ", and " + part
+	case cp.Position != 0:
+		skips = whole
+	case cp.Split.Records > 0:
+		skips = part
 	}
 	r.log.Info("exactly-once: took the slot's transactional id (every earlier holder is fenced) and read the checkpoint",
 		"delivery", "exactly-once", "transactional_id", prod.TransactionalID(), "checkpoint_topic", e.cfg.CheckpointTopic,
-		"checkpoint", cp.Position, "checkpoint_timeline", cp.Timeline, "timeline", sys.Timeline, "slot_confirmed", r.stream.Flushed(), "skips", strings.Join(skips, ", and "))
+		"checkpoint", cp.Position, "checkpoint_timeline", cp.Timeline, "timeline", sys.Timeline, "slot_confirmed", r.stream.Flushed(), "skips", skips)
 	return nil
 }
 

@@ -61,12 +61,7 @@ func TestExactlyOnceRefusedCommitConfirmsNothing(t *testing.T) {
 		r, run := runStreaming(t, h)
 		before := r.stream.Flushed()
 		h.commit(run.ctx, oneRow(1), 0)
-		var err error
-		select {
-		case err = <-run.done:
-		case <-time.After(30 * time.Second):
-			t.Fatal("the run did not end after its commit was refused")
-		}
+		err := run.ended(t, "after its commit was refused")
 		if err == nil || !strings.Contains(err.Error(), "commit the Kafka transaction") {
 			t.Errorf("Run = %v, want the refused commit", err)
 		}
@@ -84,12 +79,7 @@ func TestExactlyOnceFencedCommitStopsTheRelay(t *testing.T) {
 		r, run := runStreaming(t, h)
 		before := r.stream.Flushed()
 		h.commit(run.ctx, oneRow(1), 0)
-		var err error
-		select {
-		case err = <-run.done:
-		case <-time.After(30 * time.Second):
-			t.Fatal("the fenced relay did not stop")
-		}
+		err := run.ended(t, "after it was fenced")
 		if !ktxn.IsFenced(err) || !strings.Contains(err.Error(), "another relay holds this slot's transactional id") {
 			t.Errorf("Run = %v, want the fence", err)
 		}
@@ -97,4 +87,16 @@ func TestExactlyOnceFencedCommitStopsTheRelay(t *testing.T) {
 			t.Errorf("the relay confirmed %s (from %s) although nothing was committed", c, before)
 		}
 	})
+}
+
+// ended returns Run's result once it ends on its own, within 30 s (of the bubble's time).
+func (run *relayRun) ended(t *testing.T, what string) error {
+	t.Helper()
+	select {
+	case err := <-run.done:
+		return err
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the run did not end %s", what)
+		return nil
+	}
 }

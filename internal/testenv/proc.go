@@ -94,6 +94,13 @@ func (p *Proc) Pause(t testing.TB) {
 	t.Cleanup(p.Continue)
 }
 
+// Kill kills the process with SIGKILL (kill -9) and waits up to timeout for it to end.
+func (p *Proc) Kill(t testing.TB, timeout time.Duration) {
+	t.Helper()
+	p.p.Send(syscall.SIGKILL)
+	p.Wait(t, timeout)
+}
+
 // Continue resumes a paused process with SIGCONT (nothing if it is not paused).
 func (p *Proc) Continue() { p.p.Send(syscall.SIGCONT) }
 
