@@ -261,3 +261,28 @@ func TestExactlyOnceOpenTransactionHoldsTheSlot(t *testing.T) {
 	}
 	assertOnceInKeyOrder(t, readCommitted(t, e.F.Topic), ids)
 }
+
+// A bad row's dead letter goes to the dead-letter topic inside the Kafka transaction of its
+// PostgreSQL transaction, and the commit waits for it (Kafka commits whatever the transaction
+// holds: committed without it, the letter would be lost to a crash). Killed right after that
+// commit, before PostgreSQL hears of it, the restart skips the whole transaction: a
+// read_committed consumer sees the two rows and the one letter once each.
+func TestExactlyOnceDeadLetterIsInTheTransaction(t *testing.T) {
+	t.Parallel()
+	e := newEOSEnv(t)
+	ids := e.F.Insert(t, false, testenv.Row{Key: "a", Payload: `{"n": 1}`}, testenv.Row{Key: "", Payload: `{"n": 2}`},
+		testenv.Row{Key: "a", Payload: `{"n": 3}`})
+	written := e.F.CurrentWAL(t)
+	p := e.start(t, []string{"CDC_RELAY_TEST_CRASH_AFTER_CONFIRMS=1"})
+	p.WaitKilled(t, 60*time.Second)
+	p = e.start(t, nil)
+	testenv.Eventually(t, 60*time.Second, "the slot to confirm past the transaction", func() bool { return e.F.SlotConfirmed(t) >= written })
+	if code := p.Stop(t); code != 0 {
+		t.Fatalf("the restart exited %d; output:\n%s", code, p.Output())
+	}
+	assertOnceInKeyOrder(t, readCommitted(t, e.F.Topic), []int64{ids[0], ids[2]})
+	letters := readCommitted(t, e.F.DLQ)
+	if len(letters) != 1 || testenv.Header(letters[0], "outbox-id") != fmt.Sprint(ids[1]) {
+		t.Errorf("%d read_committed dead letters: want one, the bad row's (outbox id %d)", len(letters), ids[1])
+	}
+}

@@ -97,11 +97,10 @@ func New(cfg Config) (*Relay, error) {
 	// instead of sending them again after the slot was lost (lost.go). franz-go refuses it
 	// with a transactional id, and exactly-once mode needs none: a lost session ends the run,
 	// and the next holder's fence keeps what was in flight from landing (exactly.go).
-	opts := append(cfg.Sink.Opts[:len(cfg.Sink.Opts):len(cfg.Sink.Opts)], kgo.WithHooks(parts))
+	cfg.Sink.Opts = append(cfg.Sink.Opts[:len(cfg.Sink.Opts):len(cfg.Sink.Opts)], kgo.WithHooks(parts))
 	if eos == nil {
-		opts = append(opts, kgo.AllowIdempotentProduceCancellation())
+		cfg.Sink.Opts = append(cfg.Sink.Opts, kgo.AllowIdempotentProduceCancellation())
 	}
-	cfg.Sink.Opts = opts
 	snk, err := sink.New(cfg.Sink)
 	if err != nil {
 		return nil, err
