@@ -73,10 +73,13 @@ faults:
 faults-full:
 	eval "$$(scripts/faults-up.sh)" && CDC_RELAY_REQUIRE_SERVICES=1 CDC_RELAY_FAULTS_OUTAGE=60s go test -race -count=1 -timeout 30m -run TestBroker ./e2e/faults
 
-## chaos: the 100,000-row soak: relay kill -9 every few seconds, Kafka paused, Postgres restarted.
+## chaos: the 100,000-row soak, at-least-once then exactly-once with the same seed, side by side:
+##   the slot's holder killed -9 every few seconds beside a standby, a zombie, Kafka paused,
+##   Postgres restarted (CHAOS_ARGS adds cdc-chaos flags, e.g. --delivery exactly-once).
 chaos:
 	go build -o bin/cdc-relay ./cmd/cdc-relay
-	eval "$$(scripts/faults-up.sh)" && go run -C tools ./cmd/cdc-chaos --relay-bin ../bin/cdc-relay
+	eval "$$(scripts/faults-up.sh)" && go run -C tools ./cmd/cdc-chaos --relay-bin ../bin/cdc-relay \
+		--delivery at-least-once,exactly-once $(CHAOS_ARGS)
 
 ## build: the binaries into bin/: cdc-relay, and the tools (benchmark, chaos soak, demo services).
 build:

@@ -1,7 +1,7 @@
 // Package faults holds the fault-injection tests of cdc-relay: each failure class of docs/operations.md,
 // "What happens when things go wrong", provoked against the real PostgreSQL and Kafka, through scripts/kafka-ctl.sh and
 // scripts/pg-ctl.sh (broker paused or killed, Postgres restarted, relay killed -9, slot lost),
-// plus a CI-size run of the chaos soak (tools/cmd/cdc-chaos).
+// plus CI-size runs of the chaos soak (tools/cmd/cdc-chaos), at-least-once and exactly-once.
 //
 // These tests disturb the services for everyone using them, so none of them is parallel, and
 // the package must not run at the same time as other packages' tests against the same pair:

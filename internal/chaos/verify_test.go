@@ -1,10 +1,15 @@
 package chaos
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/cdc-relay/cdc-relay/internal/contract"
 	"github.com/cdc-relay/cdc-relay/internal/oracle"
 )
 
@@ -75,5 +80,68 @@ func TestDupsByFault(t *testing.T) {
 	}
 	if got := (&Result{}).dupsByFault(); got != "no kill" {
 		t.Errorf("no events: %q", got)
+	}
+}
+
+// The markers' reader sorts each producer's records by the marker that ended its transaction:
+// an abort's records are the aborted ones (whatever other producers interleaved), a commit's
+// are not, and a transaction whose marker has not come is open.
+func TestMarkersSortRecordsByTheirTransactionsMarker(t *testing.T) {
+	txnAttrs := kgo.NewRecordAttrs(kgo.RecordAttrsOpts{Transactional: true})
+	ctlAttrs := kgo.NewRecordAttrs(kgo.RecordAttrsOpts{Transactional: true, Control: true})
+	var off int64
+	rec := func(pid, id int64) *kgo.Record {
+		off++
+		return &kgo.Record{Partition: 0, Offset: off, ProducerID: pid, Attrs: txnAttrs, Key: []byte("k"),
+			Value: fmt.Appendf(nil, `{"n": %d}`, id), Headers: []kgo.RecordHeader{{Key: contract.OutboxID, Value: fmt.Appendf(nil, "%d", id)}}}
+	}
+	marker := func(pid int64, typ kmsg.ControlRecordKeyType) *kgo.Record {
+		off++
+		key := (&kmsg.ControlRecordKey{Type: typ}).AppendTo(nil)
+		return &kgo.Record{Partition: 0, Offset: off, ProducerID: pid, Attrs: ctlAttrs, Key: key}
+	}
+	m := newMarkers()
+	for _, r := range []*kgo.Record{
+		rec(1, 10), rec(1, 11), rec(2, 20), marker(1, kmsg.ControlRecordKeyTypeAbort), // 10, 11 aborted
+		rec(1, 10), marker(2, kmsg.ControlRecordKeyTypeCommit), marker(1, kmsg.ControlRecordKeyTypeCommit), // 20, 10 committed
+		rec(1, 12), // open
+	} {
+		m.add(r)
+	}
+	committed := []oracle.Delivery{{ID: 20, Partition: 0, Offset: 3}, {ID: 10, Partition: 0, Offset: 5}}
+	var res Result
+	m.tally(committed, &res)
+	if res.Aborted != 2 || res.AbortedDelivered != 1 || res.AbortedSeen != 0 || res.OpenAtEnd != 1 || m.committed != 2 {
+		t.Errorf("aborted %d (delivered later %d, seen %d), open %d, committed %d; want 2 (1, 0), 1, 2",
+			res.Aborted, res.AbortedDelivered, res.AbortedSeen, res.OpenAtEnd, m.committed)
+	}
+	// A read_committed reader that returned an aborted record (offset 1, id 10) is caught.
+	res = Result{}
+	m.tally(append(committed, oracle.Delivery{ID: 10, Partition: 0, Offset: 1}), &res)
+	if res.AbortedSeen != 1 {
+		t.Errorf("aborted records seen %d, want 1", res.AbortedSeen)
+	}
+}
+
+// Exactly-once fails on one duplicate, on an aborted record read and on a record written
+// outside a transaction; at-least-once allows and counts duplicates.
+func TestExactlyOnceVerdictFailsOnOneDuplicate(t *testing.T) {
+	w := &writer{Writer: oracle.NewWriter("public.t", "t", nil)}
+	w.Commit([]oracle.Row{{ID: 1, Key: "a", N: 0}, {ID: 2, Key: "a", N: 1}})
+	recs := []oracle.Delivery{{ID: 1, Key: "a", N: 0, Offset: 0}, {ID: 2, Key: "a", N: 1, Offset: 1}, {ID: 2, Key: "a", N: 1, Offset: 2}}
+	for _, c := range []struct {
+		delivery string
+		want     string
+	}{{AtLeastOnce, ""}, {ExactlyOnce, "1 duplicates read read_committed, exactly-once allows none (first: outbox id 2 (key a) again at 0@2)"}} {
+		res := &Result{Delivery: c.delivery}
+		(&verifier{recs: recs}).check(w, res)
+		err := res.Err()
+		if res.Duplicates != 1 || (c.want == "") != (err == nil) || (err != nil && err.Error() != c.want) {
+			t.Errorf("%s: %d duplicates, Err() = %v, want %q", c.delivery, res.Duplicates, err, c.want)
+		}
+	}
+	res := &Result{Delivery: ExactlyOnce, AbortedSeen: 1, NonTransactional: 2}
+	if err := res.Err(); err == nil || !strings.Contains(err.Error(), "1 records of aborted transactions") || !strings.Contains(err.Error(), "2 records were written outside a transaction") {
+		t.Errorf("Err() = %v", err)
 	}
 }

@@ -1,4 +1,5 @@
-// Command cdc-bench compares cdc-relay's `run` with the polling publisher (`poll`), with
+// Command cdc-bench compares cdc-relay's `run`, at-least-once and exactly-once (run-eos: `run
+// --delivery exactly-once`, read by read_committed consumers), with the polling publisher (`poll`), with
 // Debezium's PostgreSQL connector and outbox EventRouter on Kafka Connect (as shipped and
 // tuned), and with the limit of one walsender (pg_recvlogical) on the local PostgreSQL and
 // Kafka:
@@ -66,8 +67,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&sizes, "tx-sizes", "1,100", "transaction sizes the backlog is written with, comma-separated")
 	fs.IntVar(&cfg.Repeats, "repeats", 3, "drains of each backlog per publisher, interleaved; the table shows the median")
 	fs.IntVar(&cfg.SteadyRepeats, "steady-repeats", 1, "runs of each steady rate per publisher, interleaved in a rotating order; the table shows the medians and every run (use 3 or more on a machine that is not quiet)")
-	fs.StringVar(&pubs, "publishers", "run,poll:100ms,poll:10ms,debezium,debezium-tuned",
-		"publishers to compare, comma-separated, any subset: run, run-traced[:<ratio>] (run exporting a span per record, or per sampled record, to an in-process OTLP receiver), poll:<interval>, debezium (as shipped) or debezium-tuned ("+strings.Join(bench.DebeziumTuned, " ")+
+	fs.StringVar(&pubs, "publishers", "run,run-eos,poll:100ms,poll:10ms,debezium,debezium-tuned",
+		"publishers to compare, comma-separated, any subset: run, run-eos (run --delivery exactly-once, measured by read_committed consumers), run-traced[:<ratio>] (run exporting a span per record, or per sampled record, to an in-process OTLP receiver), poll:<interval>, debezium (as shipped) or debezium-tuned ("+strings.Join(bench.DebeziumTuned, " ")+
 			"), each optionally followed by +ARG for extra arguments (debezium: +key=value connector settings, +worker.key=value worker settings), #BINARY for another cdc-relay build and @VAR=value[;VAR=value] for its environment (e.g. run+--linger=2ms#/tmp/cdc-relay-old@GOGC=400, debezium+max.batch.size=512)")
 	fs.StringVar(&runArgs, "run-args", "", "extra arguments for every `cdc-relay run`, space-separated (e.g. \"--linger 1ms\")")
 	fs.StringVar(&pollArg, "poll-args", "", "extra arguments for every `cdc-relay poll`, space-separated (e.g. \"--batch 1000\")")
@@ -196,6 +197,8 @@ func publishers(s string) ([]bench.Publisher, error) {
 		switch kind, arg, _ := strings.Cut(spec, ":"); {
 		case kind == "run" && arg == "":
 			pub = bench.Publisher{Name: "run"}
+		case kind == bench.RunEOS && arg == "":
+			pub = bench.Publisher{Name: bench.RunEOS, ExactlyOnce: true}
 		case kind == "run-traced" && arg == "":
 			pub = bench.Publisher{Name: "run-traced", Traced: true}
 		case kind == "run-traced":
@@ -218,7 +221,7 @@ func publishers(s string) ([]bench.Publisher, error) {
 			pub = bench.DebeziumPublishers[1]
 			pub.Args = slices.Clone(pub.Args)
 		default:
-			return nil, fmt.Errorf("%q: want run, poll:<interval>, debezium or debezium-tuned (or run-traced)", p)
+			return nil, fmt.Errorf("%q: want run, run-eos, poll:<interval>, debezium or debezium-tuned (or run-traced)", p)
 		}
 		if pub.Debezium && bin != "" {
 			return nil, fmt.Errorf("%q: #BINARY is for cdc-relay builds, not debezium", p)

@@ -32,10 +32,18 @@ func TestPublishers(t *testing.T) {
 		more[1].Args[len(bench.DebeziumTuned)] != "max.batch.size=2" {
 		t.Errorf("%+v", more)
 	}
+	// run-eos is run with --delivery exactly-once, with extra arguments like run's.
+	eos, err := publishers("run,run-eos+--transaction-interval=50ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if eos[0].ExactlyOnce || !eos[1].ExactlyOnce || eos[1].Name != "run-eos --transaction-interval=50ms" || !slices.Equal(eos[1].Args, []string{"--transaction-interval=50ms"}) {
+		t.Errorf("%+v", eos)
+	}
 	for spec, want := range map[string]string{
-		"kafka-connect":      "want run, poll:<interval>, debezium or debezium-tuned",
+		"kafka-connect":      "want run, run-eos, poll:<interval>, debezium or debezium-tuned",
 		"debezium#/tmp/x":    "#BINARY is for cdc-relay builds",
-		"debezium:something": "want run, poll:<interval>, debezium or debezium-tuned",
+		"debezium:something": "want run, run-eos, poll:<interval>, debezium or debezium-tuned",
 	} {
 		if _, err := publishers(spec); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v, want %q", spec, err, want)

@@ -292,8 +292,19 @@ func (e *env) recvLogical(ctx context.Context, label string, f *fixture, slot, e
 
 // drain starts pub (run or debezium on slot) publishing to topic and times it until Kafka
 // holds all n rows of the backlog there; with a slot, it also samples the slot's walsender's
-// CPU time until then.
+// CPU time until then. An exactly-once publisher's drain ends when a read_committed consumer
+// has read all n: its records count once their transaction committed, and the high
+// watermarks count the transactions' markers too.
 func (e *env) drain(ctx context.Context, label string, pub Publisher, f *fixture, slot, topic string, n int) (drainRun, error) {
+	held, what := func() (int64, error) { return e.endOffsets(ctx, topic) }, "acknowledged by Kafka"
+	if pub.ExactlyOnce {
+		cons, err := e.consume(topic, pub)
+		if err != nil {
+			return drainRun{}, err
+		}
+		defer cons.close()
+		held, what = func() (int64, error) { return cons.records.Load(), nil }, "read read_committed"
+	}
 	p, err := e.launch(ctx, pub, f, slot, topic, "backlog-"+f.base+"-"+slug(pub.Name)+"-"+topic)
 	if err != nil {
 		return drainRun{}, err
@@ -307,10 +318,10 @@ func (e *env) drain(ctx context.Context, label string, pub Publisher, f *fixture
 	mw := e.watchMachine()
 	defer mw.stop()
 	var acked atomic.Int64
-	stopTicker := e.tickProgress(label, func() string { return fmt.Sprintf("%d/%d acknowledged by Kafka", acked.Load(), n) })
+	stopTicker := e.tickProgress(label, func() string { return fmt.Sprintf("%d/%d %s", acked.Load(), n, what) })
 	var done, first time.Time
 	err = waitUntil(ctx, e.cfg.DrainTimeout, p, fmt.Sprintf("%s to drain %d rows", pub.Name, n), func() (bool, error) {
-		v, err := e.endOffsets(ctx, topic)
+		v, err := held()
 		if err != nil {
 			return false, nil // a transient metadata error: ask again
 		}

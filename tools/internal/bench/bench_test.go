@@ -33,7 +33,7 @@ func TestQuickSuite(t *testing.T) {
 	out := t.TempDir()
 	// Debezium as shipped only: each Debezium publisher costs two JVM starts (the replay
 	// phase's cold start and restart), 20-30 s each on two busy cores.
-	pubs := append(slices.Clone(DefaultPublishers[:3]), DebeziumPublishers[0])
+	pubs := []Publisher{DefaultPublishers[0], DefaultPublishers[1], DefaultPublishers[2], DefaultPublishers[3], DebeziumPublishers[0]}
 	cfg := Config{
 		Duration: 1500 * time.Millisecond, Warmup: 500 * time.Millisecond, Rates: []int{200, 2000}, Backlog: 2000, TxSizes: []int{1, 100}, Repeats: 1,
 		LargeRows: 200, ReplayRate: 500, KillAfter: 2 * time.Second, Publishers: pubs,
@@ -137,13 +137,17 @@ func TestQuickSuite(t *testing.T) {
 	// The kill -9: every slot publisher, nothing lost (replay fails otherwise), and
 	// Debezium as shipped replays every record it had delivered: Connect stores its offset
 	// (and Debezium then confirms the slot) every 60 s, and the kill came 2 s in.
-	if got, want := len(rep.Replay), 2; got != want {
-		t.Fatalf("%d replay results, want %d (run, debezium)", got, want)
+	if got, want := len(rep.Replay), 3; got != want {
+		t.Fatalf("%d replay results, want %d (run, run-eos, debezium)", got, want)
 	}
 	for _, x := range rep.Replay {
 		if x.Rows < int(float64(cfg.ReplayRate)*cfg.KillAfter.Seconds()) || x.Startup <= 0 || x.Restart <= 0 || x.ReadBeforeKill <= 0 ||
 			x.KilledAfter < cfg.KillAfter || x.Duplicates < 0 || x.PeakRSS <= 0 {
 			t.Errorf("replay %s: %+v", x.Publisher, x)
+		}
+		// Exactly-once, read read_committed: the kill aborts what was open, nothing repeats.
+		if x.Publisher == RunEOS && x.Duplicates != 0 {
+			t.Errorf("run-eos: %d duplicates after a kill -9, read read_committed", x.Duplicates)
 		}
 		if x.Publisher == Debezium && x.Duplicates < x.ReadBeforeKill {
 			t.Errorf("debezium replayed %d records after a kill with %d read and no offset stored", x.Duplicates, x.ReadBeforeKill)
@@ -171,7 +175,8 @@ func TestQuickSuite(t *testing.T) {
 		}
 	}
 	for _, tg := range []string{"p50 ≤ 5 ms", "p99 ≤ 25 ms", "10× lower", "≥ 0.7 × pg_recvlogical", "≥ 2 × best poll", "RSS ≤ 64 MB",
-		"p99 ≤ 1/10 of debezium's", "run ≥ 3 × debezium's rate", "run ≥ 0.9 × min(pg_recvlogical, kafka producer)", "The machine column is what the machine did", "| kafka producer |", "1/10 of debezium's JVM", "duplicates ≤ 1/10 of debezium's", "- debezium: none (as shipped)"} {
+		"p99 ≤ 1/10 of debezium's", "run ≥ 3 × debezium's rate", "run ≥ 0.9 × min(pg_recvlogical, kafka producer)", "The machine column is what the machine did", "| kafka producer |", "1/10 of debezium's JVM", "duplicates ≤ 1/10 of debezium's", "- debezium: none (as shipped)",
+		"run-eos at 2,000 rows/s: p99 ≤ run's p99 + 100ms", "backlog, 100-row transactions: run-eos ≥ 0.8 × run's rate"} {
 		if !strings.Contains(table, tg) {
 			t.Errorf("table.md has no target %q", tg)
 		}
@@ -404,6 +409,42 @@ func TestTargetsDebezium(t *testing.T) {
 	}
 }
 
+// The exactly-once targets: run-eos beside run at every steady rate (p99 within run's plus the
+// transaction interval) and every backlog (0.8 × run's drain rate), and only where both ran.
+func TestTargetsExactlyOnce(t *testing.T) {
+	rep := &Report{Config: ReportConfig{Rates: []int{500, 2000, 5000}}}
+	rep.Steady = []SteadyResult{
+		{Publisher: "run", Rate: 500, P99: 10 * time.Millisecond}, {Publisher: RunEOS, Rate: 500, P99: 110 * time.Millisecond},
+		{Publisher: "run", Rate: 2000, P99: 10 * time.Millisecond}, {Publisher: RunEOS, Rate: 2000, P99: 111 * time.Millisecond},
+		{Publisher: RunEOS, Rate: 5000, P99: time.Millisecond}, // no run beside it
+	}
+	rep.Backlog = []BacklogResult{
+		{TxSize: 1, Publisher: "run", Rate: 1000}, {TxSize: 1, Publisher: RunEOS, Rate: 800},
+		{TxSize: 100, Publisher: "run", Rate: 1000}, {TxSize: 100, Publisher: RunEOS, Rate: 799},
+	}
+	rep.evaluate()
+	want := map[string]bool{
+		"run-eos at 500 rows/s: p99 ≤ run's p99 + 100ms":            true,
+		"run-eos at 2,000 rows/s: p99 ≤ run's p99 + 100ms":          false,
+		"backlog, 1-row transactions: run-eos ≥ 0.8 × run's rate":   true,
+		"backlog, 100-row transactions: run-eos ≥ 0.8 × run's rate": false,
+	}
+	got := map[string]Target{}
+	for _, tg := range rep.Targets {
+		if strings.Contains(tg.Name, RunEOS) {
+			got[tg.Name] = tg
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("targets %+v", rep.Targets)
+	}
+	for name, met := range want {
+		if tg, ok := got[name]; !ok || tg.Met != met {
+			t.Errorf("%s: %+v, want met %v", name, tg, met)
+		}
+	}
+}
+
 // Without a JVM the debezium publishers are left out, named with the reason, and the run
 // goes on with the others.
 func TestDebeziumLeftOutWithoutJava(t *testing.T) {
@@ -411,7 +452,7 @@ func TestDebeziumLeftOutWithoutJava(t *testing.T) {
 	var progress strings.Builder
 	cfg := Config{Publishers: DefaultPublishers, Progress: &progress}
 	got, left := prepareDebezium(context.Background(), cfg)
-	if len(got.Publishers) != 3 || slices.ContainsFunc(got.Publishers, func(p Publisher) bool { return p.Debezium }) {
+	if len(got.Publishers) != len(DefaultPublishers)-2 || slices.ContainsFunc(got.Publishers, func(p Publisher) bool { return p.Debezium }) {
 		t.Errorf("publishers kept: %+v", got.Publishers)
 	}
 	if len(left) != 2 || !strings.Contains(left[0], "debezium: java not found") || !strings.Contains(left[1], "debezium tuned: java not found") {

@@ -27,6 +27,12 @@ type Publisher struct {
 	// Traced exports the publisher's spans over OTLP to an in-process receiver (trace.go):
 	// the cost of tracing, beside the same publisher untraced.
 	Traced bool
+	// ExactlyOnce runs `cdc-relay run --delivery exactly-once` (RunEOS), with a checkpoint
+	// topic of its own per fixture; its consumers read read_committed, what that mode's
+	// consumers see, and its drains end when a read_committed consumer has read every record
+	// (a transaction's records count once it committed, and the topic's high watermarks also
+	// count its markers).
+	ExactlyOnce bool
 	// Debezium selects Debezium's PostgreSQL connector with the outbox EventRouter on Kafka
 	// Connect standalone instead of cdc-relay. Its Args are key=value settings: the
 	// connector's, or the worker's when the key starts with "worker." (DebeziumTuned).
@@ -39,10 +45,18 @@ var DebeziumPublishers = []Publisher{
 	{Name: "debezium tuned", Debezium: true, Args: DebeziumTuned},
 }
 
-// DefaultPublishers are the relay, the poller at 100ms and at 10ms, and Debezium as shipped
-// and tuned.
+// RunEOS labels `run --delivery exactly-once` (--publishers run-eos); TransactionInterval is
+// its default --transaction-interval, the latency its targets allow it over run's.
+const (
+	RunEOS              = "run-eos"
+	TransactionInterval = 100 * time.Millisecond
+)
+
+// DefaultPublishers are the relay at-least-once and exactly-once, the poller at 100ms and at
+// 10ms, and Debezium as shipped and tuned.
 var DefaultPublishers = append([]Publisher{
 	{Name: "run"},
+	{Name: RunEOS, ExactlyOnce: true},
 	{Name: "poll 100ms", Poll: true, Interval: 100 * time.Millisecond},
 	{Name: "poll 10ms", Poll: true, Interval: 10 * time.Millisecond},
 }, DebeziumPublishers...)

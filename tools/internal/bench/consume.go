@@ -38,9 +38,15 @@ type latencyConsumer struct {
 	bad  error           // first record without a usable header
 }
 
-func (e *env) consume(topic string) (*latencyConsumer, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(e.cfg.Brokers...), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
+// consume reads topic for pub: read_committed for an exactly-once publisher, the records its
+// consumers would see (and when).
+func (e *env) consume(topic string, pub Publisher) (*latencyConsumer, error) {
+	opts := []kgo.Opt{kgo.SeedBrokers(e.cfg.Brokers...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100 * time.Millisecond)}
+	if pub.ExactlyOnce {
+		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("bench: consumer: %w", err)
 	}

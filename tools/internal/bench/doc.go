@@ -1,5 +1,6 @@
 // Package bench is the project's benchmark (tools/cmd/cdc-bench, `make bench`): the relay
-// (`cdc-relay run`) against the polling publisher (`cdc-relay poll`), against Debezium's
+// (`cdc-relay run`, and `run --delivery exactly-once` as the publisher run-eos)
+// against the polling publisher (`cdc-relay poll`), against Debezium's
 // PostgreSQL connector with its outbox EventRouter on Kafka Connect standalone (as shipped,
 // and tuned for latency: DebeziumTuned), and against the physical limit of one walsender
 // (pg_recvlogical), on the local PostgreSQL and Kafka that scripts/dev-up.sh starts.
@@ -11,14 +12,16 @@
 //     record at the start and after the restart, and the duplicates the kill replayed. No
 //     committed row may be missing.
 //   - Steady load: orders and outbox rows written in single-row transactions at fixed rates
-//     while a consumer measures each record's latency from commit to receipt: the
+//     while a consumer (read_committed for run-eos) measures each record's latency from commit to receipt: the
 //     cdc-commit-time header (the commit time for run, created_at for poll and debezium) to
 //     the moment the consumer's fetch returned it, after a warm-up at the same rate. Percentiles, the rate achieved, and the publisher's
 //     peak RSS (VmHWM) and CPU time (utime+stime) per 10,000 events.
 //   - Backlog drain: N rows written while no publisher runs, in single-row and in 100-row
 //     transactions; then the time from starting each publisher until Kafka has acknowledged
 //     all N records, measured as the sum of the topic's high watermarks (a fresh topic per
-//     publisher, so the sum is the records Kafka holds), and the time to its first record.
+//     publisher, so the sum is the records Kafka holds; for run-eos, whose high watermarks
+//     count its transactions' markers too, the records a read_committed consumer has read),
+//     and the time to its first record.
 //     Once more with 10 KB payloads, reported in MB/s of record values. The same backlog
 //     streamed by pg_recvlogical (pgoutput, to /dev/null, --endpos at the end of the backlog) is the
 //     limit of one walsender; the same records produced from memory by the relay's producer

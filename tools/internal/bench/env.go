@@ -19,6 +19,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cdc-relay/cdc-relay/sink/txn"
 )
 
 // env is one benchmark run's connections, binary and the resources to remove at the end.
@@ -318,9 +320,12 @@ func (e *env) startPublisher(pub Publisher, f *fixture, slot, topic, logName str
 	if topic != "" {
 		args = append(args, "--topic", topic)
 	}
-	if pub.Poll {
+	switch {
+	case pub.Poll:
 		args = append([]string{"poll", "--table", f.outbox, "--interval", pub.Interval.String()}, args...)
-	} else {
+	case pub.ExactlyOnce:
+		args = append([]string{"run", "--slot", slot, "--publication", f.base, "--delivery", "exactly-once", "--checkpoint-topic", checkpointTopic(f)}, args...)
+	default:
 		args = append([]string{"run", "--slot", slot, "--publication", f.base}, args...)
 	}
 	args = append(args, pub.Args...)
@@ -340,6 +345,21 @@ func (e *env) startPublisher(pub Publisher, f *fixture, slot, topic, logName str
 		env = append(slices.Clone(env), "CDC_RELAY_CPU_PROFILE="+filepath.Join(dir, logName+".pprof"))
 	}
 	return startProc(pub.Name, filepath.Join(e.logDir, logName+".log"), env, bin, args...)
+}
+
+// checkpointTopic is the fixture's checkpoint topic for exactly-once publishers (keyed by
+// slot: every drain of the fixture shares it).
+func checkpointTopic(f *fixture) string { return f.base + ".checkpoints" }
+
+// ensureCheckpointTopic creates the fixture's checkpoint topic unless it exists (a backlog's
+// drains share it), removed at cleanup.
+func (e *env) ensureCheckpointTopic(ctx context.Context, f *fixture) error {
+	topic := checkpointTopic(f)
+	e.onClose(func(ctx context.Context) { _, _ = e.adm.DeleteTopics(ctx, topic) })
+	if err := txn.EnsureCheckpointTopic(ctx, e.kcl, topic, 1); err != nil {
+		return fmt.Errorf("bench: checkpoint topic %s: %w", topic, err)
+	}
+	return nil
 }
 
 // failer is a process or publisher that reports when it stopped by itself.

@@ -29,6 +29,11 @@ type publisherRun interface {
 // record instead of the rows' topic column.
 func (e *env) launch(ctx context.Context, pub Publisher, f *fixture, slot, topic, logName string) (publisherRun, error) {
 	e.pauseWorkers(pub)
+	if pub.ExactlyOnce {
+		if err := e.ensureCheckpointTopic(ctx, f); err != nil {
+			return nil, err
+		}
+	}
 	if !pub.Debezium {
 		p, err := e.startPublisher(pub, f, slot, topic, logName)
 		if err != nil {

@@ -54,7 +54,7 @@ func (e *env) replay(ctx context.Context, pub Publisher) (ReplayResult, error) {
 	} else if err := e.createRelaySlot(ctx, f, f.base); err != nil {
 		return res, err
 	}
-	cons, err := e.consume(f.topic)
+	cons, err := e.consume(f.topic, pub)
 	if err != nil {
 		return res, err
 	}

@@ -164,6 +164,36 @@ func (r *Report) evaluate() {
 		add("run: peak RSS ≤ 64 MB during the steady runs", fmt.Sprintf("%.1f MB", mb(peak)), peak <= 64<<20)
 	}
 	r.evaluateDebezium(add)
+	r.evaluateExactlyOnce(add)
+}
+
+// evaluateExactlyOnce adds the exactly-once targets: run-eos beside run, at every steady rate
+// (p99 within run's plus the transaction interval: the commit a record waits for) and every
+// backlog (at least 0.8 × run's drain rate).
+func (r *Report) evaluateExactlyOnce(add func(name, measured string, met bool)) {
+	for _, rate := range r.Config.Rates {
+		run, ok1 := r.steadyOf("run", rate)
+		eos, ok2 := r.steadyOf(RunEOS, rate)
+		if !ok1 || !ok2 {
+			continue
+		}
+		limit := run.P99 + TransactionInterval
+		add(fmt.Sprintf("%s at %s rows/s: p99 ≤ run's p99 + %s", RunEOS, thousands(rate), TransactionInterval),
+			fmt.Sprintf("%s vs %s (run's %s; p50 %s vs %s)", ms(eos.P99), ms(limit), ms(run.P99), ms(eos.P50), ms(run.P50)), eos.P99 <= limit)
+	}
+	for _, x := range r.Backlog {
+		if x.Publisher != RunEOS {
+			continue
+		}
+		for _, y := range r.Backlog {
+			if y.Publisher != "run" || y.TxSize != x.TxSize || y.Payload != x.Payload || y.Rate == 0 {
+				continue
+			}
+			k := x.Rate / y.Rate
+			add(fmt.Sprintf("backlog, %s: %s ≥ 0.8 × run's rate", x.scenario(), RunEOS),
+				fmt.Sprintf("%.2f× (%.0f vs %.0f rows/s)", k, x.Rate, y.Rate), k >= 0.8)
+		}
+	}
 }
 
 // Debezium is the publisher the Debezium targets compare with: as shipped.
@@ -274,7 +304,8 @@ func (r *Report) Markdown() string {
 	if len(r.Steady) > 0 {
 		fmt.Fprintf(&b, "## Steady load: commit to consumer latency\n\n")
 		fmt.Fprintf(&b, "Single-row transactions (one order and its outbox row) at a fixed rate for %s each, from %d connections; "+
-			"latency is the consumer's receipt minus the record's cdc-commit-time (commit time for run; created_at for poll and for debezium, whose EventRouter has no commit time: for a one-row transaction it is the transaction's start). "+
+			"latency is the consumer's receipt minus the record's cdc-commit-time (commit time for run; created_at for poll and for debezium, whose EventRouter has no commit time: for a one-row transaction it is the transaction's start); "+
+			"run-eos (run --delivery exactly-once) is read by a read_committed consumer, which gets a record once its Kafka transaction committed. "+
 			"The first %s of each rate are a warm-up, not measured (the JVM compiles Debezium's hot code during its first seconds of load). "+
 			"'To produce' is commit to the record's timestamp, when the publisher handed it to its Kafka client (millisecond precision): "+
 			"the part spent before Kafka. Peak RSS is the publisher's VmHWM (debezium: its Kafka Connect JVM's, since it started); CPU is its utime+stime over its whole life per 10,000 records it published "+
@@ -321,7 +352,7 @@ func (r *Report) Markdown() string {
 			"all of them (sum of the topic's high watermarks, a fresh topic per publisher). Every slot (run, debezium, pg_recvlogical) existed before the rows were written; debezium, which has no offset of its own yet, streams its slot from the slot's position. "+
 			"First record is the start to the first record on Kafka (debezium: adding the connector to its running worker), and rows/s after it leaves that start-up out. "+
 			"MB/s is the record values' bytes (the payloads' JSON text) per second, MB = 2^20 bytes. pg_recvlogical (pgoutput, to /dev/null, "+
-			"--endpos at the end of the backlog) is the limit of one walsender; kafka producer is the same records (key, value, the contract's headers) built in memory first and produced by the relay's own producer settings to the same broker, timed until Kafka acknowledged all: the limit of the Kafka side. poll runs with --batch 100 on its own fresh copy of the backlog table. Each drain ran %d times, "+
+			"--endpos at the end of the backlog) is the limit of one walsender; kafka producer is the same records (key, value, the contract's headers) built in memory first and produced by the relay's own producer settings to the same broker, timed until Kafka acknowledged all: the limit of the Kafka side. run-eos's drain ends when a read_committed consumer has read every record (its high watermarks count the transactions' markers too). poll runs with --batch 100 on its own fresh copy of the backlog table. Each drain ran %d times, "+
 			"interleaved with the others; seconds is the median (all runs in brackets) and the ratios are of medians. "+
 			"Walsender CPU is the utime+stime of the Postgres backend that decodes the slot for the drain (median, per 10,000 events) "+
 			"and walsender busy is each drain's walsender CPU ÷ that drain's seconds (median, all drains in brackets): a walsender near 100%% busy is the limit of one slot; poll has no walsender "+

@@ -135,7 +135,7 @@ func (e *env) steady(ctx context.Context, pub Publisher, rate int) (SteadyResult
 	if pub.Debezium {
 		e.dropAtCleanup(f, f.base)
 	}
-	cons, err := e.consume(f.topic)
+	cons, err := e.consume(f.topic, pub)
 	if err != nil {
 		return res, err
 	}
