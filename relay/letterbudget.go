@@ -33,10 +33,17 @@ type letterBudget struct {
 	records int
 	bytes   int64
 	freed   chan struct{} // signalled when a letter leaves
+
+	// The letters that hold their key's later records (letterorder.go), under mu: per original
+	// topic and key, and per letter. ordered is len(keyOf), readable without the lock.
+	keys    map[letterKey]int
+	keyOf   map[*kgo.Record]letterKey
+	ordered atomic.Int64
 }
 
 func newLetterBudget(records, bytes int, buffered func() (int64, int64)) *letterBudget {
-	return &letterBudget{maxRecords: records, maxBytes: int64(bytes), buffered: buffered, freed: make(chan struct{}, 1)}
+	return &letterBudget{maxRecords: records, maxBytes: int64(bytes), buffered: buffered, freed: make(chan struct{}, 1),
+		keys: map[letterKey]int{}, keyOf: map[*kgo.Record]letterKey{}}
 }
 
 // letterSize is the size of the record a letter parks: key, value and the record's own headers,
@@ -52,11 +59,19 @@ func letterSize(r *kgo.Record) int64 {
 	return int64(n)
 }
 
-func (b *letterBudget) add(r *kgo.Record) {
+// add counts the letter r until remove; ordered: its key's later records wait for it
+// (letterorder.go).
+func (b *letterBudget) add(r *kgo.Record, ordered bool) {
 	b.mu.Lock()
 	b.records++
 	b.any.Add(1)
 	b.bytes += letterSize(r)
+	if ordered {
+		k := letterKeyOf(r)
+		b.keys[k]++
+		b.keyOf[r] = k
+		b.ordered.Add(1)
+	}
 	b.mu.Unlock()
 }
 
@@ -65,6 +80,13 @@ func (b *letterBudget) remove(r *kgo.Record) {
 	b.records--
 	b.any.Add(-1)
 	b.bytes -= letterSize(r)
+	if k, ok := b.keyOf[r]; ok {
+		delete(b.keyOf, r)
+		if b.keys[k]--; b.keys[k] == 0 {
+			delete(b.keys, k)
+		}
+		b.ordered.Add(-1)
+	}
 	b.mu.Unlock()
 	b.signal()
 }
