@@ -210,6 +210,9 @@ func runSchedule(t *testing.T, sc *schedule) bool {
 	h.finalRun(sc.txns[txn:])
 	h.checkEnd()
 	h.checkTakeovers()
+	if st := h.idx.stalls; len(st) > 0 {
+		t.Logf("seed %d: the harness's Kafka index got nothing for 10 s while records waited, and reopened its consumer: %s", sc.seed, strings.Join(st, "; "))
+	}
 
 	h.mu.Lock()
 	defer h.mu.Unlock()
