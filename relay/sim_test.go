@@ -750,7 +750,13 @@ func (h *harness) checkFinalStatus(what string, r *Relay, session0 int) {
 }
 
 // installFault puts f on the cluster after f.after and returns a function that removes it.
+// Under -race a held answer is a refused one, Kafka down as long (vschedule says why): the
+// real-time schedules and the fixed scenarios failed on kfake's race with itself too
+// (TestSimCancelWhileProduceBlocked, 1 run in 20).
 func (h *harness) installFault(ctx context.Context, f simFault) func() {
+	if raceEnabled && f.kind == faultSlow {
+		f.kind, f.err = faultDown, kerr.NotLeaderForPartition
+	}
 	var mu sync.Mutex
 	var remove []func()
 	stopped := false
