@@ -131,17 +131,35 @@ func (b *letterBudget) wait(ctx context.Context, next *kgo.Record, log *slog.Log
 	if !b.full(size) {
 		return true
 	}
-	b.waiting.Store(true)
-	defer b.waiting.Store(false)
 	began := time.Now()
 	records, bytes := b.held()
 	log.Warn("reading paused: dead letters wait for the dead-letter topic or table to take them; the confirmed position holds until they are parked",
 		"letters", records, "bytes", bytes, "max_records", b.maxRecords, "max_bytes", b.maxBytes)
-	tick := time.NewTicker(time.Minute)
-	defer tick.Stop()
-	poll := time.NewTicker(100 * time.Millisecond) // the producer's buffer shrinks without a signal when Kafka fails records
+	full := func() bool { return b.full(size) }
+	if !b.pause(ctx, full, lost, heldLogEvery, func(_ int, paused time.Duration) {
+		records, bytes := b.held()
+		log.Warn("reading still paused: dead letters are not being parked", "for", paused.Round(time.Second), "letters", records, "bytes", bytes)
+	}) {
+		return false
+	}
+	log.Info("reading resumed: dead letters are parked again", "paused", time.Since(began).Round(time.Millisecond))
+	return true
+}
+
+// pause blocks the pipeline while held reports true, woken by every letter that leaves and every
+// lostPoll (the producer's buffer shrinks without a signal when Kafka fails records, and a lost
+// session sends none). It returns false when ctx ends or lost reports the session lost first
+// (sessionLost's mark must reach the pipeline). say is called once the pause lasted first, and
+// again every heldLogEvery, with how many times it was called before.
+func (b *letterBudget) pause(ctx context.Context, held, lost func() bool, first time.Duration, say func(n int, paused time.Duration)) bool {
+	b.waiting.Store(true)
+	defer b.waiting.Store(false)
+	began := time.Now()
+	poll := time.NewTicker(lostPoll)
 	defer poll.Stop()
-	for b.full(size) {
+	next := time.NewTimer(first)
+	defer next.Stop()
+	for n := 0; held(); {
 		if lost() {
 			return false
 		}
@@ -150,11 +168,15 @@ func (b *letterBudget) wait(ctx context.Context, next *kgo.Record, log *slog.Log
 			return false
 		case <-b.freed:
 		case <-poll.C:
-		case <-tick.C:
-			records, bytes := b.held()
-			log.Warn("reading still paused: dead letters are not being parked", "for", time.Since(began).Round(time.Second), "letters", records, "bytes", bytes)
+		case <-next.C:
+			say(n, time.Since(began))
+			n++
+			next.Reset(heldLogEvery)
 		}
 	}
-	log.Info("reading resumed: dead letters are parked again", "paused", time.Since(began).Round(time.Millisecond))
 	return true
 }
+
+// lostPoll is how often a paused pipeline looks at what no signal tells it: whether the session
+// was lost, and the producer's buffer.
+const lostPoll = 100 * time.Millisecond

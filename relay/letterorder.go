@@ -58,44 +58,22 @@ func (b *letterBudget) waitKey(ctx context.Context, rec *kgo.Record, log *slog.L
 	if !b.holdsKey(rec) {
 		return true
 	}
-	b.waiting.Store(true)
-	defer b.waiting.Store(false)
 	began := time.Now()
-	say := time.NewTimer(heldLogAfter)
-	defer say.Stop()
-	// A lost session ends the wait (sessionLost's mark must reach the pipeline), and it sends
-	// no signal: looked at every lostPoll.
-	poll := time.NewTicker(lostPoll)
-	defer poll.Stop()
-	var again <-chan time.Time
 	said := false
-	for b.holdsKey(rec) {
-		if lost() {
-			return false
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-b.freed:
-		case <-poll.C:
-		case <-say.C:
-			said = true
+	held := func() bool { return b.holdsKey(rec) }
+	if !b.pause(ctx, held, lost, heldLogAfter, func(n int, paused time.Duration) {
+		said = true
+		if n == 0 {
 			log.Warn("reading paused: a dead letter of this record's topic and key is not parked yet, and the key's later records wait for it, in order",
-				"topic", rec.Topic, "key", string(rec.Key), "outbox_id", string(sink.Header(rec, sink.HeaderOutboxID)), "paused_for", time.Since(began).Round(time.Second))
-			t := time.NewTicker(heldLogEvery)
-			defer t.Stop() //nolint:gocritic // say fires once: one ticker per pause
-			again = t.C
-		case <-again:
-			log.Warn("reading still paused: the dead letter of the key is not parked yet", "topic", rec.Topic, "key", string(rec.Key),
-				"paused_for", time.Since(began).Round(time.Second))
+				"topic", rec.Topic, "key", string(rec.Key), "outbox_id", string(sink.Header(rec, sink.HeaderOutboxID)), "paused_for", paused.Round(time.Second))
+			return
 		}
+		log.Warn("reading still paused: the dead letter of the key is not parked yet", "topic", rec.Topic, "key", string(rec.Key), "paused_for", paused.Round(time.Second))
+	}) {
+		return false
 	}
 	if said {
 		log.Info("reading resumed: the key's dead letter is parked", "topic", rec.Topic, "key", string(rec.Key), "paused", time.Since(began).Round(time.Millisecond))
 	}
 	return true
 }
-
-// lostPoll is how often a wait of the pipeline that no signal ends looks whether the session was
-// lost.
-const lostPoll = 100 * time.Millisecond
