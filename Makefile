@@ -41,7 +41,7 @@ test-matrix:
 ## walsender, kfake and franz-go in a testing/synctest bubble, all in memory); no services needed.
 ## It prints schedules per second; a failure prints the line that replays it. sim-real: N schedules
 ## of the same simulation on real sockets and timers (relay/sim_test.go), ~1 s each.
-## SIMFLAGS adds schedules not run by default, e.g. SIMFLAGS="-sim.held-letters -sim.partition-down".
+## SIMFLAGS adds schedules not run by default, e.g. SIMFLAGS="-sim.partition-down -vsim.holds".
 N ?= 1000
 SIMFLAGS ?=
 .PHONY: sim-real

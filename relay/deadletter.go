@@ -19,12 +19,15 @@ import (
 type deadLetter struct {
 	rec *kgo.Record
 	txn *txn
+	// ordered: until it is parked, the later records of its topic and key wait (letterorder.go);
+	// not for a bad row, which never reaches its topic. Read by park alone.
+	ordered bool
 }
 
 // park queues a dead letter for the dead-letter goroutine and counts it against the
 // dead-letter budget until it is parked (acknowledged on the topic or committed in the table).
 func (r *Relay) park(dl deadLetter) {
-	r.letters.add(dl.rec)
+	r.letters.add(dl.rec, dl.ordered)
 	r.dlq.push(dl)
 }
 

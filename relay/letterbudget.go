@@ -33,10 +33,17 @@ type letterBudget struct {
 	records int
 	bytes   int64
 	freed   chan struct{} // signalled when a letter leaves
+
+	// The letters that hold their key's later records (letterorder.go), under mu: per original
+	// topic and key, and per letter. ordered is len(keyOf), readable without the lock.
+	keys    map[letterKey]int
+	keyOf   map[*kgo.Record]letterKey
+	ordered atomic.Int64
 }
 
 func newLetterBudget(records, bytes int, buffered func() (int64, int64)) *letterBudget {
-	return &letterBudget{maxRecords: records, maxBytes: int64(bytes), buffered: buffered, freed: make(chan struct{}, 1)}
+	return &letterBudget{maxRecords: records, maxBytes: int64(bytes), buffered: buffered, freed: make(chan struct{}, 1),
+		keys: map[letterKey]int{}, keyOf: map[*kgo.Record]letterKey{}}
 }
 
 // letterSize is the size of the record a letter parks: key, value and the record's own headers,
@@ -52,11 +59,19 @@ func letterSize(r *kgo.Record) int64 {
 	return int64(n)
 }
 
-func (b *letterBudget) add(r *kgo.Record) {
+// add counts the letter r until remove; ordered: its key's later records wait for it
+// (letterorder.go).
+func (b *letterBudget) add(r *kgo.Record, ordered bool) {
 	b.mu.Lock()
 	b.records++
 	b.any.Add(1)
 	b.bytes += letterSize(r)
+	if ordered {
+		k := letterKeyOf(r)
+		b.keys[k]++
+		b.keyOf[r] = k
+		b.ordered.Add(1)
+	}
 	b.mu.Unlock()
 }
 
@@ -65,6 +80,13 @@ func (b *letterBudget) remove(r *kgo.Record) {
 	b.records--
 	b.any.Add(-1)
 	b.bytes -= letterSize(r)
+	if k, ok := b.keyOf[r]; ok {
+		delete(b.keyOf, r)
+		if b.keys[k]--; b.keys[k] == 0 {
+			delete(b.keys, k)
+		}
+		b.ordered.Add(-1)
+	}
 	b.mu.Unlock()
 	b.signal()
 }
@@ -109,17 +131,35 @@ func (b *letterBudget) wait(ctx context.Context, next *kgo.Record, log *slog.Log
 	if !b.full(size) {
 		return true
 	}
-	b.waiting.Store(true)
-	defer b.waiting.Store(false)
 	began := time.Now()
 	records, bytes := b.held()
 	log.Warn("reading paused: dead letters wait for the dead-letter topic or table to take them; the confirmed position holds until they are parked",
 		"letters", records, "bytes", bytes, "max_records", b.maxRecords, "max_bytes", b.maxBytes)
-	tick := time.NewTicker(time.Minute)
-	defer tick.Stop()
-	poll := time.NewTicker(100 * time.Millisecond) // the producer's buffer shrinks without a signal when Kafka fails records
+	full := func() bool { return b.full(size) }
+	if !b.pause(ctx, full, lost, heldLogEvery, func(_ int, paused time.Duration) {
+		records, bytes := b.held()
+		log.Warn("reading still paused: dead letters are not being parked", "for", paused.Round(time.Second), "letters", records, "bytes", bytes)
+	}) {
+		return false
+	}
+	log.Info("reading resumed: dead letters are parked again", "paused", time.Since(began).Round(time.Millisecond))
+	return true
+}
+
+// pause blocks the pipeline while held reports true, woken by every letter that leaves and every
+// lostPoll (the producer's buffer shrinks without a signal when Kafka fails records, and a lost
+// session sends none). It returns false when ctx ends or lost reports the session lost first
+// (sessionLost's mark must reach the pipeline). say is called once the pause lasted first, and
+// again every heldLogEvery, with how many times it was called before.
+func (b *letterBudget) pause(ctx context.Context, held, lost func() bool, first time.Duration, say func(n int, paused time.Duration)) bool {
+	b.waiting.Store(true)
+	defer b.waiting.Store(false)
+	began := time.Now()
+	poll := time.NewTicker(lostPoll)
 	defer poll.Stop()
-	for b.full(size) {
+	next := time.NewTimer(first)
+	defer next.Stop()
+	for n := 0; held(); {
 		if lost() {
 			return false
 		}
@@ -128,11 +168,15 @@ func (b *letterBudget) wait(ctx context.Context, next *kgo.Record, log *slog.Log
 			return false
 		case <-b.freed:
 		case <-poll.C:
-		case <-tick.C:
-			records, bytes := b.held()
-			log.Warn("reading still paused: dead letters are not being parked", "for", time.Since(began).Round(time.Second), "letters", records, "bytes", bytes)
+		case <-next.C:
+			say(n, time.Since(began))
+			n++
+			next.Reset(heldLogEvery)
 		}
 	}
-	log.Info("reading resumed: dead letters are parked again", "paused", time.Since(began).Round(time.Millisecond))
 	return true
 }
+
+// lostPoll is how often a paused pipeline looks at what no signal tells it: whether the session
+// was lost, and the producer's buffer.
+const lostPoll = 100 * time.Millisecond

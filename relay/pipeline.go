@@ -168,6 +168,10 @@ func (p *pipe) nonTransactional(ctx context.Context, out decoder.Output, badRow 
 	return r.eosCommitted(ctx, out.EndLSN)
 }
 
+// halted reports whether the pipeline must produce nothing more of this session: it was lost,
+// or a record failed for good (the pipeline stops at the end of the message).
+func (r *Relay) halted() bool { return r.lost.discard.Load() || r.track.broken.Load() }
+
 func (r *Relay) produce(ctx context.Context, x *txn, stamp *sink.Stamp, out decoder.Output, badRow error) {
 	ev := out.Event
 	rec := sink.NewRecord(sink.Event{
@@ -191,8 +195,12 @@ func (r *Relay) produce(ctx context.Context, x *txn, stamp *sink.Stamp, out deco
 		// after Produce returned; parked now, it counts against the budget before the next record.
 		r.cfg.Metrics.ProduceError(metrics.ClassRejected)
 		r.log.Error("Kafka rejected a record for good: dead-lettering it", "topic", rec.Topic, "outbox_id", string(sink.Header(rec, sink.HeaderOutboxID)), "cause", err)
-		r.park(deadLetter{rec: sink.DeadLetter(r.cfg.DLQTopic, rec, relation, err), txn: x})
+		r.park(deadLetter{rec: sink.DeadLetter(r.cfg.DLQTopic, rec, relation, err), txn: x, ordered: true})
 		return
+	}
+	// A letter of its key not parked yet: its replay must not come after this record (letterorder.go).
+	if r.letters.holdsKey(rec) && !r.letters.waitKey(ctx, rec, r.log, r.halted) {
+		return // shutdown, a lost session or a failure while it waited: nothing after this is produced
 	}
 	r.lost.produce.RLock()
 	defer r.lost.produce.RUnlock()
@@ -232,7 +240,7 @@ func (r *Relay) produce(ctx context.Context, x *txn, stamp *sink.Stamp, out deco
 		case sink.Refused:
 			r.cfg.Metrics.ProduceError(metrics.ClassRejected)
 			r.log.Error("Kafka rejected a record for good: dead-lettering it", "topic", rec.Topic, "outbox_id", string(sink.Header(rec, sink.HeaderOutboxID)), "cause", err)
-			r.park(deadLetter{rec: sink.DeadLetter(r.cfg.DLQTopic, rec, relation, err), txn: x})
+			r.park(deadLetter{rec: sink.DeadLetter(r.cfg.DLQTopic, rec, relation, err), txn: x, ordered: true})
 		default:
 			// A producer failure, or a batch refused as too large although this
 			// record fits on its own (the topic's limit changed): never confirm past it; the

@@ -64,6 +64,9 @@ type kafkaIndex struct {
 
 	brokers []string  // for reopen
 	opts    []kgo.Opt // the harness's (its in-memory dialer)
+	// stalls says, for each reopen, which partitions the consumer had stopped reading
+	// (what and from where), so that a run shows when its stall happened.
+	stalls []string
 }
 
 type seenRec struct {
@@ -141,8 +144,9 @@ func (k *kafkaIndex) refresh() error {
 		stalled := pctx.Err() != nil
 		pcancel()
 		if stalled {
+			k.stalls = append(k.stalls, k.behindAt(ends))
 			if stalls++; stalls > 2 || ctx.Err() != nil {
-				return fmt.Errorf("reading Kafka: %w", context.DeadlineExceeded)
+				return fmt.Errorf("reading Kafka: %w (%s)", context.DeadlineExceeded, strings.Join(k.stalls, "; "))
 			}
 			if err := k.reopen(); err != nil {
 				return fmt.Errorf("reading Kafka: %w", err)
@@ -165,6 +169,18 @@ func (k *kafkaIndex) refresh() error {
 		})
 	}
 	return nil
+}
+
+// behindAt names the partitions whose end offset is past what the index read, with both.
+func (k *kafkaIndex) behindAt(ends kadm.ListedOffsets) string {
+	var behind []string
+	ends.Each(func(o kadm.ListedOffset) {
+		if next := k.next[o.Topic][o.Partition]; o.Offset > next {
+			behind = append(behind, fmt.Sprintf("%s[%d] at %d of %d", o.Topic, o.Partition, next, o.Offset))
+		}
+	})
+	slices.Sort(behind)
+	return "stalled on " + strings.Join(behind, ", ")
 }
 
 // dupContractHeaders names the record-contract headers (sink.ReservedHeader, ASCII case

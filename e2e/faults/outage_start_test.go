@@ -204,9 +204,9 @@ func TestRelayStartedWhileKafkaIsDownWaitsForIt(t *testing.T) {
 	t.Logf("%d warnings while Kafka was paused; %d records", warnings, len(recs))
 }
 
-// denyWrite adds a DENY WRITE ACL for the relay's principal on topic, removed at cleanup. It
-// fails the test when the broker has no authorizer.
-func denyWrite(t *testing.T, adm *kadm.Client, topic string) {
+// denyWrite adds a DENY WRITE ACL for the relay's principal on topic, removed by allow or at
+// cleanup. It fails the test when the broker has no authorizer.
+func denyWrite(t *testing.T, adm *kadm.Client, topic string) (allow func()) {
 	t.Helper()
 	ctx := context.Background()
 	if _, err := adm.DescribeACLs(ctx, kadm.NewACLs().AnyResource().Allow().Operations(kadm.OpAny)); errors.Is(err, kerr.SecurityDisabled) {
@@ -225,7 +225,13 @@ func denyWrite(t *testing.T, adm *kadm.Client, topic string) {
 	if err != nil {
 		t.Fatalf("create the DENY WRITE ACL on %s: %v", topic, err)
 	}
+	allow = func() {
+		if _, err := adm.DeleteACLs(context.Background(), acl()); err != nil {
+			t.Errorf("delete the DENY WRITE ACL on %s: %v", topic, err)
+		}
+	}
 	t.Cleanup(func() { _, _ = adm.DeleteACLs(context.Background(), acl()) })
+	return allow
 }
 
 // A dead letter that the dead-letter topic refuses too goes to the PostgreSQL table,

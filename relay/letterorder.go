@@ -1,0 +1,79 @@
+package relay
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cdc-relay/cdc-relay/sink"
+)
+
+// A key's order behind its dead letter. A record refused for good becomes a letter, and the
+// relay reads on. Had a later record of its topic and key been delivered while the letter was
+// not parked yet (the dead-letter topic and table refuse it, or are slow), a stop whose shutdown
+// timeout ended first, a failure or a crash would forget the letter, and the next start replays
+// the refused record from the slot: the topic, which takes it by then (an ACL granted, a limit
+// raised, a refusal that ended), puts it after that later record, its key's first deliveries
+// out of commit order with nothing dead-lettered to say why (the virtual-time simulation: a run
+// stopped while the table was down, seed 2722 with -sim.held-letters). Nothing the relay could
+// do at the stop would mend it: the later record is on its topic, and the letter has nowhere to
+// go. So a record waits, before it is produced, while a letter of its topic and key is held;
+// reading pauses behind it (after heldLogAfter it says so, with the topic and key, again every
+// heldLogEvery). Then a letter forgotten at any end leaves no later record of its key delivered,
+// and the replay delivers the key in order. The position holds at the letter's transaction
+// either way; the records of other keys go on until something else pauses reading.
+//
+// A bad row holds nothing: the decoder refuses it again on every replay, so it never reaches its
+// topic. A record produced while franz-go fails the refused record's partition buffer, before
+// the refused record's promise queued the letter, is not held (the promise runs on franz-go's
+// goroutine a moment later); franz-go fails every record already buffered for that partition
+// with the refused one, so only a record produced in that moment can pass it.
+//
+// (DESIGN.md, "A key's later records wait for its dead letter".)
+
+// letterKey is a letter's original topic and key.
+type letterKey struct{ topic, key string }
+
+// letterKeyOf is the original topic (the dlq-original-topic header sink.DeadLetter set) and key
+// of the letter r.
+func letterKeyOf(r *kgo.Record) letterKey {
+	return letterKey{topic: string(sink.Header(r, sink.HeaderDLQTopic)), key: string(r.Key)}
+}
+
+// holdsKey reports whether a letter of rec's topic and key is held.
+func (b *letterBudget) holdsKey(rec *kgo.Record) bool {
+	if b.ordered.Load() == 0 {
+		return false // no letter held: one atomic load per record
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.keys[letterKey{topic: rec.Topic, key: string(rec.Key)}] > 0
+}
+
+// waitKey returns once no letter of rec's topic and key is held, or false when ctx ends or lost
+// reports the session lost first (rec is not produced; the pipeline produces nothing after it).
+func (b *letterBudget) waitKey(ctx context.Context, rec *kgo.Record, log *slog.Logger, lost func() bool) bool {
+	if !b.holdsKey(rec) {
+		return true
+	}
+	began := time.Now()
+	said := false
+	held := func() bool { return b.holdsKey(rec) }
+	if !b.pause(ctx, held, lost, heldLogAfter, func(n int, paused time.Duration) {
+		said = true
+		if n == 0 {
+			log.Warn("reading paused: a dead letter of this record's topic and key is not parked yet, and the key's later records wait for it, in order",
+				"topic", rec.Topic, "key", string(rec.Key), "outbox_id", string(sink.Header(rec, sink.HeaderOutboxID)), "paused_for", paused.Round(time.Second))
+			return
+		}
+		log.Warn("reading still paused: the dead letter of the key is not parked yet", "topic", rec.Topic, "key", string(rec.Key), "paused_for", paused.Round(time.Second))
+	}) {
+		return false
+	}
+	if said {
+		log.Info("reading resumed: the key's dead letter is parked", "topic", rec.Topic, "key", string(rec.Key), "paused", time.Since(began).Round(time.Millisecond))
+	}
+	return true
+}
