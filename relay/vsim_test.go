@@ -207,6 +207,7 @@ func runVSchedule(t *testing.T, seed uint64) (res vresult) {
 		}
 		h.finalRun(sc.txns[txn:])
 		h.checkEnd()
+		h.checkTakeovers()
 		res.hash, res.events = h.traceHash()
 		h.close()
 		res.virtual = time.Since(began)
