@@ -84,10 +84,20 @@ func (e *eosPoll) committedButUnmarked(t *testing.T, when string) int {
 // back transaction.
 func (e *eosPoll) verify(t *testing.T, writing *testenv.Writing) []*kgo.Record {
 	t.Helper()
+	return e.verifyOrder(t, writing, true)
+}
+
+// verifyOrder is verify, with the per-key order checked or not.
+func (e *eosPoll) verifyOrder(t *testing.T, writing *testenv.Writing, ordered bool) []*kgo.Record {
+	t.Helper()
 	writing.Stop()
 	testenv.Eventually(t, 120*time.Second, "every committed row marked published", func() bool { return e.pending(t) == 0 })
 	recs := e.committed(t)
-	if dups := e.w.Verify(t, recs); dups != 0 {
+	verify := e.w.Verify
+	if !ordered {
+		verify = e.w.VerifyUnordered
+	}
+	if dups := verify(t, recs); dups != 0 {
 		t.Errorf("a read_committed consumer saw %d duplicate records; exactly-once allows none", dups)
 	}
 	if n := e.committedButUnmarked(t, "at the end"); n != 0 {
@@ -152,7 +162,10 @@ func TestPollExactlyOnceSecondPollerFencesTheFirst(t *testing.T) {
 	if code != 1 || !strings.Contains(a.Output(), "another poller took this poller's transactional id (fenced)") {
 		t.Fatalf("the fenced poller exited %d, want 1 with the fence's message:\n%s", code, a.Output())
 	}
-	e.verify(t, writing)
+	// Not per-key order: until the fenced poller's PostgreSQL transaction ends, the rows it
+	// selected stay locked and the holder's SKIP LOCKED select passes them by, so later rows of
+	// their keys may go first (the order of two pollers at once, README "Comparing with polling").
+	e.verifyOrder(t, writing, false)
 	if code := b.Stop(t); code != 0 {
 		t.Errorf("the holder exited %d:\n%s", code, b.Output())
 	}
