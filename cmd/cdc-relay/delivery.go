@@ -42,17 +42,8 @@ func (d *deliveryFlags) register(fs *flag.FlagSet) {
 // at-least-once. Errors are usage errors (exit 2) that name the flag; taken names the topics
 // the records and dead letters go to, which the checkpoint topic must not be.
 func (d *deliveryFlags) config(fs *flag.FlagSet, taken ...string) (*relay.ExactlyOnce, error) {
-	switch d.mode {
-	case deliveryAtLeastOnce:
-		for _, f := range eoFlags {
-			if isSet(fs, f) {
-				return nil, usageErr("--%s applies only with --delivery exactly-once (the delivery is %s)", f, d.mode)
-			}
-		}
-		return nil, nil
-	case deliveryExactlyOnce:
-	default:
-		return nil, usageErr("--delivery %q: use %s (the default) or %s", d.mode, deliveryAtLeastOnce, deliveryExactlyOnce)
+	if eo, err := deliveryMode(fs, d.mode, eoFlags); !eo || err != nil {
+		return nil, err
 	}
 	var errs []error
 	if d.eo.Interval <= 0 {
@@ -65,22 +56,49 @@ func (d *deliveryFlags) config(fs *flag.FlagSet, taken ...string) (*relay.Exactl
 	if d.eo.MaxRecords <= 0 {
 		errs = append(errs, fmt.Errorf("--transaction-max-records %d: must be positive (default %d)", d.eo.MaxRecords, relay.DefaultTransactionMaxRecords))
 	}
-	if isSet(fs, "transactional-id") && d.eo.TransactionalID == "" {
-		errs = append(errs, errors.New("--transactional-id is empty: leave it out for cdc-relay-<slot>"))
-	}
-	if err := sink.ValidTopicName(d.eo.CheckpointTopic); err != nil {
-		errs = append(errs, fmt.Errorf("--checkpoint-topic: %w", err))
-	}
-	for _, t := range taken {
-		if t != "" && t == d.eo.CheckpointTopic {
-			errs = append(errs, fmt.Errorf("--checkpoint-topic %s is also a topic records go to: give the checkpoints a compacted topic of their own", t))
-		}
-	}
+	errs = append(errs, checkpointFlagErrs(fs, d.eo.CheckpointTopic, d.eo.TransactionalID, "cdc-relay-<slot>", taken)...)
 	if err := errors.Join(errs...); err != nil {
 		return nil, &usageError{err}
 	}
 	eo := d.eo
 	return &eo, nil
+}
+
+// deliveryMode checks --delivery (run's and poll's) and that none of the flags only exactly-once
+// mode reads is set without it; it reports whether the mode is exactly-once.
+func deliveryMode(fs *flag.FlagSet, mode string, only []string) (exactlyOnce bool, err error) {
+	switch mode {
+	case deliveryAtLeastOnce:
+		for _, f := range only {
+			if isSet(fs, f) {
+				return false, usageErr("--%s applies only with --delivery exactly-once (the delivery is %s)", f, mode)
+			}
+		}
+		return false, nil
+	case deliveryExactlyOnce:
+		return true, nil
+	default:
+		return false, usageErr("--delivery %q: use %s (the default) or %s", mode, deliveryAtLeastOnce, deliveryExactlyOnce)
+	}
+}
+
+// checkpointFlagErrs are the checks of --checkpoint-topic and --transactional-id that run and
+// poll share: a valid topic name that no record or dead letter goes to (taken), and an id that
+// is not given empty (idDefault names what leaving it out gives).
+func checkpointFlagErrs(fs *flag.FlagSet, topic, id, idDefault string, taken []string) []error {
+	var errs []error
+	if isSet(fs, "transactional-id") && id == "" {
+		errs = append(errs, fmt.Errorf("--transactional-id is empty: leave it out for %s", idDefault))
+	}
+	if err := sink.ValidTopicName(topic); err != nil {
+		errs = append(errs, fmt.Errorf("--checkpoint-topic: %w", err))
+	}
+	for _, t := range taken {
+		if t != "" && t == topic {
+			errs = append(errs, fmt.Errorf("--checkpoint-topic %s is also a topic records go to: give the checkpoints a compacted topic of their own", t))
+		}
+	}
+	return errs
 }
 
 // checkpointTopicErr turns a checkpoint topic that deletes by retention into a usage error

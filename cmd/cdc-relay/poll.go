@@ -44,13 +44,8 @@ type pollDelivery struct {
 	checkpointTopic string
 }
 
-const (
-	pollAtLeastOnce = "at-least-once"
-	pollExactlyOnce = "exactly-once"
-)
-
 func (d *pollDelivery) register(fs *flag.FlagSet) {
-	fs.StringVar(&d.mode, "delivery", pollAtLeastOnce, "at-least-once (rows marked after Kafka's acknowledgements; a crash publishes the batch in flight again) or exactly-once "+
+	fs.StringVar(&d.mode, "delivery", deliveryAtLeastOnce, "at-least-once (rows marked after Kafka's acknowledgements; a crash publishes the batch in flight again) or exactly-once "+
 		"(one Kafka transaction per batch, whose checkpoint names its rows, committed before they are marked: read_committed consumers see each row once; one poller per table)")
 	fs.StringVar(&d.transactionalID, "transactional-id", "", "with --delivery exactly-once: the producer's transactional.id; a poller started with it fences the one that had it, which exits 1 (default cdc-relay-poll-<schema>.<table>)")
 	fs.StringVar(&d.checkpointTopic, "checkpoint-topic", txn.DefaultCheckpointTopic, "with --delivery exactly-once: the compacted topic of the checkpoints, shared with run's (created if missing)")
@@ -59,30 +54,10 @@ func (d *pollDelivery) register(fs *flag.FlagSet) {
 // apply checks the group against cfg (parsed flags) and sets cfg.ExactlyOnce. Errors are usage
 // errors that name the flags, worded as run's --delivery group words them.
 func (d *pollDelivery) apply(fs *flag.FlagSet, cfg *poller.Config) error {
-	switch d.mode {
-	case pollAtLeastOnce:
-		for _, f := range []string{"transactional-id", "checkpoint-topic"} {
-			if isSet(fs, f) {
-				return usageErr("--%s applies only with --delivery exactly-once (the delivery is %s)", f, d.mode)
-			}
-		}
-		return nil
-	case pollExactlyOnce:
-	default:
-		return usageErr("--delivery %q: use %s (the default) or %s", d.mode, pollAtLeastOnce, pollExactlyOnce)
+	if eo, err := deliveryMode(fs, d.mode, []string{"transactional-id", "checkpoint-topic"}); !eo || err != nil {
+		return err
 	}
-	var errs []error
-	if err := sink.ValidTopicName(d.checkpointTopic); err != nil {
-		errs = append(errs, fmt.Errorf("--checkpoint-topic: %w", err))
-	}
-	for _, t := range []string{cfg.Topic, cfg.DLQTopic} {
-		if t != "" && t == d.checkpointTopic {
-			errs = append(errs, fmt.Errorf("--checkpoint-topic %s is also a topic records go to: give the checkpoints a compacted topic of their own", t))
-		}
-	}
-	if isSet(fs, "transactional-id") && strings.TrimSpace(d.transactionalID) == "" {
-		errs = append(errs, errors.New("--transactional-id is empty: leave it out for cdc-relay-poll-<schema>.<table>"))
-	}
+	errs := checkpointFlagErrs(fs, d.checkpointTopic, strings.TrimSpace(d.transactionalID), "cdc-relay-poll-<schema>.<table>", []string{cfg.Topic, cfg.DLQTopic})
 	if cfg.AckTimeout > poller.MaxAckTimeout {
 		errs = append(errs, fmt.Errorf("--ack-timeout %s: with --delivery exactly-once a batch's Kafka transaction waits --ack-timeout for the acknowledgements and as long for the commit, "+
 			"and Kafka aborts it after %s: use at most %s", cfg.AckTimeout, txn.DefaultTransactionTimeout, poller.MaxAckTimeout))
