@@ -34,7 +34,10 @@
 //     selected, so a crash between the commit and the mark publishes nothing twice. A failed
 //     batch is aborted: none of it is visible. One poller per table: a second one with the same
 //     transactional id fences the first (ErrFenced, it stops), and pollers with other ids, or
-//     at-least-once ones, on the same table void the guarantee.
+//     at-least-once ones, on the same table void the guarantee. Its select waits for the rows a
+//     fenced or paused predecessor holds locked (no SKIP LOCKED), so per-key order holds across
+//     a takeover; its sessions end a transaction idle past the Kafka transaction timeout
+//     (idle_in_transaction_session_timeout), which bounds that wait.
 //   - Broker unavailable: a batch that Kafka does not acknowledge within AckTimeout is rolled
 //     back, so its rows stay pending and no per-row budget exists to be spent. The client's
 //     buffered copies are aborted, and every following cycle first probes Kafka with one

@@ -51,6 +51,17 @@ func (e ExactlyOnce) txnConfig() txn.Config {
 // poller.
 const MaxAckTimeout = txn.DefaultTransactionTimeout / 2
 
+// idleInTransactionTimeout is the idle_in_transaction_session_timeout of an exactly-once
+// poller's PostgreSQL sessions, unless its connection string sets one: a cycle's transaction
+// is idle while it waits for Kafka (AckTimeout for the acknowledgements, as long again for the
+// commit, MaxAckTimeout at most each), so a transaction idle longer than the Kafka transaction
+// timeout belongs to a poller paused past it, whose Kafka transaction Kafka has aborted. Ending
+// its session releases the rows it locked, which the holder's select waits for.
+const (
+	idleInTransaction        = "idle_in_transaction_session_timeout"
+	idleInTransactionTimeout = txn.DefaultTransactionTimeout
+)
+
 // exactlyOnce is the poller's Kafka transaction and checkpoint, owned by Run's goroutine.
 type exactlyOnce struct {
 	cfg    ExactlyOnce

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdc-relay/cdc-relay/internal/testenv"
+	"github.com/cdc-relay/cdc-relay/sink"
 	"github.com/cdc-relay/cdc-relay/sink/txn"
 )
 
@@ -54,5 +56,38 @@ func TestExactlyOnceBrokerDownAbortsTheBatchThenPublishesEachRowOnce(t *testing.
 	b, ok, err := txn.ReadBatch(ctx, []kgo.Opt{kgo.SeedBrokers(f.c.ListenAddrs()...)}, "checkpoints", txn.PollKey(txn.PollTransactionalID(fx.Table)))
 	if err != nil || !ok || b.Seq != 3 || b.Table != fx.Table || len(b.IDs) != 5 {
 		t.Errorf("newest checkpoint %+v (found %v, %v), want batch 3 of %s with the last 5 rows", b, ok, err, fx.Table)
+	}
+}
+
+// An exactly-once poller's sessions end a transaction left idle past the Kafka transaction
+// timeout (so a paused poller's locked rows are released for the holder, whose select waits
+// for them), unless the connection string sets its own; an at-least-once poller's are left as
+// they are.
+func TestExactlyOnceSessionsEndTransactionsIdlePastTheKafkaTransaction(t *testing.T) {
+	for _, c := range []struct {
+		url  string
+		eos  bool
+		want string
+	}{
+		{"postgres://x@y/z", true, "30000"},
+		{"postgres://x@y/z?idle_in_transaction_session_timeout=5000", true, "5000"},
+		{"postgres://x@y/z", false, ""},
+	} {
+		cc, err := pgx.ParseConfig(c.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := Config{Conn: cc, Sink: sink.Config{Brokers: []string{"b:1"}}}
+		if c.eos {
+			cfg.ExactlyOnce = &ExactlyOnce{}
+		}
+		p, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := p.pool.Config().ConnConfig.RuntimeParams[idleInTransaction]; got != c.want {
+			t.Errorf("%s (exactly-once %v): %s = %q, want %q", c.url, c.eos, idleInTransaction, got, c.want)
+		}
+		p.Close()
 	}
 }

@@ -51,7 +51,8 @@ func (p *Poller) PublishRows(ctx context.Context, ids []string) (int, error) {
 // all of them, locking each without skipping it.
 func idsQuery(sel, idCol, idType string) (string, error) {
 	const pending = " IS NULL\n ORDER BY "
-	const tail = "\n LIMIT $1\n FOR UPDATE SKIP LOCKED"
+	const tail = "\n LIMIT $1\n FOR UPDATE"
+	sel = strings.TrimSuffix(sel, skipLocked)
 	if strings.Count(sel, pending) != 1 || !strings.HasSuffix(sel, tail) {
 		return "", fmt.Errorf("poller: internal: the cycle's SELECT has an unexpected shape:\n%s", sel)
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -63,6 +65,11 @@ func New(cfg Config) (*Poller, error) {
 	if _, ok := pcfg.ConnConfig.RuntimeParams["application_name"]; !ok {
 		pcfg.ConnConfig.RuntimeParams["application_name"] = "cdc-relay poll"
 	}
+	if cfg.ExactlyOnce != nil {
+		if _, ok := pcfg.ConnConfig.RuntimeParams[idleInTransaction]; !ok {
+			pcfg.ConnConfig.RuntimeParams[idleInTransaction] = strconv.FormatInt(idleInTransactionTimeout.Milliseconds(), 10)
+		}
+	}
 	pcfg.MaxConns, pcfg.MinConns = 2, 0 // the cycles' and WatchPending's
 	pool, err := pgxpool.NewWithConfig(context.Background(), pcfg)
 	if err != nil {
@@ -113,7 +120,7 @@ func (p *Poller) Check(ctx context.Context, timeout time.Duration) error {
 func (p *Poller) check(ctx context.Context, timeout time.Duration) error {
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	q, err := buildQueries(cctx, p.pool, p.tbl, p.cfg.Columns, p.cfg.Topic)
+	q, err := p.buildQueries(cctx)
 	if err != nil {
 		return err
 	}
@@ -178,6 +185,21 @@ type pending struct {
 	created time.Time // the row's created_at, for the latency metric
 }
 
+// buildQueries reads the table's columns and writes the cycle's statements for this poller.
+// Exactly-once selects without SKIP LOCKED: there is one poller per table, and the rows a
+// fenced or paused predecessor still holds locked (until its PostgreSQL transaction ends) are
+// the oldest pending ones, so passing them by would publish later rows of their keys first.
+// The wait is bounded: the poller's sessions end a transaction left idle longer than the Kafka
+// transaction it belongs to can live (idleInTransactionTimeout), which ends a paused one's.
+func (p *Poller) buildQueries(ctx context.Context) (*queries, error) {
+	q, err := buildQueries(ctx, p.pool, p.tbl, p.cfg.Columns, p.cfg.Topic)
+	if err != nil || p.eos == nil {
+		return q, err
+	}
+	q.sel = strings.TrimSuffix(q.sel, skipLocked)
+	return q, nil
+}
+
 // prepare probes Kafka if it was found unavailable, and reads the table's queries if they are
 // not known (yet, or since the table changed).
 func (p *Poller) prepare(ctx context.Context) error {
@@ -192,7 +214,7 @@ func (p *Poller) prepare(ctx context.Context) error {
 		p.log.Info("Kafka answers the probe")
 	}
 	if p.q == nil {
-		q, err := buildQueries(ctx, p.pool, p.tbl, p.cfg.Columns, p.cfg.Topic)
+		q, err := p.buildQueries(ctx)
 		if err != nil {
 			return err
 		}

@@ -91,7 +91,7 @@ func buildQueries(ctx context.Context, q querier, t outbox.Table, c outbox.Colum
  WHERE o.%s IS NULL
  ORDER BY %s
  LIMIT $1
- FOR UPDATE SKIP LOCKED`,
+ FOR UPDATE`+skipLocked,
 		text(c.ID, true), text(c.AggregateID, true), text(c.Topic, fixedTopic == ""), text(c.Payload, true),
 		text(c.EventType, true), text(c.Headers, true), col(c.CreatedAt), tbl, pub, id)
 	// A row marked already keeps its time: marking the rows of a checkpoint again is a no-op.
@@ -103,6 +103,10 @@ func buildQueries(ctx context.Context, q querier, t outbox.Table, c outbox.Colum
 	}
 	return &queries{sel: sel, upd: upd, hasIndex: has}, nil
 }
+
+// skipLocked ends the cycle's SELECT: at least once, several pollers may share a table, each
+// cycle taking rows no other holds.
+const skipLocked = " SKIP LOCKED"
 
 // hasPendingIndex reports whether a valid partial index with the predicate
 // "published_at IS NULL" exists on the table.

@@ -119,18 +119,6 @@ func (r *Writing) Finish(t testing.TB, more int, what string, timeout time.Durat
 // came in commit order (internal/oracle's verdict). It returns the number of duplicate records.
 func (w *Writer) Verify(t testing.TB, recs []*kgo.Record) int {
 	t.Helper()
-	return w.verify(t, recs, true)
-}
-
-// VerifyUnordered is Verify without the per-key order: for two publishers that ran at once,
-// whose rows SKIP LOCKED shares out (per-key order holds only within one of them).
-func (w *Writer) VerifyUnordered(t testing.TB, recs []*kgo.Record) int {
-	t.Helper()
-	return w.verify(t, recs, false)
-}
-
-func (w *Writer) verify(t testing.TB, recs []*kgo.Record, ordered bool) int {
-	t.Helper()
 	ds := make([]oracle.Delivery, 0, len(recs))
 	for _, r := range recs {
 		if d, err := oracle.Read(r); err == nil {
@@ -151,9 +139,7 @@ func (w *Writer) verify(t testing.TB, recs []*kgo.Record, ordered bool) int {
 		t.Errorf("outbox id %d (n %d) delivered, but its transaction never committed", d.ID, d.N)
 	}
 	for _, k := range v.Reordered {
-		if ordered {
-			t.Error(k)
-		}
+		t.Error(k)
 	}
 	return len(v.Duplicates)
 }
