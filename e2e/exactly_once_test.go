@@ -289,3 +289,65 @@ func TestExactlyOnceDeadLetterIsInTheTransaction(t *testing.T) {
 		t.Errorf("%d read_committed dead letters: want one, the bad row's (outbox id %d)", len(letters), ids[1])
 	}
 }
+
+// A record Kafka refuses (too large for its topic) is replaced by its dead letter, and the
+// Kafka transaction that holds its neighbours commits only once that letter is acknowledged or,
+// when the dead-letter topic refuses it too, committed in the dead-letter table (rule 16): Kafka
+// commits whatever the transaction holds, so a commit before the letter lands would skip the
+// record for good on the next replay. Here the table refuses the letter for a while: no
+// read_committed consumer sees the transaction's other rows meanwhile, over many transaction
+// intervals. A kill -9 while the letter is held, and a restart once the table takes it, park
+// the letter once and publish each row once.
+func TestExactlyOnceCommitWaitsForTheDeadLetter(t *testing.T) {
+	t.Parallel()
+	e := newEOSEnv(t)
+	small := e.F.Name + ".small"
+	testenv.CreateTopicWithConfig(t, small, 1, map[string]string{"max.message.bytes": "2000"})
+	testenv.SetTopicConfig(t, e.F.DLQ, "max.message.bytes", "2000")
+	accept := e.F.RefuseDeadLetters(t)
+	p := e.start(t, nil)
+	testenv.Eventually(t, 60*time.Second, "the relay to read the checkpoint", func() bool { return strings.Contains(p.Output(), "read the checkpoint") })
+	cons := readCommittedConsumer(t, e.F.Topic)
+
+	ids := e.F.Insert(t, false, testenv.Row{Key: "a", Payload: `{"n": 1}`},
+		testenv.Row{Key: "held", Topic: small, Payload: `{"pad": "` + strings.Repeat("x", 5000) + `"}`},
+		testenv.Row{Key: "a", Payload: `{"n": 3}`})
+	later := e.F.Insert(t, false, testenv.Row{Key: "a", Payload: `{"n": 4}`})
+	const refused = "cannot park dead letters in PostgreSQL"
+	testenv.Eventually(t, 60*time.Second, "the table to refuse the letter", func() bool { return p.Exited() || strings.Contains(p.Output(), refused) })
+	if p.Exited() {
+		t.Fatalf("the relay exited; output:\n%s", p.Output())
+	}
+	// Twenty transaction intervals (100 ms): a commit that did not wait for the letter is due
+	// within the first.
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if recs := cons.Records(); len(recs) > 0 {
+			t.Errorf("a read_committed consumer saw %d records (outbox id %s first) while the dead letter of outbox id %d was held: "+
+				"the Kafka transaction committed without it", len(recs), testenv.Header(recs[0], "outbox-id"), ids[1])
+			break
+		}
+	}
+	p.Kill(t, 30*time.Second)
+	accept()
+	p = e.start(t, nil)
+	want := []int64{ids[0], ids[2], later[0]}
+	cons.WaitFor(t, 90*time.Second, "the rows, replayed and committed", testenv.HasAll(want))
+	var letters int
+	var outboxID string
+	parked := func() bool {
+		err := e.F.Pool.QueryRow(t.Context(), `SELECT count(*), coalesce(min(outbox_id), '') FROM public.cdc_relay_dead_letters WHERE slot = $1`,
+			e.F.Slot).Scan(&letters, &outboxID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return letters > 0
+	}
+	testenv.Eventually(t, 60*time.Second, "the letter in the dead-letter table", parked)
+	if code := p.Stop(t); code != 0 {
+		t.Fatalf("the restart exited %d; output:\n%s", code, p.Output())
+	}
+	if parked(); letters != 1 || outboxID != fmt.Sprint(ids[1]) {
+		t.Errorf("%d dead letters in the table (outbox id %s first): want one, of outbox id %d", letters, outboxID, ids[1])
+	}
+	assertOnceInKeyOrder(t, readCommitted(t, e.F.Topic), want)
+}

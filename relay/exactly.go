@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/cdc-relay/cdc-relay/internal/retry"
 	ktxn "github.com/cdc-relay/cdc-relay/sink/txn"
 )
 
@@ -52,12 +53,21 @@ type exactly struct {
 // of the session is decoded yet.
 func (r *Relay) eosStart(ctx context.Context) error {
 	e, slot := r.eos, r.cfg.Replication.Slot
-	prod, err := ktxn.New(ctx, r.sink.Client(), ktxn.Config{Slot: slot, TransactionalID: e.cfg.TransactionalID,
-		CheckpointTopic: e.cfg.CheckpointTopic, TransactionTimeout: e.cfg.TransactionTimeout})
+	var prod *ktxn.Producer
+	err := r.eosRetry(ctx, "taking the slot's transactional id", func() (err error) {
+		prod, err = ktxn.New(ctx, r.sink.Client(), ktxn.Config{Slot: slot, TransactionalID: e.cfg.TransactionalID,
+			CheckpointTopic: e.cfg.CheckpointTopic, TransactionTimeout: e.cfg.TransactionTimeout})
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("relay: exactly-once: %w", err)
 	}
-	cp, found, err := ktxn.ReadCheckpoint(ctx, e.readOpts, e.cfg.CheckpointTopic, slot)
+	var cp ktxn.Checkpoint
+	var found bool
+	err = r.eosRetry(ctx, "reading the checkpoint", func() (err error) {
+		cp, found, err = ktxn.ReadCheckpoint(ctx, e.readOpts, e.cfg.CheckpointTopic, slot)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("relay: exactly-once: read the checkpoint of slot %s: %w", slot, err)
 	}
@@ -86,6 +96,24 @@ func (r *Relay) eosStart(ctx context.Context) error {
 		"delivery", "exactly-once", "transactional_id", prod.TransactionalID(), "checkpoint_topic", e.cfg.CheckpointTopic,
 		"checkpoint", cp.Position, "checkpoint_timeline", cp.Timeline, "timeline", sys.Timeline, "slot_confirmed", r.stream.Flushed(), "skips", skips)
 	return nil
+}
+
+// eosStartBackoff paces eosRetry: 100 ms doubling to 5 s, jittered (a Kafka restart meets
+// every relay of the cluster at once).
+var eosStartBackoff = retry.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second, Jitter: true}
+
+// eosRetry calls op (New or ReadCheckpoint, named by what) until it succeeds, fails for a
+// reason that waiting does not change, or ctx ends. A broker still starting, a partition
+// without a leader yet or a transaction coordinator still loading its log (ktxn.Transient)
+// passes by itself: the relay waits with back-off and says what it waits for, instead of
+// exiting and being restarted into the same wait. A fence, a missing or uncompacted checkpoint
+// topic, a checkpoint that does not decode, refused credentials end the run at once.
+func (r *Relay) eosRetry(ctx context.Context, what string, op func() error) error {
+	since := time.Now()
+	return eosStartBackoff.Until(ctx, func(int) error { return op() }, ktxn.Transient, func(err error, wait time.Duration) {
+		r.log.Warn("exactly-once: "+what+": Kafka is not ready yet, waiting", "cause", err, "retry_in", wait.Round(time.Millisecond),
+			"waiting_for", time.Since(since).Round(time.Millisecond))
+	})
 }
 
 // eosBegin starts a PostgreSQL transaction, named by the start of its commit record, for

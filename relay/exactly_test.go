@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -115,4 +116,67 @@ func (run *relayRun) ended(t *testing.T, what string) error {
 		t.Fatalf("the run did not end %s", what)
 		return nil
 	}
+}
+
+// A checkpoint read that meets a partition without a leader (LEADER_NOT_AVAILABLE, as while a
+// restarted broker elects one) waits and reads again, saying what it waits for, instead of
+// ending the run: the relay then publishes and confirms as usual. The faults answer only the
+// read's listings of end offsets, those after the fence's InitProducerID (the start's check of
+// the topic lists them too, before).
+func TestExactlyOnceCheckpointReadWaitsForAPartitionLeader(t *testing.T) {
+	onExactlyOnceHarness(t, func(t *testing.T, h *harness) {
+		var fenced atomic.Bool
+		h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.InitProducerID}, Observe: true, Count: -1,
+			When: func(kmsg.Request) bool { fenced.Store(true); return true }})
+		noLeader := h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.ListOffsets}, Topic: ktxn.DefaultCheckpointTopic,
+			Err: kerr.LeaderNotAvailable, Count: 3, When: func(req kmsg.Request) bool { return fenced.Load() && listsEnds(req) }})
+		r, run := runStreaming(t, h)
+		h.commit(run.ctx, oneRow(1), 0)
+		end := h.committed[0].txn.EndLSN
+		waitFor(t, 60*time.Second, "the relay to confirm past the row", func() bool { return r.stream.Flushed() >= end })
+		if n := noLeader.Hits(); n != 3 {
+			t.Errorf("the checkpoint read met LEADER_NOT_AVAILABLE %d times, want 3", n)
+		}
+		h.logw.mu.Lock()
+		log := h.logw.b.String()
+		h.logw.mu.Unlock()
+		if n := strings.Count(log, "reading the checkpoint: Kafka is not ready yet, waiting"); n != 3 || !strings.Contains(log, "LEADER_NOT_AVAILABLE") {
+			t.Errorf("%d log lines say the read waits, want 3 naming LEADER_NOT_AVAILABLE", n)
+		}
+		if err := run.stop(); err != nil {
+			t.Errorf("Run = %v after a cancel", err)
+		}
+	})
+}
+
+// listsEnds reports whether a ListOffsets request asks for end offsets (the read's first
+// listing, which ends it on an error; its listing of start offsets does not).
+func listsEnds(req kmsg.Request) bool {
+	for _, t := range req.(*kmsg.ListOffsetsRequest).Topics {
+		for _, p := range t.Partitions {
+			if p.Timestamp == -1 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// A checkpoint read that fails for a reason waiting does not change ends the run at once: a
+// checkpoint topic the relay may not read.
+func TestExactlyOnceCheckpointReadRefusedEndsTheRun(t *testing.T) {
+	onExactlyOnceHarness(t, func(t *testing.T, h *harness) {
+		var fenced atomic.Bool
+		h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.InitProducerID}, Observe: true, Count: -1,
+			When: func(kmsg.Request) bool { fenced.Store(true); return true }})
+		h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.ListOffsets}, Topic: ktxn.DefaultCheckpointTopic,
+			Err: kerr.TopicAuthorizationFailed, Count: -1, When: func(kmsg.Request) bool { return fenced.Load() }})
+		r, _ := h.newRelay(0)
+		run := &relayRun{done: make(chan error, 1)}
+		go func() { run.done <- r.Run(context.Background()) }()
+		err := run.ended(t, "after the checkpoint read was refused")
+		if err == nil || !strings.Contains(err.Error(), "read the checkpoint") || !errors.Is(err, kerr.TopicAuthorizationFailed) {
+			t.Errorf("Run = %v, want the refused checkpoint read", err)
+		}
+	})
 }

@@ -1,10 +1,13 @@
 package txn
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // FencedError says that a newer producer with the same transactional id fenced this one:
@@ -59,4 +62,39 @@ func fenced(id string, err error) error {
 		return &FencedError{TransactionalID: id, Err: err}
 	}
 	return err
+}
+
+// Transient reports whether err, from New or ReadCheckpoint, may pass by itself, so that the
+// call is worth making again after a wait: a broker that is starting or restarting (a
+// connection refused, cut or timed out), a partition whose leader is being elected
+// (LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER), a transaction coordinator still loading its
+// log (COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE), a request that timed out:
+// every error Kafka marks retriable, and every broker error franz-go would retry.
+//
+// Not transient, because waiting does not change them: a fence (another relay took the
+// transactional id), a checkpoint topic that is missing (*TopicMissingError: the relay created
+// or checked it at start, so it was deleted since) or deletes by retention, a checkpoint that
+// does not decode, an authorization or SASL failure, a closed client, and the end of the
+// caller's context (the caller checks its own context first: a request's own deadline that
+// ran out is a timeout like any other).
+func Transient(err error) bool {
+	var missing *TopicMissingError
+	var notCompacted *NotCompactedError
+	switch {
+	case err == nil, IsFenced(err), errors.As(err, &missing), errors.As(err, &notCompacted),
+		errors.Is(err, kgo.ErrClientClosed), errors.Is(err, context.Canceled):
+		return false
+	case errors.Is(err, context.DeadlineExceeded), kgo.IsRetryableBrokerErr(err):
+		return true
+	}
+	if ke, ok := errors.AsType[*kerr.Error](err); ok {
+		return ke.Retriable
+	}
+	// A refused dial: franz-go leaves it to its callers (a mistyped address should fail fast),
+	// but New and ReadCheckpoint run after the relay reached the same brokers, so a broker that
+	// refuses now is restarting.
+	if op, ok := errors.AsType[*net.OpError](err); ok && op.Op == "dial" {
+		return true
+	}
+	return false
 }

@@ -143,3 +143,40 @@ func TestNewRefusesAClientWithoutTheSlotsTransactionalID(t *testing.T) {
 		t.Errorf("no slot: %v", err)
 	}
 }
+
+// A transaction's first produce that meets CONCURRENT_TRANSACTIONS (under KIP-890 the
+// partition's leader adds it to the transaction, and the coordinator was still writing the
+// previous transaction's markers) is acknowledged soon after: franz-go retries such a batch
+// after a metadata refresh, which waited for the client's minimum metadata age since the last
+// one, 5 s by default, and the commit that waits for the record with it.
+func TestFirstProduceAfterACommitRetriesSoonAfterConcurrentTransactions(t *testing.T) {
+	var c *kfake.Cluster
+	p, err := fakeProducer(t, func(cl *kfake.Cluster) { c = cl })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := commitOne(t, p); err != nil {
+		t.Fatal(err)
+	}
+	busy := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "t", Err: kerr.ConcurrentTransactions})
+	if err := p.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := p.Client().ProduceSync(ctx, &kgo.Record{Topic: "t", Value: []byte("v")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	if busy.Hits() != 1 {
+		t.Fatalf("the produce met CONCURRENT_TRANSACTIONS %d times, want once", busy.Hits())
+	}
+	if took > time.Second {
+		t.Errorf("the produce that met CONCURRENT_TRANSACTIONS was acknowledged after %s, want within 1 s (MetadataMinAge %s)", took, MetadataMinAge)
+	}
+	if err := p.Commit(ctx, Checkpoint{Slot: "s", Position: 0x200}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("acknowledged %s after it met CONCURRENT_TRANSACTIONS", took.Round(time.Millisecond))
+}
