@@ -148,14 +148,26 @@ func TestPollExactlyOnceSecondPollerFencesTheFirst(t *testing.T) {
 	b, started := e.start(t, nil), time.Now()
 	// Once, under a load average of 15, this test failed after 100 s (a wait of 90 s ran out;
 	// its output was not kept): the waits are longer now, and the time to the fence is logged.
-	code, _ := a.Wait(t, 150*time.Second)
-	t.Logf("the first poller ended %s after the second started", time.Since(started).Round(time.Millisecond))
-	if code != 1 || !strings.Contains(a.Output(), "another poller took this poller's transactional id (fenced)") {
-		t.Fatalf("the fenced poller exited %d, want 1 with the fence's message:\n%s", code, a.Output())
-	}
 	// In per-key order: until the fenced poller's PostgreSQL transaction ends, the rows it
 	// selected stay locked, and the holder's select waits for them instead of passing them by
 	// (it did, with SKIP LOCKED, and later rows of their keys went first in 1 run of 4).
+	e.fencedThenVerify(t, a, b, writing, func() {
+		t.Logf("the first poller ended %s after the second started", time.Since(started).Round(time.Millisecond))
+	})
+}
+
+// fencedThenVerify waits for the fenced poller a to exit 1 with the fence's message (then calls
+// ended, if any), checks what a read_committed consumer sees (verify: every row once, in per-key
+// order) and stops the holder b.
+func (e *eosPoll) fencedThenVerify(t *testing.T, a, b *testenv.Proc, writing *testenv.Writing, ended func()) {
+	t.Helper()
+	code, _ := a.Wait(t, 150*time.Second)
+	if ended != nil {
+		ended()
+	}
+	if code != 1 || !strings.Contains(a.Output(), "another poller took this poller's transactional id (fenced)") {
+		t.Fatalf("the fenced poller exited %d, want 1 with the fence's message:\n%s", code, a.Output())
+	}
 	e.verify(t, writing)
 	if code := b.Stop(t); code != 0 {
 		t.Errorf("the holder exited %d:\n%s", code, b.Output())
@@ -202,14 +214,7 @@ func TestPollExactlyOnceHolderWaitsForThePausedPollersLockedRows(t *testing.T) {
 	b := e.start(t, nil)
 	testenv.Eventually(t, 120*time.Second, "the holder marks rows written after the pause", func() bool { return len(e.marked(t)) > markedAtPause+50 })
 	a.Continue()
-	code, _ := a.Wait(t, 150*time.Second)
-	if code != 1 || !strings.Contains(a.Output(), "another poller took this poller's transactional id (fenced)") {
-		t.Fatalf("the paused poller exited %d, want 1 with the fence's message:\n%s", code, a.Output())
-	}
-	e.verify(t, writing)
-	if code := b.Stop(t); code != 0 {
-		t.Errorf("the holder exited %d:\n%s", code, b.Output())
-	}
+	e.fencedThenVerify(t, a, b, writing, nil)
 }
 
 // A mark that fails after the Kafka commit (here a trigger refuses the first UPDATE of the

@@ -125,11 +125,7 @@ func (run *relayRun) ended(t *testing.T, what string) error {
 // the topic lists them too, before).
 func TestExactlyOnceCheckpointReadWaitsForAPartitionLeader(t *testing.T) {
 	onExactlyOnceHarness(t, func(t *testing.T, h *harness) {
-		var fenced atomic.Bool
-		h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.InitProducerID}, Observe: true, Count: -1,
-			When: func(kmsg.Request) bool { fenced.Store(true); return true }})
-		noLeader := h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.ListOffsets}, Topic: ktxn.DefaultCheckpointTopic,
-			Err: kerr.LeaderNotAvailable, Count: 3, When: func(req kmsg.Request) bool { return fenced.Load() && listsEnds(req) }})
+		noLeader := faultCheckpointReadAfterFence(h, kerr.LeaderNotAvailable, 3, listsEnds)
 		r, run := runStreaming(t, h)
 		h.commit(run.ctx, oneRow(1), 0)
 		end := h.committed[0].txn.EndLSN
@@ -149,6 +145,17 @@ func TestExactlyOnceCheckpointReadWaitsForAPartitionLeader(t *testing.T) {
 	})
 }
 
+// faultCheckpointReadAfterFence answers err to count (-1: every) listings of the checkpoint
+// topic's offsets that match, once the start's InitProducerID went out: those of the read,
+// not of the start's check of the topic, which lists it too, before the fence.
+func faultCheckpointReadAfterFence(h *harness, err *kerr.Error, count int, match func(kmsg.Request) bool) *kfake.FaultHandle {
+	var fenced atomic.Bool
+	h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.InitProducerID}, Observe: true, Count: -1,
+		When: func(kmsg.Request) bool { fenced.Store(true); return true }})
+	return h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.ListOffsets}, Topic: ktxn.DefaultCheckpointTopic,
+		Err: err, Count: count, When: func(req kmsg.Request) bool { return fenced.Load() && match(req) }})
+}
+
 // listsEnds reports whether a ListOffsets request asks for end offsets (the read's first
 // listing, which ends it on an error; its listing of start offsets does not).
 func listsEnds(req kmsg.Request) bool {
@@ -166,11 +173,7 @@ func listsEnds(req kmsg.Request) bool {
 // checkpoint topic the relay may not read.
 func TestExactlyOnceCheckpointReadRefusedEndsTheRun(t *testing.T) {
 	onExactlyOnceHarness(t, func(t *testing.T, h *harness) {
-		var fenced atomic.Bool
-		h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.InitProducerID}, Observe: true, Count: -1,
-			When: func(kmsg.Request) bool { fenced.Store(true); return true }})
-		h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.ListOffsets}, Topic: ktxn.DefaultCheckpointTopic,
-			Err: kerr.TopicAuthorizationFailed, Count: -1, When: func(kmsg.Request) bool { return fenced.Load() }})
+		faultCheckpointReadAfterFence(h, kerr.TopicAuthorizationFailed, -1, func(kmsg.Request) bool { return true })
 		r, _ := h.newRelay(0)
 		run := &relayRun{done: make(chan error, 1)}
 		go func() { run.done <- r.Run(context.Background()) }()
