@@ -454,19 +454,21 @@ func (h *harness) run(i int, run *simRun, txns []simTxnSpec) {
 	if run.takeoverFor > 0 {
 		mu := make(chanMutex, 1) // held across takeover's waits: a sync.Mutex waiter would stop a bubble's clock
 		over := false
+		var release *time.Timer // guarded by mu
 		t := time.AfterFunc(run.takeoverAt, func() {
 			mu.Lock()
 			defer mu.Unlock()
 			if !over {
-				h.takeover(i, r, runDone)
+				release = h.takeover(i, r, runDone, run.takeoverFor)
 			}
 		})
-		release := time.AfterFunc(run.takeoverAt+run.takeoverFor, func() { h.srv.HoldSlot(0) })
 		defer func() {
 			t.Stop()
-			release.Stop()
 			mu.Lock()
 			over = true
+			if release != nil {
+				release.Stop()
+			}
 			mu.Unlock()
 			h.srv.HoldSlot(0)
 		}()
@@ -540,9 +542,14 @@ func (h *harness) run(i int, run *simRun, txns []simTxnSpec) {
 	}
 }
 
-// takeover ends the relay's session with the slot taken by another process, waits for the
-// relay's abort of its buffer to end and records the end offsets then (invariant l).
-func (h *harness) takeover(i int, r *Relay, runDone <-chan struct{}) {
+// takeover ends the relay's session with the slot taken by another process for hold, waits for
+// the relay's abort of its buffer to end and records the end offsets then (invariant l). It
+// returns the timer that gives the slot back (nil if it took nothing): hold runs from the
+// moment the slot is taken, not from when the takeover was due, since the waits before it
+// (for the stream to stream, for records to hold) can be longer than hold, and a release
+// timed from the due moment fired before the slot was taken, which left the slot held for
+// the rest of the run.
+func (h *harness) takeover(i int, r *Relay, runDone <-chan struct{}, hold time.Duration) (release *time.Timer) {
 	for wait := time.Now().Add(300 * time.Millisecond); r.stream.State() != replication.StateStreaming; {
 		if time.Now().After(wait) {
 			return
@@ -564,6 +571,7 @@ func (h *harness) takeover(i int, r *Relay, runDone <-chan struct{}) {
 	prev := r.lost.done // an earlier loss's
 	r.lost.mu.Unlock()
 	h.srv.HoldSlot(4343)
+	release = time.AfterFunc(hold, func() { h.srv.HoldSlot(0) })
 	at, sessions := time.Now(), int64(len(h.srv.Sessions()))
 	h.srv.DropAll()
 	deadline := time.Now().Add(20 * time.Second)
@@ -614,6 +622,7 @@ func (h *harness) takeover(i int, r *Relay, runDone <-chan struct{}) {
 	h.mu.Lock()
 	h.takeovers = append(h.takeovers, to)
 	h.mu.Unlock()
+	return release
 }
 
 // silence makes the network to the walsender go silent for hold and checks invariant (k): the
