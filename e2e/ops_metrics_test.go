@@ -57,7 +57,7 @@ func TestMetricsAndHealthFollowTheRelay(t *testing.T) {
 		t.Errorf("cdc_relay_info{mode=run} missing")
 	}
 	for _, s := range []string{`cdc_relay_produce_errors_total{class="rejected"}`, "cdc_relay_records_dead_lettered_total", "cdc_relay_reconnects_total",
-		"cdc_relay_records_parked_in_table_total", "cdc_relay_kafka_outages_total"} {
+		"cdc_relay_records_parked_in_table_total", "cdc_relay_kafka_outages_total", "cdc_relay_key_order_at_risk_total"} {
 		if v, ok := m[s]; !ok || v != 0 {
 			t.Errorf("%s = %v (present %v), want 0", s, v, ok)
 		}

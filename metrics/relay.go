@@ -62,6 +62,7 @@ type RelaySnapshot struct {
 	ParkedInTable   int64         // dead letters the dead-letter topic refused, parked in the PostgreSQL table
 	KafkaOutages    int64         // times Kafka stopped acknowledging while records were in flight
 	KafkaProbes     int64         // metadata probes sent during those outages
+	KeyOrderAtRisk  int64         // records acknowledged ahead of the dead letter of an earlier record of their key
 }
 
 // RelaySource is implemented by *relay.Relay. MetricsSnapshot is called once per scrape,
@@ -84,7 +85,7 @@ type Relay struct {
 	txnCommit             prometheus.Histogram
 
 	published, bytes, deadLettered, badRows, txns, reconnects   *prometheus.Desc
-	parked, outages, probes                                     *prometheus.Desc
+	parked, outages, probes, orderAtRisk                        *prometheus.Desc
 	inFlight, txnsInFlight, confirmed, oldestAge, state, active *prometheus.Desc
 }
 
@@ -108,6 +109,8 @@ func NewRelay(reg prometheus.Registerer) *Relay {
 		parked:       desc("records_parked_in_table_total", "Dead letters the dead-letter topic refused too, committed to the PostgreSQL dead-letter table."),
 		outages:      desc("kafka_outages_total", "Times Kafka stopped acknowledging while records were in flight (the relay held its position)."),
 		probes:       desc("kafka_probes_total", "Metadata probes sent to Kafka during outages (one per backoff cycle)."),
+		orderAtRisk: desc("key_order_at_risk_total", "Records acknowledged ahead of the dead letter of an earlier record of their key "+
+			"(franz-go took them while it failed that record): the key stays in order only if the letter is parked before the relay stops."),
 		inFlight:     desc("records_in_flight", "Records handed to the Kafka producer and not yet acknowledged."),
 		txnsInFlight: desc("transactions_in_flight", "Transactions received whose position cannot be confirmed yet."),
 		confirmed:    desc("confirmed_lsn", "The flush position (LSN, as a byte offset) the relay confirmed or is about to confirm to PostgreSQL."),
@@ -187,7 +190,7 @@ func (h brokerHooks) OnBrokerWrite(_ kgo.BrokerMetadata, _ int16, _ int, _, _ ti
 // Describe implements prometheus.Collector.
 func (m *Relay) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{m.published, m.bytes, m.deadLettered, m.badRows, m.txns, m.reconnects,
-		m.parked, m.outages, m.probes, m.inFlight, m.txnsInFlight, m.confirmed, m.oldestAge, m.state, m.active} {
+		m.parked, m.outages, m.probes, m.orderAtRisk, m.inFlight, m.txnsInFlight, m.confirmed, m.oldestAge, m.state, m.active} {
 		ch <- d
 	}
 }
@@ -213,6 +216,7 @@ func (m *Relay) Collect(ch chan<- prometheus.Metric) {
 	counter(m.parked, s.ParkedInTable)
 	counter(m.outages, s.KafkaOutages)
 	counter(m.probes, s.KafkaProbes)
+	counter(m.orderAtRisk, s.KeyOrderAtRisk)
 	gauge(m.inFlight, float64(s.RecordsInFlight))
 	gauge(m.txnsInFlight, float64(s.TxnsInFlight))
 	gauge(m.confirmed, float64(s.Confirmed))

@@ -22,12 +22,13 @@ type deadLetter struct {
 	// ordered: until it is parked, the later records of its topic and key wait (letterorder.go);
 	// not for a bad row, which never reaches its topic. Read by park alone.
 	ordered bool
+	seq     uint64 // the produce sequence number of the record (Relay.produced), if ordered
 }
 
 // park queues a dead letter for the dead-letter goroutine and counts it against the
 // dead-letter budget until it is parked (acknowledged on the topic or committed in the table).
 func (r *Relay) park(dl deadLetter) {
-	r.letters.add(dl.rec, dl.ordered)
+	r.letters.add(dl.rec, dl.ordered, dl.seq)
 	r.dlq.push(dl)
 }
 

@@ -27,6 +27,7 @@ func (r *Relay) MetricsSnapshot() metrics.RelaySnapshot {
 		ParkedInTable:   r.stats.ParkedInTable.Load(),
 		KafkaOutages:    r.stats.KafkaOutages.Load(),
 		KafkaProbes:     r.stats.KafkaProbes.Load(),
+		KeyOrderAtRisk:  r.stats.KeyOrderAtRisk.Load(),
 	}
 }
 

@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -35,15 +36,23 @@ type letterBudget struct {
 	freed   chan struct{} // signalled when a letter leaves
 
 	// The letters that hold their key's later records (letterorder.go), under mu: per original
-	// topic and key, and per letter. ordered is len(keyOf), readable without the lock.
-	keys    map[letterKey]int
+	// topic and key (oldest first), and per letter. ordered is len(keyOf), readable without the
+	// lock.
+	keys    map[letterKey][]heldLetter
 	keyOf   map[*kgo.Record]letterKey
 	ordered atomic.Int64
 }
 
+// heldLetter is an ordered letter and the produce sequence number of the record it stands for
+// (Relay.produced).
+type heldLetter struct {
+	rec *kgo.Record
+	seq uint64
+}
+
 func newLetterBudget(records, bytes int, buffered func() (int64, int64)) *letterBudget {
 	return &letterBudget{maxRecords: records, maxBytes: int64(bytes), buffered: buffered, freed: make(chan struct{}, 1),
-		keys: map[letterKey]int{}, keyOf: map[*kgo.Record]letterKey{}}
+		keys: map[letterKey][]heldLetter{}, keyOf: map[*kgo.Record]letterKey{}}
 }
 
 // letterSize is the size of the record a letter parks: key, value and the record's own headers,
@@ -60,15 +69,15 @@ func letterSize(r *kgo.Record) int64 {
 }
 
 // add counts the letter r until remove; ordered: its key's later records wait for it
-// (letterorder.go).
-func (b *letterBudget) add(r *kgo.Record, ordered bool) {
+// (letterorder.go), seq being the produce sequence number of the record it stands for.
+func (b *letterBudget) add(r *kgo.Record, ordered bool, seq uint64) {
 	b.mu.Lock()
 	b.records++
 	b.any.Add(1)
 	b.bytes += letterSize(r)
 	if ordered {
 		k := letterKeyOf(r)
-		b.keys[k]++
+		b.keys[k] = append(b.keys[k], heldLetter{rec: r, seq: seq})
 		b.keyOf[r] = k
 		b.ordered.Add(1)
 	}
@@ -82,8 +91,11 @@ func (b *letterBudget) remove(r *kgo.Record) {
 	b.bytes -= letterSize(r)
 	if k, ok := b.keyOf[r]; ok {
 		delete(b.keyOf, r)
-		if b.keys[k]--; b.keys[k] == 0 {
+		held := slices.DeleteFunc(b.keys[k], func(h heldLetter) bool { return h.rec == r })
+		if len(held) == 0 {
 			delete(b.keys, k)
+		} else {
+			b.keys[k] = held
 		}
 		b.ordered.Add(-1)
 	}

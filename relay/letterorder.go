@@ -49,7 +49,7 @@ func (b *letterBudget) holdsKey(rec *kgo.Record) bool {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.keys[letterKey{topic: rec.Topic, key: string(rec.Key)}] > 0
+	return len(b.keys[letterKey{topic: rec.Topic, key: string(rec.Key)}]) > 0
 }
 
 // waitKey returns once no letter of rec's topic and key is held, or false when ctx ends or lost
@@ -76,4 +76,38 @@ func (b *letterBudget) waitKey(ctx context.Context, rec *kgo.Record, log *slog.L
 		log.Info("reading resumed: the key's dead letter is parked", "topic", rec.Topic, "key", string(rec.Key), "paused", time.Since(began).Round(time.Millisecond))
 	}
 	return true
+}
+
+// passed returns the letters of rec's topic and key that rec, acknowledged on its topic,
+// passed, oldest first: those not parked yet whose records were produced before rec (a lower
+// seq).
+func (b *letterBudget) passed(rec *kgo.Record, seq uint64) []*kgo.Record {
+	if b.ordered.Load() == 0 {
+		return nil // no letter held: one atomic load per acknowledgement
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var passed []*kgo.Record
+	for _, h := range b.keys[letterKey{topic: rec.Topic, key: string(rec.Key)}] {
+		if h.seq < seq {
+			passed = append(passed, h.rec)
+		}
+	}
+	return passed
+}
+
+// passedLetters says that rec was acknowledged ahead of letters, the dead letters of earlier
+// records of its topic and key: the key's order rests on them now (DESIGN.md, "A key's later
+// records wait for its dead letter").
+func (r *Relay) passedLetters(rec *kgo.Record, letters []*kgo.Record) {
+	r.stats.KeyOrderAtRisk.Add(1)
+	r.log.Error("a record was acknowledged ahead of the dead letter of an earlier record of its key: franz-go failed the earlier "+
+		"record (its batch refused, or the record too large for a batch) and took this one before the relay heard of the failure; "+
+		"the key stays in order only if that letter is parked before the relay stops, or the earlier record is refused again "+
+		"on the replay (a crash or a shutdown timeout before the letter is parked, and a refusal that ended, put it after this one)",
+		"topic", rec.Topic, "key", string(rec.Key), "outbox_id", string(sink.Header(rec, sink.HeaderOutboxID)),
+		"letter_outbox_id", string(sink.Header(letters[0], sink.HeaderOutboxID)), "letters", len(letters))
+	if r.onPassed != nil {
+		r.onPassed(rec, letters)
+	}
 }

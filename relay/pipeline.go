@@ -195,7 +195,8 @@ func (r *Relay) produce(ctx context.Context, x *txn, stamp *sink.Stamp, out deco
 		// after Produce returned; parked now, it counts against the budget before the next record.
 		r.cfg.Metrics.ProduceError(metrics.ClassRejected)
 		r.log.Error("Kafka rejected a record for good: dead-lettering it", "topic", rec.Topic, "outbox_id", string(sink.Header(rec, sink.HeaderOutboxID)), "cause", err)
-		r.park(deadLetter{rec: sink.DeadLetter(r.cfg.DLQTopic, rec, relation, err), txn: x, ordered: true})
+		r.produced++
+		r.park(deadLetter{rec: sink.DeadLetter(r.cfg.DLQTopic, rec, relation, err), txn: x, ordered: true, seq: r.produced})
 		return
 	}
 	// A letter of its key not parked yet: its replay must not come after this record (letterorder.go).
@@ -213,8 +214,13 @@ func (r *Relay) produce(ctx context.Context, x *txn, stamp *sink.Stamp, out deco
 	if ctx.Err() != nil {
 		return // stopping: nothing after this is produced, x stays unacknowledged (lost.stopProducing)
 	}
+	r.produced++
+	seq := r.produced
 	r.sink.Produce(pctx, rec, func(rec *kgo.Record, err error) {
 		if err == nil {
+			if passed := r.letters.passed(rec, seq); passed != nil {
+				r.passedLetters(rec, passed)
+			}
 			r.letters.signal()
 			r.stats.Published.Add(1)
 			r.stats.Bytes.Add(int64(len(rec.Value)))
@@ -240,7 +246,7 @@ func (r *Relay) produce(ctx context.Context, x *txn, stamp *sink.Stamp, out deco
 		case sink.Refused:
 			r.cfg.Metrics.ProduceError(metrics.ClassRejected)
 			r.log.Error("Kafka rejected a record for good: dead-lettering it", "topic", rec.Topic, "outbox_id", string(sink.Header(rec, sink.HeaderOutboxID)), "cause", err)
-			r.park(deadLetter{rec: sink.DeadLetter(r.cfg.DLQTopic, rec, relation, err), txn: x, ordered: true})
+			r.park(deadLetter{rec: sink.DeadLetter(r.cfg.DLQTopic, rec, relation, err), txn: x, ordered: true, seq: seq})
 		default:
 			// A producer failure, or a batch refused as too large although this
 			// record fits on its own (the topic's limit changed): never confirm past it; the

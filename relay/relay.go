@@ -34,6 +34,9 @@ type Stats struct {
 	// KafkaProbes the metadata probes sent during those outages (one per backoff cycle).
 	KafkaOutages atomic.Int64
 	KafkaProbes  atomic.Int64
+	// KeyOrderAtRisk counts records acknowledged ahead of the dead letter of an earlier record
+	// of their key (letterorder.go): the key's order then rests on that letter being parked.
+	KeyOrderAtRisk atomic.Int64
 }
 
 // Relay publishes outbox events from a replication slot to Kafka.
@@ -66,6 +69,11 @@ type Relay struct {
 	// stream's goroutine, the channel's only sender) to send its mark.
 	msgs    chan []replication.Message
 	stopped <-chan struct{}
+	// produced numbers the records the pipeline hands the producer (its goroutine alone), so
+	// that an acknowledgement can tell whether it passed a letter of its key (letterorder.go).
+	produced uint64
+	// onPassed, if set (tests), hears of each record that passed its key's letter.
+	onPassed func(rec *kgo.Record, letters []*kgo.Record)
 }
 
 // New validates cfg and builds the parts. Nothing is contacted until Run.

@@ -152,6 +152,11 @@ type harness struct {
 	// session, set once the relay's abort began (0 before): until a session more began, the relay
 	// produces nothing for a topic (lostHook).
 	lostSessions atomic.Int64
+	// passed holds, per topic, key and outbox ref, the dead letters that a record of their key
+	// was acknowledged ahead of, as the relay reported them (Relay.onPassed, letterorder.go);
+	// excused counts the violations of invariant (c) they explain. Guarded by mu.
+	passed  map[string]bool
+	excused int
 }
 
 type runState struct {
@@ -346,8 +351,21 @@ func (h *harness) newRelay(refuse int) (*Relay, *simTable) {
 	}
 	tb := &simTable{refuse: refuse, store: h.store}
 	r.table = tb
+	r.onPassed = func(rec *kgo.Record, letters []*kgo.Record) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if h.passed == nil {
+			h.passed = map[string]bool{}
+		}
+		for _, l := range letters {
+			h.passed[passedKey(rec.Topic, string(rec.Key), string(sink.Header(l, sink.HeaderOutboxTable))+"/"+string(sink.Header(l, sink.HeaderOutboxID)))] = true
+		}
+	}
 	return r, tb
 }
+
+// passedKey is the key of harness.passed.
+func passedKey(topic, key, ref string) string { return topic + "\x00" + key + "\x00" + ref }
 
 // commit appends the transactions to the fake WAL, every delay.
 func (h *harness) commit(ctx context.Context, txns []simTxnSpec, delay time.Duration) {

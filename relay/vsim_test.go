@@ -64,6 +64,9 @@ type vresult struct {
 	events  int
 	virtual time.Duration // the bubble's clock at the end
 	real    time.Duration
+	// excused counts the records first delivered after a later record of their key that the
+	// relay reported as acknowledged ahead of their dead letter (harness.excused).
+	excused int
 }
 
 // vsimSetup makes what a schedule does a function of its seed alone, as far as the process
@@ -89,10 +92,14 @@ func TestSimVirtual(t *testing.T) {
 	vsimSetup(t)
 	seeds := vsimSeeds()
 	var virtual atomic.Int64
-	var failed atomic.Int64
+	var failed, excused atomic.Int64
 	ran, el := eachSeed(t, seeds, vsimWorkerCount(), func(seed uint64) bool {
 		res := runVSchedule(t, seed)
 		virtual.Add(int64(res.virtual))
+		if res.excused > 0 {
+			excused.Add(1)
+			t.Logf("seed %d: %d records first delivered after a later record of their key that was acknowledged ahead of their dead letter, the letter then forgotten (the relay reported it; DESIGN.md, \"A key's later records wait for its dead letter\")", seed, res.excused)
+		}
 		if res.real > 2*time.Second {
 			t.Logf("seed %d took %s (%s virtual, %d events)", seed, res.real.Round(time.Millisecond), res.virtual.Round(time.Second), res.events)
 		}
@@ -111,6 +118,9 @@ func TestSimVirtual(t *testing.T) {
 	})
 	t.Logf("%d schedules in %s (%.0f schedules/s, %d workers), %s of virtual time", ran, el.Round(time.Millisecond),
 		float64(ran)/el.Seconds(), vsimWorkerCount(), time.Duration(virtual.Load()).Round(time.Second))
+	if n := excused.Load(); n > 0 {
+		t.Logf("%d schedules met the gap of a key's order behind its dead letter that the relay reports but cannot close", n)
+	}
 	if n := failed.Load(); n > 0 {
 		t.Errorf("%d of %d schedules failed; replay one with: go test -count=1 -run 'SimVirtual$' ./relay -vsim.seed N -vsim.v", n, ran)
 	}
@@ -214,6 +224,7 @@ func runVSchedule(t *testing.T, seed uint64) (res vresult) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		res.ok = len(h.violations) == 0
+		res.excused = h.excused
 		if *vsimTrace {
 			bt.Logf("seed %d: trace %s (%d events, %s virtual)", seed, res.hash, res.events, res.virtual)
 		}

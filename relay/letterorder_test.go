@@ -1,0 +1,53 @@
+package relay
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cdc-relay/cdc-relay/sink"
+)
+
+// An acknowledgement passed a letter only if the letter's record was produced before it, is of
+// its topic and key, and is not parked yet: that is the gap DESIGN.md names ("A key's later
+// records wait for its dead letter"), and the relay reports exactly those.
+func TestAcknowledgementPassesOnlyUnparkedLettersOfEarlierRecordsOfItsKey(t *testing.T) {
+	b := newLetterBudget(100, 1<<20, func() (int64, int64) { return 0, 0 })
+	rec := func(topic, key string) *kgo.Record { return &kgo.Record{Topic: topic, Key: []byte(key)} }
+	letter := func(topic, key string) *kgo.Record {
+		return sink.DeadLetter("dlq", rec(topic, key), "public.outbox", errors.New("refused"))
+	}
+	l5 := letter("orders", "k1")
+	l9 := letter("orders", "k1")
+	other := letter("orders", "k2")
+	b.add(l5, true, 5)
+	b.add(l9, true, 9)
+	b.add(other, true, 3)
+	b.add(letter("orders", "k1"), false, 1) // a bad row's: holds nothing
+
+	if got := b.passed(rec("orders", "k1"), 4); got != nil {
+		t.Errorf("a record produced before every letter of its key passed %d letters", len(got))
+	}
+	if got := b.passed(rec("orders", "k1"), 7); len(got) != 1 || got[0] != l5 {
+		t.Errorf("record 7 of k1: passed %v, want the letter of record 5 alone", got)
+	}
+	if got := b.passed(rec("orders", "k1"), 12); len(got) != 2 || got[0] != l5 || got[1] != l9 {
+		t.Errorf("record 12 of k1: passed %v, want the letters of records 5 and 9, oldest first", got)
+	}
+	if got := b.passed(rec("payments", "k1"), 12); got != nil {
+		t.Errorf("a record of another topic passed %d letters", len(got))
+	}
+	b.remove(l5)
+	if got := b.passed(rec("orders", "k1"), 7); got != nil {
+		t.Errorf("record 7 of k1 passed a parked letter")
+	}
+	if got := b.passed(rec("orders", "k1"), 12); len(got) != 1 || got[0] != l9 {
+		t.Errorf("record 12 of k1 after the letter of 5 was parked: passed %v, want the letter of 9", got)
+	}
+	b.remove(l9)
+	b.remove(other)
+	if b.ordered.Load() != 0 || len(b.keys) != 0 {
+		t.Errorf("after every ordered letter was parked: %d ordered, keys %v", b.ordered.Load(), b.keys)
+	}
+}
