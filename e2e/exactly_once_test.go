@@ -2,11 +2,13 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdc-relay/cdc-relay/internal/testenv"
@@ -116,36 +118,98 @@ func TestExactlyOnceKilledMidStreamPublishesEachRowOnce(t *testing.T) {
 // the slot and skips exactly the 2,000 records Kafka committed: each row once, in key order.
 func TestExactlyOnceSplitTransactionKilledBetweenCommitsReplaysOnlyTheRest(t *testing.T) {
 	t.Parallel()
-	e := newEOSEnv(t)
-	const n, keys = 5000, 5
-	rows := make([]testenv.Row, n)
-	for i := range rows {
-		rows[i] = testenv.Row{Key: fmt.Sprintf("k%d", i%keys), Payload: fmt.Sprintf(`{"i": %d}`, i)}
-	}
-	ids := e.F.Insert(t, false, rows...)
-	written := e.F.CurrentWAL(t)
 	// A long interval: the size bound alone splits, so the checkpoint's count is known.
-	args := []string{"--transaction-max-records", "1000", "--transaction-interval", "5s"}
+	splitKilledBetweenCommits(t, 5000, []string{"--transaction-max-records", "1000", "--transaction-interval", "5s"},
+		func(records int64) error {
+			if records != 2000 {
+				return errors.New("want the 2000 records of the first two Kafka transactions")
+			}
+			return nil
+		})
+}
+
+// One PostgreSQL transaction of 50,000 rows, far fewer than a Kafka transaction holds
+// (--transaction-max-records 1,000,000), takes the relay many times twice the interval of 10 ms
+// to decode and produce: the Kafka transaction still inside it at twice the interval is
+// committed there, a split by time. Killed right after the second commit, the restart replays
+// the transaction and skips what the two committed, whatever their count: each row once, in
+// key order. Without the time bound nothing splits it: the relay commits it whole, once, after
+// its end, and confirms past it before the crash hook's second commit comes.
+func TestExactlyOnceSplitByTimeKilledBetweenCommitsReplaysOnlyTheRest(t *testing.T) {
+	t.Parallel()
+	const n = 50_000
+	splitKilledBetweenCommits(t, n, []string{"--transaction-max-records", "1000000", "--transaction-interval", "10ms"},
+		func(records int64) error {
+			if records <= 0 || records >= n {
+				return fmt.Errorf("want part of the %d rows: two Kafka transactions of twice the interval each", n)
+			}
+			return nil
+		})
+}
+
+// splitKilledBetweenCommits commits one PostgreSQL transaction of n rows over five keys, runs
+// the relay with args and the crash hook after its second Kafka commit, and checks what that
+// commit left: a checkpoint whose split is of that transaction, with a count of records that
+// check accepts, and whose position is before it; a slot not past it. The restart (same args)
+// must say it skips that count, confirm past the transaction, and leave a read_committed reader
+// each row exactly once, in key order.
+func splitKilledBetweenCommits(t *testing.T, n int, args []string, check func(records int64) error) {
+	t.Helper()
+	e := newEOSEnv(t)
+	ids := insertSeries(t, e.F, n, 5)
+	written := e.F.CurrentWAL(t)
 	p := e.start(t, []string{"CDC_RELAY_TEST_CRASH_AFTER_CONFIRMS=2"}, args...)
-	p.WaitKilled(t, 120*time.Second)
+	// A transaction nothing splits is committed whole and confirmed: then the hook never fires.
+	testenv.Eventually(t, 120*time.Second, "the crash hook's kill, or the slot past the transaction", func() bool {
+		return p.Exited() || e.F.SlotConfirmed(t) >= written
+	})
+	if !p.Exited() {
+		p.Kill(t, 30*time.Second)
+		t.Fatalf("the relay confirmed the transaction before its second Kafka commit: it was not split (checkpoint %+v)", e.checkpoint(t))
+	}
+	p.WaitKilled(t, 30*time.Second)
 	cp := e.checkpoint(t)
-	if cp.Split.Records != 2000 {
-		t.Errorf("checkpoint %+v: want 2000 records of the split transaction", cp)
+	if err := check(cp.Split.Records); err != nil {
+		t.Errorf("checkpoint %+v: %d records of the split transaction: %v", cp, cp.Split.Records, err)
+	}
+	if cp.Position >= cp.Split.LSN {
+		t.Errorf("checkpoint %+v: the position is not before the split transaction", cp)
 	}
 	// Other tests' WAL before the transaction may be confirmed (idle keepalives), the
 	// transaction may not: the replay would not send it.
 	if confirmed := e.F.SlotConfirmed(t); confirmed > cp.Split.LSN {
 		t.Errorf("the slot confirmed %s, past the split transaction's commit %s", confirmed, cp.Split.LSN)
 	}
+	t.Logf("%d rows; after the second Kafka commit: checkpoint %+v", n, cp)
 	p = e.start(t, nil, args...)
 	testenv.Eventually(t, 120*time.Second, "the slot to confirm past the transaction", func() bool { return e.F.SlotConfirmed(t) >= written })
 	if code := p.Stop(t); code != 0 {
 		t.Fatalf("the restart exited %d; output:\n%s", code, p.Output())
 	}
-	if !strings.Contains(p.Output(), "the first 2000 records of the transaction") {
-		t.Errorf("the restart's start line does not say it skips the committed part; output:\n%s", p.Output())
+	if skips := fmt.Sprintf("the first %d records of the transaction committing at %s", cp.Split.Records, cp.Split.LSN); !strings.Contains(p.Output(), skips) {
+		t.Errorf("the restart's start line does not say it skips %q; output:\n%s", skips, p.Output())
 	}
-	assertOnceInKeyOrder(t, readCommitted(t, e.F.Topic), ids)
+	recs := readCommitted(t, e.F.Topic)
+	if len(recs) > 0 && lsnOf(t, recs[0]) != cp.Split.LSN {
+		t.Errorf("the records are of the transaction committing at %s, the checkpoint's split of %s", lsnOf(t, recs[0]), cp.Split.LSN)
+	}
+	assertOnceInKeyOrder(t, recs, ids)
+}
+
+// insertSeries commits one transaction of n rows to f's table and topic, row i with key
+// k<i mod keys> and payload {"i": i}, in one statement, and returns their ids in insert order.
+func insertSeries(t *testing.T, f *testenv.Fixture, n, keys int) []int64 {
+	t.Helper()
+	rows, err := f.Pool.Query(context.Background(), `INSERT INTO `+f.Table+` (aggregate_id, topic, payload)
+		SELECT 'k' || (g % $3::int), $1, jsonb_build_object('i', g) FROM generate_series(0, $2::int - 1) g RETURNING id`, f.Topic, n, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		t.Fatalf("insert %d rows into %s: %v", n, f.Table, err)
+	}
+	return ids
 }
 
 // assertOnceInKeyOrder checks that recs hold each of ids exactly once and nothing else, and

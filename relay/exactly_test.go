@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/cdc-relay/cdc-relay/internal/simwal"
 	ktxn "github.com/cdc-relay/cdc-relay/sink/txn"
 )
 
@@ -180,6 +181,52 @@ func TestExactlyOnceCheckpointReadRefusedEndsTheRun(t *testing.T) {
 		err := run.ended(t, "after the checkpoint read was refused")
 		if err == nil || !strings.Contains(err.Error(), "read the checkpoint") || !errors.Is(err, kerr.TopicAuthorizationFailed) {
 			t.Errorf("Run = %v, want the refused checkpoint read", err)
+		}
+	})
+}
+
+// A Kafka transaction still inside one PostgreSQL transaction at twice the interval is
+// committed there, a split by time (E6), however few records it holds: the walsender pauses
+// for five intervals after the first 100 of 300 rows (a transaction slow to decode), and the
+// first commit's checkpoint counts those 100 of the transaction, its position still before it.
+// Without the time bound the first commit waits for the transaction's end: no split. The run
+// stops during the pause, before a second commit (the e2e test replays a split whole).
+func TestExactlyOnceSplitsATransactionStillOpenAtTwiceTheInterval(t *testing.T) {
+	onExactlyOnceHarness(t, func(t *testing.T, h *harness) {
+		const rows, before, interval = 300, 100, 20 * time.Millisecond // onExactlyOnceHarness's interval
+		var paused atomic.Bool
+		h.srv.Script = func(e simwal.Event) simwal.Action {
+			// The session's XLogData: Begin, Relation, then the rows.
+			if e.Sent == 2+before && !paused.Swap(true) {
+				return simwal.Action{Pause: 5 * interval}
+			}
+			return simwal.Action{}
+		}
+		commit := h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Observe: true, Count: -1, When: commits})
+		_, run := runStreaming(t, h)
+		spec := simTxnSpec{}
+		for i := range rows {
+			spec.rows = append(spec.rows, simRow{id: int64(i + 1), key: "k", topic: "sim.t0", payload: `{"n":1}`})
+		}
+		h.commit(run.ctx, []simTxnSpec{spec}, 0)
+		tx := h.committed[0].txn
+		waitFor(t, 10*time.Second, "the first Kafka commit", func() bool { return commit.Hits() > 0 })
+		run.stopClean(t, h)
+		var cps []ktxn.Checkpoint
+		err := ktxn.ReadCommitted(context.Background(), append(h.netOpts(), kgo.SeedBrokers(h.kafka.ListenAddrs()...)), ktxn.DefaultCheckpointTopic,
+			func(rec *kgo.Record) {
+				var cp ktxn.Checkpoint
+				if err := cp.UnmarshalBinary(rec.Value); err != nil {
+					t.Errorf("checkpoint record at offset %d: %v", rec.Offset, err)
+				}
+				cps = append(cps, cp)
+			})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(cps) != 1 || cps[0].Split != (ktxn.Split{LSN: tx.CommitLSN, Records: before}) || cps[0].Position >= tx.CommitLSN {
+			t.Errorf("committed checkpoints %+v: want one, a split of the first %d records of the transaction committing at %s (end %s), the position before it",
+				cps, before, tx.CommitLSN, tx.EndLSN)
 		}
 	})
 }

@@ -82,7 +82,7 @@ type seenRec struct {
 
 func newKafkaIndex(brokers, topics []string, opts ...kgo.Opt) (*kafkaIndex, error) {
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topics...),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(20 * time.Millisecond)}, opts...)...)
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(20 * time.Millisecond), kgo.KeepControlRecords()}, opts...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -107,7 +107,7 @@ func (k *kafkaIndex) reopen() error {
 		parts[o.Topic][o.Partition] = kgo.NewOffset().At(k.next[o.Topic][o.Partition])
 	})
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(k.brokers...), kgo.ConsumePartitions(parts),
-		kgo.FetchMaxWait(20 * time.Millisecond)}, k.opts...)...)
+		kgo.FetchMaxWait(20 * time.Millisecond), kgo.KeepControlRecords()}, k.opts...)...)
 	if err != nil {
 		return err
 	}
@@ -158,6 +158,9 @@ func (k *kafkaIndex) refresh() error {
 				k.next[r.Topic] = map[int32]int64{}
 			}
 			k.next[r.Topic][r.Partition] = r.Offset + 1
+			if r.Attrs.IsControl() {
+				return // a transaction's marker, last at the end offset after a commit: read, not a record
+			}
 			s := seenRec{ts: r.Timestamp, topic: r.Topic, part: r.Partition, off: r.Offset, key: string(r.Key),
 				id: string(sink.Header(r, sink.HeaderOutboxTable)) + "/" + string(sink.Header(r, sink.HeaderOutboxID)), dlqErr: string(sink.Header(r, sink.HeaderDLQError)),
 				dlqFrom: string(sink.Header(r, sink.HeaderDLQTopic))}

@@ -80,6 +80,10 @@ type Action struct {
 	Drop      bool // close the connection instead of sending
 	Keepalive bool // send a keepalive (WAL end = sent position) first
 	Reply     bool // with reply requested
+	// Pause, when set, makes the session flush what it sent and wait this long before it
+	// sends (a walsender slow to decode, in the middle of a large transaction if the Event
+	// falls there); the client's end of the session ends the wait.
+	Pause time.Duration
 }
 
 // Server is the fake walsender. Its zero value is not usable: call New.
@@ -88,7 +92,7 @@ type Server struct {
 	slot string
 	dial func(ctx context.Context, network, addr string) (net.Conn, error) // NewOn's; nil: TCP
 	// Script, when set, is consulted before each XLogData message. It runs on a session's
-	// goroutine, must not block, and must be set before the first connection.
+	// goroutine, must not block (Action.Pause waits), and must be set before the first connection.
 	Script func(Event) Action
 	// OnFlush, when set, runs on a session's reader goroutine for each status update whose
 	// flush position is not zero, before the slot takes it. Set it before the first connection.
@@ -668,6 +672,18 @@ func (ss *session) stream(start pglogrepl.LSN, done <-chan struct{}) {
 		if act.Drop {
 			_ = ss.be.Flush()
 			return false
+		}
+		if act.Pause > 0 {
+			if ss.be.Flush() != nil {
+				return false
+			}
+			pause := time.NewTimer(act.Pause)
+			select {
+			case <-pause.C:
+			case <-done:
+				pause.Stop()
+				return false
+			}
 		}
 		if act.Keepalive {
 			ss.send(&pgproto3.CopyData{Data: Keepalive(sentPtr, time.Now(), act.Reply)})
