@@ -40,11 +40,12 @@ func class(n int) (int, int) {
 	return (k-minShift-1)*classesPer + size/step - classesPer - 1, size
 }
 
-// get returns a slice of n bytes to copy a payload into, and the lease that gives its buffer
-// back; its contents are whatever the buffer held before.
-func (p *payloadPool) get(n int) ([]byte, Lease) {
+// get returns a slice of n bytes to copy a payload into, whose capacity is its buffer's (what
+// put takes back), and the pool to give it back to: nil when it is not pooled. Its contents are
+// whatever the buffer held before.
+func (p *payloadPool) get(n int) ([]byte, *payloadPool) {
 	if n <= minPooled || n > maxPooled {
-		return make([]byte, n), Lease{}
+		return make([]byte, n), nil
 	}
 	c, size := class(n)
 	p.mu.Lock()
@@ -54,11 +55,10 @@ func (p *payloadPool) get(n int) ([]byte, Lease) {
 		p.free[c] = free[:len(free)-1]
 		p.held -= cap(b)
 		p.mu.Unlock()
-		return b[:n], Lease{pool: p, buf: b}
+		return b[:n], p
 	}
 	p.mu.Unlock()
-	b := make([]byte, size)
-	return b[:n], Lease{pool: p, buf: b}
+	return make([]byte, n, size), p
 }
 
 // put takes a buffer back, or drops it (to the garbage collector) when the pool is full.
@@ -99,7 +99,10 @@ func (l Lease) Release() {
 // TakeLease returns the lease of m's Data and removes it from m, so that the Data is given
 // back at most once, by the holder of the returned Lease.
 func (m *Message) TakeLease() Lease {
-	l := m.lease
-	m.lease = Lease{}
+	if m.pool == nil {
+		return Lease{}
+	}
+	l := Lease{pool: m.pool, buf: m.Data[:cap(m.Data)]}
+	m.pool = nil
 	return l
 }

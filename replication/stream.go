@@ -39,8 +39,8 @@ type Message struct {
 	ServerTime   time.Time
 	// Data is one pgoutput message, owned by the receiver. Its buffer may be the stream's
 	// (TakeLease): the receiver gives it back once nothing reads Data any more, or never.
-	Data  []byte
-	lease Lease
+	Data []byte
+	pool *payloadPool // Data's buffer is the pool's; nil: it is Data's own
 }
 
 // State is what the Stream is doing, for health checks and metrics.
