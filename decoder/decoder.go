@@ -111,8 +111,8 @@ func New(cfg Config) (*Decoder, error) {
 	return d, nil
 }
 
-// Decode interprets one pgoutput message received at walStart (the XLogData WALStart). The
-// decoder may retain slices of data (the caller hands over ownership). A bad row returns
+// Decode interprets one pgoutput message received at walStart (the XLogData WALStart). Of
+// data it keeps nothing but what the Output's Event.Payload aliases (doc.go). A bad row returns
 // Output{Kind: KindEvent, ...} with as much of the Event as could be read (ID, Relation, Payload
 // when present) and a *outbox.RowError, so the caller can dead-letter it and go on; the decoder's state
 // stays consistent. A protocol error (unparsable message, Insert for an unknown relation id,

@@ -694,3 +694,46 @@ func BenchmarkDecodeInsertWithHeaders(b *testing.B) {
 		}
 	}
 }
+
+// The relay gives a large payload's buffer back to the stream once Kafka has taken the record,
+// and the stream copies the next payload into it: everything of a message but the event's
+// Payload must be the decoder's own by then. Every buffer here is overwritten once decoded;
+// the relation cache, the interned topic and event type, the id, key and headers stay, and
+// the Payload is the message's own bytes (not a copy: the record's value is not copied either).
+func TestDecodeKeepsNothingOfDataButThePayload(t *testing.T) {
+	garbage := func(b []byte) {
+		for i := range b {
+			b[i] = 0xEE
+		}
+	}
+	d := newDecoder(t, Config{})
+	for _, m := range [][]byte{relationMsg(outboxID, "public", "outbox", outboxCols...), beginMsg(0x16B3800, commitAt, 777)} {
+		decode(t, d, 0x16B3700, m)
+		garbage(m)
+	}
+	want := Event{ID: "42", AggregateID: "order-1", Topic: "orders", EventType: "OrderPlaced",
+		Headers: []outbox.Header{{Key: "correlation_id", Value: []byte("c-1")}}, Relation: "public.outbox"}
+	for i := range 2 { // the second row meets the interned topic and event type of the first
+		row := outboxRow(txt("42"), txt("order-1"), txt("orders"), txt(`{"total": 10}`), txt("OrderPlaced"), txt(`{"correlation_id": "c-1"}`))
+		out := decode(t, d, 0x16B3748, row)
+		if string(out.Event.Payload) != `{"total": 10}` {
+			t.Fatalf("row %d: Payload = %q", i, out.Event.Payload)
+		}
+		garbage(row)
+		if got := out.Event.Payload; len(got) == 0 || got[0] != 0xEE {
+			t.Errorf("row %d: Payload %q is a copy, want the message's own bytes", i, got)
+		}
+		out.Event.Payload = nil
+		if !reflect.DeepEqual(out.Event, want) {
+			t.Errorf("row %d: with the message overwritten, Event = %+v\nwant %+v", i, out.Event, want)
+		}
+	}
+	msg := logicalMsg(true, 0x16B3790, defaultMessagePrefix, `{"id": "m-1", "key": "k", "topic": "t", "event_type": "E", "headers": {"h": "v"}, "payload": {"a": 1}}`)
+	out := decode(t, d, 0x16B3790, msg)
+	garbage(msg)
+	wantMsg := Event{ID: "m-1", AggregateID: "k", Topic: "t", Payload: []byte(`{"a": 1}`), EventType: "E",
+		Headers: []outbox.Header{{Key: "h", Value: []byte("v")}}, Relation: "message:" + defaultMessagePrefix}
+	if !reflect.DeepEqual(out.Event, wantMsg) {
+		t.Errorf("logical message, overwritten: Event = %+v\nwant %+v", out.Event, wantMsg)
+	}
+}

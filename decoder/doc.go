@@ -34,6 +34,9 @@
 // The package does no I/O, starts no goroutines and takes no context: it is a state machine
 // over bytes. A Decoder is owned by one goroutine (the relay's pipeline goroutine, which takes
 // the stream's batches off a channel; not the goroutine that reads the connection) and is not
-// safe for concurrent use. Decode takes ownership of data: Event.Payload may alias it, so the
-// caller must not reuse the buffer after the call.
+// safe for concurrent use. Of data, Decode keeps nothing once it returns (the relation cache,
+// the interned topic and event type, ids, keys and headers are copies) except Event.Payload of
+// the Output it returns, which aliases data: the caller may reuse data once nothing reads that
+// Payload (the relay gives a large payload's buffer back to the stream when Kafka has taken the
+// record; TestDecodeKeepsNothingOfDataButThePayload).
 package decoder

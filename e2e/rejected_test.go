@@ -107,8 +107,11 @@ func TestRejectedRecordsAreDeadLetteredAndTheStreamGoesOn(t *testing.T) {
 			t.Errorf("outbox id %d: no cdc-lsn", c.id)
 		}
 	}
-	if r := byID[strconv.FormatInt(tooLarge, 10)]; r != nil && len(r.Value) < 4096 {
-		t.Errorf("the dead letter lost the original value: %d bytes", len(r.Value))
+	// Its value is the row's payload, byte for byte: the relay never gives a refused record's
+	// buffer back to the stream, which would copy a later payload into it (DESIGN.md, "pgconn
+	// reuses its read buffer"; in the race build a buffer given back is overwritten at once).
+	if r := byID[strconv.FormatInt(tooLarge, 10)]; r != nil && !jsonEqual(t, r.Value, []byte(big(4096))) {
+		t.Errorf("the dead letter lost the original value: %d bytes, %.60q", len(r.Value), r.Value)
 	}
 
 	// The huge one is in the PostgreSQL table, whole.

@@ -103,6 +103,13 @@ func (p *pipe) handle(ctx context.Context, m *replication.Message) error {
 		if err != nil && !outbox.IsBadRow(err) {
 			return fmt.Errorf("relay: decode message at %s: %w", m.WALStart, err)
 		}
+		// The payload's buffer goes back to the stream once nothing reads it: now, but for an
+		// event, whose payload is its record's value (DESIGN.md, "pgconn reuses its read buffer").
+		lease := m.TakeLease()
+		if out.Kind != decoder.KindEvent && err == nil {
+			lease.Release()
+			lease = replication.Lease{}
+		}
 		switch out.Kind {
 		case decoder.KindBegin:
 			// A record held for good must pause reading, not grow the tracker (held.go).
@@ -123,7 +130,7 @@ func (p *pipe) handle(ctx context.Context, m *replication.Message) error {
 			if produce, berr := r.eosRecord(); berr != nil || !produce {
 				return berr // nil: a committed Kafka transaction has it (a replay)
 			}
-			r.produce(ctx, p.cur, p.stamp, out, err)
+			r.produce(ctx, p.cur, p.stamp, out, err, lease)
 			return r.eosCommitIfDue(ctx, true, false)
 		case decoder.KindCommit:
 			if p.cur != nil {
@@ -159,7 +166,7 @@ func (p *pipe) nonTransactional(ctx context.Context, out decoder.Output, badRow 
 	}
 	if produce {
 		stamp := sink.NewStamp(out.EndLSN, time.Now()) // no commit time: when the relay read it
-		r.produce(ctx, x, stamp, out, badRow)
+		r.produce(ctx, x, stamp, out, badRow, replication.Lease{})
 	}
 	if p.cur != nil {
 		return nil
@@ -172,7 +179,12 @@ func (p *pipe) nonTransactional(ctx context.Context, out decoder.Output, badRow 
 // or a record failed for good (the pipeline stops at the end of the message).
 func (r *Relay) halted() bool { return r.lost.discard.Load() || r.track.broken.Load() }
 
-func (r *Relay) produce(ctx context.Context, x *txn, stamp *sink.Stamp, out decoder.Output, badRow error) {
+// produce makes out's record and produces it, or dead-letters it. lease is the loan of the
+// buffer the record's value aliases: it is given back only once Kafka has acknowledged the
+// record, when nothing reads the value any more. Every other outcome (a dead letter, which
+// produces the same value again or writes it to the table; a failure; an abort; a stop) leaves
+// the buffer to the garbage collector, so that nothing can read it after the stream reused it.
+func (r *Relay) produce(ctx context.Context, x *txn, stamp *sink.Stamp, out decoder.Output, badRow error, lease replication.Lease) {
 	ev := out.Event
 	rec := sink.NewRecord(sink.Event{
 		ID: ev.ID, Table: ev.Relation, AggregateID: ev.AggregateID, Topic: ev.Topic, Payload: ev.Payload,
@@ -226,6 +238,7 @@ func (r *Relay) produce(ctx context.Context, x *txn, stamp *sink.Stamp, out deco
 			r.stats.Bytes.Add(int64(len(rec.Value)))
 			r.cfg.Metrics.Acked(commitAt)
 			r.track.done(x)
+			lease.Release() // last: nothing reads rec.Value after this promise (nor franz-go, nor a span)
 			return
 		}
 		failure, err := r.sink.Classify(rec, err) // err: for a refused record, the letter's reason (the limit and the flag)

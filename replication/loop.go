@@ -68,10 +68,11 @@ func (s *Stream) stream(ctx context.Context, out chan<- []Message) error {
 					return fmt.Errorf("parse XLogData: %w", err)
 				}
 				s.read.xlogData(x)
-				// pgconn reuses its read buffer: the payload must be copied to cross goroutines.
-				data := make([]byte, len(x.WALData))
+				// pgconn reuses its read buffer: the payload must be copied to cross goroutines,
+				// into a buffer of the pool when it is large (payload.go).
+				data, pool := s.payloads.get(len(x.WALData))
 				copy(data, x.WALData)
-				batch = append(batch, Message{Kind: KindData, WALStart: x.WALStart, ServerWALEnd: x.ServerWALEnd, ServerTime: x.ServerTime, Data: data})
+				batch = append(batch, Message{Kind: KindData, WALStart: x.WALStart, ServerWALEnd: x.ServerWALEnd, ServerTime: x.ServerTime, Data: data, pool: pool})
 				batchBytes += len(data)
 			}
 		}

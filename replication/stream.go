@@ -37,8 +37,10 @@ type Message struct {
 	WALStart     pglogrepl.LSN
 	ServerWALEnd pglogrepl.LSN
 	ServerTime   time.Time
-	// Data is one pgoutput message, owned by the receiver.
+	// Data is one pgoutput message, owned by the receiver. Its buffer may be the stream's
+	// (TakeLease): the receiver gives it back once nothing reads Data any more, or never.
 	Data []byte
+	pool *payloadPool // Data's buffer is the pool's; nil: it is Data's own
 }
 
 // State is what the Stream is doing, for health checks and metrics.
@@ -81,8 +83,9 @@ type Stream struct {
 	waiting    atomic.Bool // forward waits for the consumer to take a batch
 	reconnects atomic.Int64
 	read       reader
-	timeline   int32 // the server's timeline when the first session started (IDENTIFY_SYSTEM)
-	nowTL      int32 // the timeline of the current session's server
+	payloads   payloadPool // the XLogData payloads' buffers (payload.go)
+	timeline   int32       // the server's timeline when the first session started (IDENTIFY_SYSTEM)
+	nowTL      int32       // the timeline of the current session's server
 	system     atomic.Pointer[System]
 
 	conn       *pgconn.PgConn

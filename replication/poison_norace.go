@@ -1,0 +1,6 @@
+//go:build !race
+
+package replication
+
+// poisonReleased: see poison_race.go.
+const poisonReleased = false
