@@ -24,8 +24,10 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -45,6 +47,9 @@ var (
 	vsimTrace   = flag.Bool("vsim.trace", false, "log each schedule's trace hash")
 	vsimHolds   = flag.Bool("vsim.holds", false, "in long schedules, hold dead letters for minutes (newVSim)")
 )
+
+// vsimProgressEvery is how many schedules a run logs its progress after.
+const vsimProgressEvery = 50000
 
 // vsimDefaultN is what go test runs: fewer under -race, whose cost is ~10× per schedule.
 func vsimDefaultN() int {
@@ -92,9 +97,17 @@ func TestSimVirtual(t *testing.T) {
 	vsimSetup(t)
 	seeds := vsimSeeds()
 	var virtual atomic.Int64
-	var failed, excused atomic.Int64
+	var failed, excused, done atomic.Int64
+	var failedMu sync.Mutex
+	var failedSeeds []uint64
+	began := time.Now()
 	ran, el := eachSeed(t, seeds, vsimWorkerCount(), func(seed uint64) bool {
 		res := runVSchedule(t, seed)
+		if n := done.Add(1); n%vsimProgressEvery == 0 {
+			// A long run (make sim N=1000000) says how far it is, and what failed so far.
+			t.Logf("%d of %d schedules in %s (%.0f schedules/s), %d failed", n, len(seeds), time.Since(began).Round(time.Second),
+				float64(n)/time.Since(began).Seconds(), failed.Load())
+		}
 		virtual.Add(int64(res.virtual))
 		if res.excused > 0 {
 			excused.Add(1)
@@ -105,6 +118,9 @@ func TestSimVirtual(t *testing.T) {
 		}
 		if !res.ok {
 			failed.Add(1)
+			failedMu.Lock()
+			failedSeeds = append(failedSeeds, seed)
+			failedMu.Unlock()
 			// Say whether the failure replays: a seed gives one trace (TestSimVirtualDeterministic),
 			// but a violation found by a sample or a race within one virtual instant may not.
 			if again := runVSchedule(t, seed); again.hash == res.hash {
@@ -122,7 +138,8 @@ func TestSimVirtual(t *testing.T) {
 		t.Logf("%d schedules met the gap of a key's order behind its dead letter that the relay reports but cannot close", n)
 	}
 	if n := failed.Load(); n > 0 {
-		t.Errorf("%d of %d schedules failed; replay one with: go test -count=1 -run 'SimVirtual$' ./relay -vsim.seed N -vsim.v", n, ran)
+		slices.Sort(failedSeeds)
+		t.Errorf("%d of %d schedules failed (seeds %v); replay one with: go test -count=1 -run 'SimVirtual$' ./relay -vsim.seed N -vsim.v", n, ran, failedSeeds)
 	}
 }
 
