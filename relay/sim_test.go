@@ -152,6 +152,7 @@ type harness struct {
 	// session, set once the relay's abort began (0 before): until a session more began, the relay
 	// produces nothing for a topic (lostHook).
 	lostSessions atomic.Int64
+	eos          *eosHarness // exactly-once schedules (vsimeos_test.go); nil: at-least-once
 }
 
 type runState struct {
@@ -254,7 +255,10 @@ func (h *harness) setup() error {
 		}
 		topics = append(topics, tp.name)
 	}
-	h.idx, err = newKafkaIndex(h.kafka.ListenAddrs(), topics, h.indexOpts()...)
+	if topics, err = h.eosSetup(ctx, topics); err != nil {
+		return err
+	}
+	h.idx, err = newKafkaIndexMode(h.indexMode(), h.kafka.ListenAddrs(), topics, h.indexOpts()...)
 	if err != nil {
 		return err
 	}
@@ -346,6 +350,7 @@ func (h *harness) newRelay(refuse int) (*Relay, *simTable) {
 	}
 	tb := &simTable{refuse: refuse, store: h.store}
 	r.table = tb
+	h.eosRelay(r)
 	return r, tb
 }
 
@@ -457,7 +462,11 @@ func (h *harness) run(i int, run *simRun, txns []simTxnSpec) {
 		t := time.AfterFunc(run.takeoverAt, func() {
 			mu.Lock()
 			defer mu.Unlock()
-			if !over {
+			switch {
+			case over:
+			case h.eos != nil:
+				h.eosTakeover(i, r, run, runDone)
+			default:
 				h.takeover(i, r, runDone)
 			}
 		})
@@ -532,7 +541,7 @@ func (h *harness) run(i int, run *simRun, txns []simTxnSpec) {
 	h.mu.Lock()
 	h.runFailed = append(h.runFailed, err != nil)
 	h.mu.Unlock()
-	if err != nil && !fatal {
+	if err != nil && !fatal && !(h.eos != nil && eosRunError(err)) {
 		h.violate("g", "run %d: Run returned %v after a cancel, with no fault that must stop the relay", i+1, err)
 	}
 	if h.srv.Confirmed() == 0 {

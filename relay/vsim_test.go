@@ -187,6 +187,9 @@ func runVSchedule(t *testing.T, seed uint64) (res vresult) {
 		vs := newVSim(seed)
 		sc := vs.sc
 		h := &harness{t: bt, sc: sc, logw: &lockedBuf{}, store: &tableStore{}, vnet: &kfake.VirtualNetwork{}, tune: vs.tune, sampleEvery: vs.sample}
+		if vs.eos {
+			h.eos = &eosHarness{crashAfter: vs.crashAfter}
+		}
 		// Formatting the log is a twentieth of a schedule, most of it debug lines: without -vsim.v
 		// only warnings and errors are formatted (and discarded), so that the error texts and
 		// values they log still run.
@@ -208,6 +211,7 @@ func runVSchedule(t *testing.T, seed uint64) (res vresult) {
 		h.finalRun(sc.txns[txn:])
 		h.checkEnd()
 		h.checkTakeovers()
+		h.checkEOS()
 		res.hash, res.events = h.traceHash()
 		h.close()
 		res.virtual = time.Since(began)
