@@ -12,6 +12,7 @@ package relay
 //	go test -count=1 -run 'SimVirtual$' ./relay                          # the default count
 //	go test -count=1 -run 'SimVirtual$' ./relay -vsim.n 1000000          # more (or CDC_RELAY_VSIM_N)
 //	go test -count=1 -run 'SimVirtual$' ./relay -vsim.seed 1234 -vsim.v  # replay one seed, with the relay's log
+//	go test -count=1 -run 'SimVirtual$' ./relay -vsim.eos all            # every schedule exactly-once (vsimeos_test.go)
 //
 // A failure prints the seed, the schedule and the replay command. Every schedule prints (with
 // -vsim.trace) or checks (TestSimVirtualDeterministic) the hash of its trace (vtrace_test.go).
