@@ -258,7 +258,7 @@ func (h *harness) setup() error {
 	if topics, err = h.eosSetup(ctx, topics); err != nil {
 		return err
 	}
-	h.idx, err = newKafkaIndexMode(h.indexMode(), h.kafka.ListenAddrs(), topics, h.indexOpts()...)
+	h.idx, err = newKafkaIndex(h.indexMode(), h.kafka.ListenAddrs(), topics, h.indexOpts()...)
 	if err != nil {
 		return err
 	}

@@ -86,11 +86,7 @@ type seenRec struct {
 	epoch   int16
 }
 
-func newKafkaIndex(brokers, topics []string, opts ...kgo.Opt) (*kafkaIndex, error) {
-	return newKafkaIndexMode(indexPlain, brokers, topics, opts...)
-}
-
-func newKafkaIndexMode(mode indexMode, brokers, topics []string, opts ...kgo.Opt) (*kafkaIndex, error) {
+func newKafkaIndex(mode indexMode, brokers, topics []string, opts ...kgo.Opt) (*kafkaIndex, error) {
 	opts = append(slices.Clip(opts), mode.opts()...)
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topics...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(20 * time.Millisecond)}, opts...)...)

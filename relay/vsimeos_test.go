@@ -367,7 +367,7 @@ func (h *harness) checkEOS() {
 	for _, tp := range h.sc.topics {
 		topics = append(topics, tp.name)
 	}
-	raw, err := newKafkaIndexMode(indexRaw, h.kafka.ListenAddrs(), topics, h.indexOpts()...)
+	raw, err := newKafkaIndex(indexRaw, h.kafka.ListenAddrs(), topics, h.indexOpts()...)
 	if err == nil {
 		defer raw.close()
 		err = raw.refresh()
