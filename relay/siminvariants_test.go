@@ -63,7 +63,11 @@ type kafkaIndex struct {
 	parked int                        // the first committed transactions whose every record safeBound found parked
 
 	brokers []string  // for reopen
-	opts    []kgo.Opt // the harness's (its in-memory dialer)
+	opts    []kgo.Opt // the harness's (its in-memory dialer), and the mode's
+	// mode says what the index reads (indexMode); eos holds what it reads beyond records in
+	// the read_committed and raw modes (vsimeos_test.go).
+	mode indexMode
+	eos  eosIndex
 	// stalls says, for each reopen, which partitions the consumer had stopped reading
 	// (what and from where), so that a run shows when its stall happened.
 	stalls []string
@@ -78,16 +82,19 @@ type seenRec struct {
 	id      string // the ref: outbox-table "/" outbox-id
 	dlqErr  string
 	dlqFrom string
+	pid     int64 // the producer's id and epoch (exactly-once: invariant x4)
+	epoch   int16
 }
 
-func newKafkaIndex(brokers, topics []string, opts ...kgo.Opt) (*kafkaIndex, error) {
+func newKafkaIndex(mode indexMode, brokers, topics []string, opts ...kgo.Opt) (*kafkaIndex, error) {
+	opts = append(slices.Clip(opts), mode.opts()...)
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topics...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(20 * time.Millisecond), kgo.KeepControlRecords()}, opts...)...)
 	if err != nil {
 		return nil, err
 	}
 	return &kafkaIndex{mu: make(chanMutex, 1), cl: cl, adm: kadm.NewClient(cl), topics: topics, next: map[string]map[int32]int64{}, byID: map[string][]int{},
-		brokers: brokers, opts: opts}, nil
+		brokers: brokers, opts: opts, mode: mode}, nil
 }
 
 // reopen replaces the index's consumer with a new one that goes on from what was read. A
@@ -124,7 +131,7 @@ func (k *kafkaIndex) refresh() error {
 	defer k.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	ends, err := k.adm.ListEndOffsets(ctx, k.topics...)
+	ends, err := k.ends(ctx)
 	if err != nil {
 		return err
 	}
@@ -158,12 +165,15 @@ func (k *kafkaIndex) refresh() error {
 				k.next[r.Topic] = map[int32]int64{}
 			}
 			k.next[r.Topic][r.Partition] = r.Offset + 1
+			if k.mode != indexPlain && k.eosRecord(r) {
+				return // a transaction's marker or a checkpoint
+			}
 			if r.Attrs.IsControl() {
 				return // a transaction's marker, last at the end offset after a commit: read, not a record
 			}
 			s := seenRec{ts: r.Timestamp, topic: r.Topic, part: r.Partition, off: r.Offset, key: string(r.Key),
 				id: string(sink.Header(r, sink.HeaderOutboxTable)) + "/" + string(sink.Header(r, sink.HeaderOutboxID)), dlqErr: string(sink.Header(r, sink.HeaderDLQError)),
-				dlqFrom: string(sink.Header(r, sink.HeaderDLQTopic))}
+				dlqFrom: string(sink.Header(r, sink.HeaderDLQTopic)), pid: r.ProducerID, epoch: r.ProducerEpoch}
 			if d := dupContractHeaders(r); d != "" && len(k.dups) < 10 {
 				k.dups = append(k.dups, fmt.Sprintf("%s[%d] offset %d (%s): %s", r.Topic, r.Partition, r.Offset, s.id, d))
 			}
@@ -264,6 +274,9 @@ func (h *harness) checkFlush(st simwal.Status) {
 	}
 	committed := h.committed
 	h.mu.Unlock()
+	if h.eos != nil {
+		h.checkCovered(st.Session, st.Flush)
+	}
 	bound, why := h.safeBound(committed)
 	if st.Flush > bound {
 		if err := h.idx.refresh(); err != nil {

@@ -26,6 +26,13 @@ type vschedule struct {
 	standbyRetry time.Duration // replication.Config.StandbyRetry (the harness's 10ms: 0)
 	kafkaRetry   time.Duration // franz-go's retry back-off
 	sample       time.Duration // invariant (e)'s sampling period (harness.sample)
+
+	// Exactly-once (vsimeos_test.go): every run of the schedule in that mode, with its
+	// transaction interval and size, and per run the commit before whose confirm it crashes.
+	eos           bool
+	eosInterval   time.Duration
+	eosMaxRecords int
+	crashAfter    []int
 }
 
 func newVSchedule(seed uint64) *vschedule {
@@ -49,6 +56,7 @@ func newVSchedule(seed uint64) *vschedule {
 	if vs.long {
 		vs.lengthen(rng)
 	}
+	vs.drawEOS(rng)
 	vs.offBeat()
 	return vs
 }
@@ -79,6 +87,7 @@ func (vs *vschedule) offBeat() {
 		vs.standbyRetry += 601 * time.Nanosecond
 	}
 	vs.sc.shutdown += 701 * time.Nanosecond
+	vs.eosInterval += 809 * time.Nanosecond
 	for i := range vs.sc.runs {
 		run := &vs.sc.runs[i]
 		run.cancelAfter += cancel
@@ -152,11 +161,15 @@ func (vs *vschedule) tune(c *Config) {
 	}
 	d := vs.kafkaRetry
 	c.Sink.Opts = append(c.Sink.Opts, kgo.RetryBackoffFn(func(int) time.Duration { return d }))
+	if vs.eos {
+		c.ExactlyOnce = &ExactlyOnce{Interval: vs.eosInterval, MaxRecords: vs.eosMaxRecords}
+	}
 }
 
 func (vs *vschedule) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "  virtual time: long %v, confirm delay %s, reconnect back-off %s..%s, standby retry %s, Kafka retry back-off %s\n",
 		vs.long, vs.confirmDelay, vs.minBackoff, vs.maxBackoff, vs.standbyRetry, vs.kafkaRetry)
+	b.WriteString(vs.eosString())
 	return b.String()
 }

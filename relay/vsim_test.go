@@ -12,6 +12,7 @@ package relay
 //	go test -count=1 -run 'SimVirtual$' ./relay                          # the default count
 //	go test -count=1 -run 'SimVirtual$' ./relay -vsim.n 1000000          # more (or CDC_RELAY_VSIM_N)
 //	go test -count=1 -run 'SimVirtual$' ./relay -vsim.seed 1234 -vsim.v  # replay one seed, with the relay's log
+//	go test -count=1 -run 'SimVirtual$' ./relay -vsim.eos all            # every schedule exactly-once (vsimeos_test.go)
 //
 // A failure prints the seed, the schedule and the replay command. Every schedule prints (with
 // -vsim.trace) or checks (TestSimVirtualDeterministic) the hash of its trace (vtrace_test.go).
@@ -214,6 +215,9 @@ func runVSchedule(t *testing.T, seed uint64) (res vresult) {
 		vs := newVSim(seed)
 		sc := vs.sc
 		h := &harness{t: bt, sc: sc, logw: &lockedBuf{}, store: &tableStore{}, vnet: &kfake.VirtualNetwork{}, tune: vs.tune, sampleEvery: vs.sample}
+		if vs.eos {
+			h.eos = &eosHarness{crashAfter: vs.crashAfter}
+		}
 		// Formatting the log is a twentieth of a schedule, most of it debug lines: without -vsim.v
 		// only warnings and errors are formatted (and discarded), so that the error texts and
 		// values they log still run.
@@ -235,6 +239,7 @@ func runVSchedule(t *testing.T, seed uint64) (res vresult) {
 		h.finalRun(sc.txns[txn:])
 		h.checkEnd()
 		h.checkTakeovers()
+		h.checkEOS()
 		res.hash, res.events = h.traceHash()
 		h.close()
 		res.virtual = time.Since(began)

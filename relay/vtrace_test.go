@@ -35,7 +35,8 @@ import (
 // order:
 //
 //	'w' the WAL end and the slot's position after the final run (everything confirmed);
-//	'r' per run, whether Run returned an error (a fatal fault);
+//	'r' per run, whether Run returned an error (a fatal fault; in exactly-once schedules not
+//	    one that ends such a run by design: a lost session, a failed commit, a fence);
 //	'k' per topic, partition and key, the records in the order of their first delivery (the
 //	    duplicates of replays and the offsets left out);
 //	'd' the set of dead letters, each by its outbox-table/outbox-id, the topic it was meant for
