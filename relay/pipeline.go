@@ -202,13 +202,14 @@ func (r *Relay) produce(ctx context.Context, x *txn, stamp *sink.Stamp, out deco
 		return
 	}
 	relation, commitAt := ev.Relation, out.CommitTime
+	r.produced++
+	seq := r.produced
 	if err := r.sink.CheckSize(rec); err != nil {
 		// Larger than the producer may buffer, with its headers: franz-go would fail it at once,
 		// after Produce returned; parked now, it counts against the budget before the next record.
 		r.cfg.Metrics.ProduceError(metrics.ClassRejected)
 		r.log.Error("Kafka rejected a record for good: dead-lettering it", "topic", rec.Topic, "outbox_id", string(sink.Header(rec, sink.HeaderOutboxID)), "cause", err)
-		r.produced++
-		r.park(deadLetter{rec: sink.DeadLetter(r.cfg.DLQTopic, rec, relation, err), txn: x, ordered: true, seq: r.produced})
+		r.park(deadLetter{rec: sink.DeadLetter(r.cfg.DLQTopic, rec, relation, err), txn: x, ordered: true, seq: seq})
 		return
 	}
 	// A letter of its key not parked yet: its replay must not come after this record (letterorder.go).
@@ -226,8 +227,6 @@ func (r *Relay) produce(ctx context.Context, x *txn, stamp *sink.Stamp, out deco
 	if ctx.Err() != nil {
 		return // stopping: nothing after this is produced, x stays unacknowledged (lost.stopProducing)
 	}
-	r.produced++
-	seq := r.produced
 	r.sink.Produce(pctx, rec, func(rec *kgo.Record, err error) {
 		if err == nil {
 			if passed := r.letters.passed(rec, seq); passed != nil {

@@ -69,7 +69,7 @@ type Relay struct {
 	// stream's goroutine, the channel's only sender) to send its mark.
 	msgs    chan []replication.Message
 	stopped <-chan struct{}
-	// produced numbers the records the pipeline hands the producer (its goroutine alone), so
+	// produced numbers the records the pipeline makes past a bad row (its goroutine alone), so
 	// that an acknowledgement can tell whether it passed a letter of its key (letterorder.go).
 	produced uint64
 	// onPassed, if set (tests), hears of each record that passed its key's letter.
