@@ -579,15 +579,8 @@ func (h *harness) run(i int, run *simRun, txns []simTxnSpec) {
 // timed from the due moment fired before the slot was taken, which left the slot held for
 // the rest of the run.
 func (h *harness) takeover(i int, r *Relay, runDone <-chan struct{}, hold time.Duration) (release *time.Timer) {
-	for wait := time.Now().Add(300 * time.Millisecond); r.stream.State() != replication.StateStreaming; {
-		if time.Now().After(wait) {
-			return
-		}
-		select {
-		case <-runDone:
-			return
-		case <-time.After(time.Millisecond):
-		}
+	if !awaitStreaming(r, runDone) {
+		return nil
 	}
 	// Kafka holds the relay's records (its produce requests fail retriably) while it loses the
 	// slot, and takes them again after: a record retried then would land after the new holder's.
@@ -633,25 +626,52 @@ func (h *harness) takeover(i int, r *Relay, runDone <-chan struct{}, hold time.D
 	defer adm.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	var topics []string
-	for _, tp := range h.sc.topics {
-		topics = append(topics, tp.name)
-	}
-	ends, err := adm.ListEndOffsets(ctx, topics...)
+	ends, err := adm.ListEndOffsets(ctx, h.topicNames()...)
 	if err != nil {
 		return
 	}
-	to := takeover{run: i, at: at, ends: map[string]map[int32]int64{}}
-	ends.Each(func(o kadm.ListedOffset) {
-		if to.ends[o.Topic] == nil {
-			to.ends[o.Topic] = map[int32]int64{}
-		}
-		to.ends[o.Topic][o.Partition] = o.Offset
-	})
+	to := takeover{run: i, at: at, ends: offsetsByPartition(ends)}
 	h.mu.Lock()
 	h.takeovers = append(h.takeovers, to)
 	h.mu.Unlock()
 	return release
+}
+
+// awaitStreaming waits up to 300ms for r's stream to stream, and reports whether it does; false
+// too once the run ended.
+func awaitStreaming(r *Relay, runDone <-chan struct{}) bool {
+	for wait := time.Now().Add(300 * time.Millisecond); r.stream.State() != replication.StateStreaming; {
+		if time.Now().After(wait) {
+			return false
+		}
+		select {
+		case <-runDone:
+			return false
+		case <-time.After(time.Millisecond):
+		}
+	}
+	return true
+}
+
+// topicNames are the names of the schedule's topics.
+func (h *harness) topicNames() []string {
+	names := make([]string, 0, len(h.sc.topics))
+	for _, tp := range h.sc.topics {
+		names = append(names, tp.name)
+	}
+	return names
+}
+
+// offsetsByPartition is ends as end offsets per topic and partition.
+func offsetsByPartition(ends kadm.ListedOffsets) map[string]map[int32]int64 {
+	m := map[string]map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if m[o.Topic] == nil {
+			m[o.Topic] = map[int32]int64{}
+		}
+		m[o.Topic][o.Partition] = o.Offset
+	})
+	return m
 }
 
 // silence makes the network to the walsender go silent for hold and checks invariant (k): the

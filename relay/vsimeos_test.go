@@ -40,7 +40,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/cdc-relay/cdc-relay/replication"
 	ktxn "github.com/cdc-relay/cdc-relay/sink/txn"
 )
 
@@ -307,15 +306,8 @@ func eosRunError(err error) bool {
 // end offsets at the fence are kept for x4. It returns the timer that gives the slot back,
 // takeoverFor after it took it (nil if it took nothing), as takeover does.
 func (h *harness) eosTakeover(i int, r *Relay, run *simRun, runDone <-chan struct{}) (release *time.Timer) {
-	for wait := time.Now().Add(300 * time.Millisecond); r.stream.State() != replication.StateStreaming; {
-		if time.Now().After(wait) {
-			return nil
-		}
-		select {
-		case <-runDone:
-			return nil
-		case <-time.After(time.Millisecond):
-		}
+	if !awaitStreaming(r, runDone) {
+		return nil
 	}
 	h.srv.HoldSlot(4343)
 	release = time.AfterFunc(run.takeoverFor, func() { h.srv.HoldSlot(0) })
@@ -330,19 +322,10 @@ func (h *harness) eosTakeover(i int, r *Relay, run *simRun, runDone <-chan struc
 		h.srv.DropAll()
 		return release
 	}
-	topics := []string{simDLQ, ktxn.DefaultCheckpointTopic}
-	for _, tp := range h.sc.topics {
-		topics = append(topics, tp.name)
-	}
+	topics := append([]string{simDLQ, ktxn.DefaultCheckpointTopic}, h.topicNames()...)
 	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topics...)
 	if err == nil {
-		f := fence{run: i, pid: pid, epoch: epoch, ends: map[string]map[int32]int64{}}
-		ends.Each(func(o kadm.ListedOffset) {
-			if f.ends[o.Topic] == nil {
-				f.ends[o.Topic] = map[int32]int64{}
-			}
-			f.ends[o.Topic][o.Partition] = o.Offset
-		})
+		f := fence{run: i, pid: pid, epoch: epoch, ends: offsetsByPartition(ends)}
 		h.mu.Lock()
 		h.eos.fences = append(h.eos.fences, f)
 		h.mu.Unlock()
@@ -396,10 +379,7 @@ func (h *harness) checkEOS() {
 	if h.eos == nil {
 		return
 	}
-	topics := []string{simDLQ}
-	for _, tp := range h.sc.topics {
-		topics = append(topics, tp.name)
-	}
+	topics := append([]string{simDLQ}, h.topicNames()...)
 	raw, err := newKafkaIndex(indexRaw, h.kafka.ListenAddrs(), topics, h.indexOpts()...)
 	if err == nil {
 		defer raw.close()
