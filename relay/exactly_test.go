@@ -230,3 +230,37 @@ func TestExactlyOnceSplitsATransactionStillOpenAtTwiceTheInterval(t *testing.T) 
 		}
 	})
 }
+
+// A produce the broker appended but answered REQUEST_TIMED_OUT, whose retry (franz-go's, with
+// the same sequence) is refused for good, is in the open transaction already: the relay reads
+// the partition before it dead-letters the record, finds it there and produces no letter, so
+// a read_committed reader sees the record once, on its topic. Without the read the commit made
+// the record and its letter visible (DESIGN.md E8; found by the virtual-time simulation).
+func TestExactlyOnceRefusedRetryOfAnAppendedProduceIsNotDeadLettered(t *testing.T) {
+	onExactlyOnceHarness(t, func(t *testing.T, h *harness) {
+		// In order: the first matching produce is appended and answered REQUEST_TIMED_OUT
+		// (kfake appends on that error, as a broker may), its retry refused.
+		timedOut := h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "sim.t0", Err: kerr.RequestTimedOut})
+		refused := h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "sim.t0", Err: kerr.TopicAuthorizationFailed})
+		r, run := runStreaming(t, h)
+		h.commit(run.ctx, oneRow(1), 0)
+		end := h.committed[0].txn.EndLSN
+		waitFor(t, 30*time.Second, "the relay to confirm past the row", func() bool { return r.stream.Flushed() >= end })
+		if timedOut.Hits() != 1 || refused.Hits() != 1 {
+			t.Fatalf("the faults answered %d and %d produces, want 1 and 1", timedOut.Hits(), refused.Hits())
+		}
+		if err := run.stop(); err != nil {
+			t.Errorf("Run = %v after a cancel", err)
+		}
+		opts := append(h.netOpts(), kgo.SeedBrokers(h.kafka.ListenAddrs()...))
+		for topic, want := range map[string]int{"sim.t0": 1, simDLQ: 0} {
+			n := 0
+			if err := ktxn.ReadCommitted(context.Background(), opts, topic, func(*kgo.Record) { n++ }); err != nil {
+				t.Fatal(err)
+			}
+			if n != want {
+				t.Errorf("a read_committed reader sees %d records on %s, want %d", n, topic, want)
+			}
+		}
+	})
+}
