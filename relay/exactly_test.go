@@ -264,3 +264,39 @@ func TestExactlyOnceRefusedRetryOfAnAppendedProduceIsNotDeadLettered(t *testing.
 		}
 	})
 }
+
+// A commit that was sent and failed while the run was stopping ends the run with its failure,
+// not as a clean stop: its transaction is closed and nothing of it committed, and a pipeline
+// that went on as if stopped cleanly could take one more batch and confirm an idle keepalive's
+// WAL end past the records the failure aborted (the virtual-time simulation's exactly-once
+// seeds 3815 and 7823 found that; eosCommitIfDue let a failure pass whenever ctx had ended).
+// Here the stop comes while the commit's EndTxn is in flight, and Kafka answers it
+// PRODUCER_FENCED: Run reports the fence, and nothing is confirmed past the row.
+func TestExactlyOnceCommitFailedDuringTheStopEndsTheRunWithItsFailure(t *testing.T) {
+	onExactlyOnceHarness(t, func(t *testing.T, h *harness) {
+		var run *relayRun
+		var r *Relay
+		var stopping atomic.Bool
+		h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.ProducerFenced, Count: -1, When: func(req kmsg.Request) bool {
+			if !commits(req) {
+				return false
+			}
+			stopping.Store(true)
+			run.cancel() // the stop, while this commit is in flight
+			return true
+		}})
+		r, run = runStreaming(t, h)
+		before := r.stream.Flushed()
+		h.commit(run.ctx, oneRow(1), 0)
+		err := run.ended(t, "after the stop")
+		if !stopping.Load() {
+			t.Fatal("no commit was sent")
+		}
+		if !ktxn.IsFenced(err) {
+			t.Errorf("Run = %v, want the fence its commit met", err)
+		}
+		if c := r.stream.Flushed(); c != before {
+			t.Errorf("the relay confirmed %s (from %s) although nothing was committed", c, before)
+		}
+	})
+}
