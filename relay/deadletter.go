@@ -23,6 +23,9 @@ type deadLetter struct {
 	// not for a bad row, which never reaches its topic. Read by park alone.
 	ordered bool
 	seq     uint64 // the produce sequence number of the record (Relay.produced), if ordered
+	// sent is the record itself when Kafka refused it after franz-go sent it, in exactly-once
+	// mode: the open transaction may hold it already (eosHeld).
+	sent *kgo.Record
 }
 
 // park queues a dead letter for the dead-letter goroutine and counts it against the
@@ -127,6 +130,19 @@ func (r *Relay) produceDeadLetters(ctx context.Context) error {
 			r.dlq.wake()
 			resolved()
 			continue
+		}
+		if dl.sent != nil {
+			held, err := r.eosHeld(ctx, dl.sent)
+			if err != nil {
+				resolved()
+				return err
+			}
+			if held {
+				r.letters.remove(dl.rec)
+				r.track.done(x)
+				resolved()
+				continue
+			}
 		}
 		r.sink.Produce(sctx, dl.rec, func(rec *kgo.Record, err error) {
 			defer resolved()

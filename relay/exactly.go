@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdc-relay/cdc-relay/internal/retry"
+	"github.com/cdc-relay/cdc-relay/sink"
 	ktxn "github.com/cdc-relay/cdc-relay/sink/txn"
 )
 
@@ -302,4 +303,37 @@ func (r *Relay) eosSessionLost(cause error) {
 	r.lost.stopProduce() // a Produce waiting for buffer space returns
 	r.track.fail(fmt.Errorf("relay: exactly-once: the replication session ended (%w): the relay stops without confirming more; "+
 		"its restart takes the slot, fences every earlier producer of the slot's transactional id and reads the checkpoint again", cause))
+}
+
+// eosHeldTimeout bounds eosHeld's read of a partition.
+const eosHeldTimeout = 10 * time.Second
+
+// eosHeld reports whether the open Kafka transaction holds rec, a record Kafka refused for
+// good, before its dead letter is produced (on the dead-letter goroutine). A broker may append
+// a produce and answer REQUEST_TIMED_OUT; franz-go retries the batch with the same sequence,
+// and a refusal of the retry (an ACL revoked, a limit lowered in between) leaves the first
+// append in the transaction, which the commit makes visible: its letter would be a second copy
+// (DESIGN.md E8). So the record's partition is read from its last stable offset to its high
+// watermark for the record itself, written by this producer id and epoch (this transaction):
+// found, it is delivered and gets no letter. Only refused records pay for the read. A read
+// that fails ends the run (the restart replays from the checkpoint): a letter then could be a
+// duplicate, and no letter a loss.
+func (r *Relay) eosHeld(ctx context.Context, rec *kgo.Record) (bool, error) {
+	e := r.eos
+	rctx, cancel := context.WithTimeout(ctx, eosHeldTimeout)
+	defer cancel()
+	held, err := e.prod.Holds(rctx, e.readOpts, rec, sink.HeaderOutboxID, sink.HeaderOutboxTable)
+	if err != nil {
+		r.lost.stopProduce()
+		err = fmt.Errorf("relay: exactly-once: read %s partition %d for a record Kafka refused (outbox id %s), which the open transaction may hold: %w",
+			rec.Topic, rec.Partition, sink.Header(rec, sink.HeaderOutboxID), err)
+		r.track.fail(err)
+		return false, err
+	}
+	if held {
+		r.stats.Published.Add(1)
+		r.log.Warn("exactly-once: Kafka refused a record on a retry, but its first produce is in the open transaction: it is delivered, no dead letter",
+			"topic", rec.Topic, "partition", rec.Partition, "outbox_id", string(sink.Header(rec, sink.HeaderOutboxID)))
+	}
+	return held, nil
 }

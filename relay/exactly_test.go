@@ -230,3 +230,73 @@ func TestExactlyOnceSplitsATransactionStillOpenAtTwiceTheInterval(t *testing.T) 
 		}
 	})
 }
+
+// A produce the broker appended but answered REQUEST_TIMED_OUT, whose retry (franz-go's, with
+// the same sequence) is refused for good, is in the open transaction already: the relay reads
+// the partition before it dead-letters the record, finds it there and produces no letter, so
+// a read_committed reader sees the record once, on its topic. Without the read the commit made
+// the record and its letter visible (DESIGN.md E8; found by the virtual-time simulation).
+func TestExactlyOnceRefusedRetryOfAnAppendedProduceIsNotDeadLettered(t *testing.T) {
+	onExactlyOnceHarness(t, func(t *testing.T, h *harness) {
+		// In order: the first matching produce is appended and answered REQUEST_TIMED_OUT
+		// (kfake appends on that error, as a broker may), its retry refused.
+		timedOut := h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "sim.t0", Err: kerr.RequestTimedOut})
+		refused := h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "sim.t0", Err: kerr.TopicAuthorizationFailed})
+		r, run := runStreaming(t, h)
+		h.commit(run.ctx, oneRow(1), 0)
+		end := h.committed[0].txn.EndLSN
+		waitFor(t, 30*time.Second, "the relay to confirm past the row", func() bool { return r.stream.Flushed() >= end })
+		if timedOut.Hits() != 1 || refused.Hits() != 1 {
+			t.Fatalf("the faults answered %d and %d produces, want 1 and 1", timedOut.Hits(), refused.Hits())
+		}
+		if err := run.stop(); err != nil {
+			t.Errorf("Run = %v after a cancel", err)
+		}
+		opts := append(h.netOpts(), kgo.SeedBrokers(h.kafka.ListenAddrs()...))
+		for topic, want := range map[string]int{"sim.t0": 1, simDLQ: 0} {
+			n := 0
+			if err := ktxn.ReadCommitted(context.Background(), opts, topic, func(*kgo.Record) { n++ }); err != nil {
+				t.Fatal(err)
+			}
+			if n != want {
+				t.Errorf("a read_committed reader sees %d records on %s, want %d", n, topic, want)
+			}
+		}
+	})
+}
+
+// A commit that was sent and failed while the run was stopping ends the run with its failure,
+// not as a clean stop: its transaction is closed and nothing of it committed, and a pipeline
+// that went on as if stopped cleanly could take one more batch and confirm an idle keepalive's
+// WAL end past the records the failure aborted (the virtual-time simulation's exactly-once
+// seeds 3815 and 7823 found that; eosCommitIfDue let a failure pass whenever ctx had ended).
+// Here the stop comes while the commit's EndTxn is in flight, and Kafka answers it
+// PRODUCER_FENCED: Run reports the fence, and nothing is confirmed past the row.
+func TestExactlyOnceCommitFailedDuringTheStopEndsTheRunWithItsFailure(t *testing.T) {
+	onExactlyOnceHarness(t, func(t *testing.T, h *harness) {
+		var run *relayRun
+		var r *Relay
+		var stopping atomic.Bool
+		h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.ProducerFenced, Count: -1, When: func(req kmsg.Request) bool {
+			if !commits(req) {
+				return false
+			}
+			stopping.Store(true)
+			run.cancel() // the stop, while this commit is in flight
+			return true
+		}})
+		r, run = runStreaming(t, h)
+		before := r.stream.Flushed()
+		h.commit(run.ctx, oneRow(1), 0)
+		err := run.ended(t, "after the stop")
+		if !stopping.Load() {
+			t.Fatal("no commit was sent")
+		}
+		if !ktxn.IsFenced(err) {
+			t.Errorf("Run = %v, want the fence its commit met", err)
+		}
+		if c := r.stream.Flushed(); c != before {
+			t.Errorf("the relay confirmed %s (from %s) although nothing was committed", c, before)
+		}
+	})
+}

@@ -258,7 +258,11 @@ func (r *Relay) produce(ctx context.Context, x *txn, stamp *sink.Stamp, out deco
 		case sink.Refused:
 			r.cfg.Metrics.ProduceError(metrics.ClassRejected)
 			r.log.Error("Kafka rejected a record for good: dead-lettering it", "topic", rec.Topic, "outbox_id", string(sink.Header(rec, sink.HeaderOutboxID)), "cause", err)
-			r.park(deadLetter{rec: sink.DeadLetter(r.cfg.DLQTopic, rec, relation, err), txn: x, ordered: true, seq: seq})
+			dl := deadLetter{rec: sink.DeadLetter(r.cfg.DLQTopic, rec, relation, err), txn: x, ordered: true, seq: seq}
+			if r.eos != nil {
+				dl.sent = rec // the open transaction may hold it (eosHeld)
+			}
+			r.park(dl)
 		default:
 			// A producer failure, or a batch refused as too large although this
 			// record fits on its own (the topic's limit changed): never confirm past it; the

@@ -73,9 +73,6 @@ type vresult struct {
 	// excused counts the records first delivered after a later record of their key that the
 	// relay reported as acknowledged ahead of their dead letter (harness.excused).
 	excused int
-	// knownDups counts the records of an exactly-once schedule visible on their topic and as a
-	// letter after a timed-out produce was refused on its retry (eosHarness.knownDups).
-	knownDups int
 }
 
 // vsimSetup makes what a schedule does a function of its seed alone, as far as the process
@@ -101,7 +98,7 @@ func TestSimVirtual(t *testing.T) {
 	vsimSetup(t)
 	seeds := vsimSeeds()
 	var virtual atomic.Int64
-	var failed, excused, knownDups, done atomic.Int64
+	var failed, excused, done atomic.Int64
 	var failedMu sync.Mutex
 	var failedSeeds []uint64
 	began := time.Now()
@@ -113,10 +110,6 @@ func TestSimVirtual(t *testing.T) {
 				float64(n)/time.Since(began).Seconds(), failed.Load())
 		}
 		virtual.Add(int64(res.virtual))
-		if res.knownDups > 0 {
-			knownDups.Add(1)
-			t.Logf("seed %d: %d records visible to read_committed consumers on their topic and as a dead letter: a produce appended but answered REQUEST_TIMED_OUT, refused for good on its retry (DESIGN.md E8, the defect not closed yet)", seed, res.knownDups)
-		}
 		if res.excused > 0 {
 			excused.Add(1)
 			t.Logf("seed %d: %d records first delivered after a later record of their key that was acknowledged ahead of their dead letter, the letter then forgotten (the relay reported it; DESIGN.md, \"A key's later records wait for its dead letter\")", seed, res.excused)
@@ -142,9 +135,6 @@ func TestSimVirtual(t *testing.T) {
 	})
 	t.Logf("%d schedules in %s (%.0f schedules/s, %d workers), %s of virtual time", ran, el.Round(time.Millisecond),
 		float64(ran)/el.Seconds(), vsimWorkerCount(), time.Duration(virtual.Load()).Round(time.Second))
-	if n := knownDups.Load(); n > 0 {
-		t.Logf("%d exactly-once schedules met E8's known defect (a letter beside its record)", n)
-	}
 	if n := excused.Load(); n > 0 {
 		t.Logf("%d schedules met the gap of a key's order behind its dead letter that the relay reports but cannot close", n)
 	}
@@ -257,9 +247,6 @@ func runVSchedule(t *testing.T, seed uint64) (res vresult) {
 		defer h.mu.Unlock()
 		res.ok = len(h.violations) == 0
 		res.excused = h.excused
-		if h.eos != nil {
-			res.knownDups = h.eos.knownDups
-		}
 		if *vsimTrace {
 			bt.Logf("seed %d: trace %s (%d events, %s virtual)", seed, res.hash, res.events, res.virtual)
 		}
