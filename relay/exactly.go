@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdc-relay/cdc-relay/internal/retry"
@@ -323,6 +324,15 @@ func (r *Relay) eosHeld(ctx context.Context, rec *kgo.Record) (bool, error) {
 	rctx, cancel := context.WithTimeout(ctx, eosHeldTimeout)
 	defer cancel()
 	held, err := e.prod.Holds(rctx, e.readOpts, rec, sink.HeaderOutboxID, sink.HeaderOutboxTable)
+	if errors.Is(err, kerr.TopicAuthorizationFailed) {
+		// A principal that may write the topic but not read it (Describe and Read) cannot
+		// tell: the letter is produced, which may be a second copy but is never a loss (the
+		// restart would be refused the same read, and the record again, for ever).
+		r.log.Warn("exactly-once: Kafka refused a record, and the relay may not read its topic to see whether the open transaction holds an earlier attempt: "+
+			"dead-lettering it, which may show it twice to read_committed consumers; grant the relay's principal Describe and Read on the topic to make this exact",
+			"topic", rec.Topic, "partition", rec.Partition, "outbox_id", string(sink.Header(rec, sink.HeaderOutboxID)), "cause", err)
+		return false, nil
+	}
 	if err != nil {
 		r.lost.stopProduce()
 		err = fmt.Errorf("relay: exactly-once: read %s partition %d for a record Kafka refused (outbox id %s), which the open transaction may hold: %w",

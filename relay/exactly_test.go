@@ -300,3 +300,37 @@ func TestExactlyOnceCommitFailedDuringTheStopEndsTheRunWithItsFailure(t *testing
 		}
 	})
 }
+
+// A relay whose principal may write a topic but not read it cannot tell whether the open
+// transaction holds an earlier attempt of a record Kafka refused: it dead-letters the record
+// (at worst a second copy, never a loss) and goes on, instead of ending the run on the read,
+// which its restart would be refused again, for ever.
+func TestExactlyOnceRefusedRecordOfATopicTheRelayMayNotReadIsDeadLettered(t *testing.T) {
+	onExactlyOnceHarness(t, func(t *testing.T, h *harness) {
+		refused := h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "sim.t0", Err: kerr.TopicAuthorizationFailed})
+		var checking atomic.Bool // the test's own reads below may read
+		listing := h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.ListOffsets}, Topic: "sim.t0", Err: kerr.TopicAuthorizationFailed, Count: -1,
+			When: func(kmsg.Request) bool { return refused.Hits() > 0 && !checking.Load() }})
+		r, run := runStreaming(t, h)
+		h.commit(run.ctx, oneRow(1), 0)
+		end := h.committed[0].txn.EndLSN
+		waitFor(t, 30*time.Second, "the relay to confirm past the row", func() bool { return r.stream.Flushed() >= end })
+		if refused.Hits() != 1 || listing.Hits() == 0 {
+			t.Fatalf("the faults answered %d produces and %d listings, want 1 and some", refused.Hits(), listing.Hits())
+		}
+		if err := run.stop(); err != nil {
+			t.Errorf("Run = %v after a cancel", err)
+		}
+		checking.Store(true)
+		opts := append(h.netOpts(), kgo.SeedBrokers(h.kafka.ListenAddrs()...))
+		for topic, want := range map[string]int{"sim.t0": 0, simDLQ: 1} {
+			n := 0
+			if err := ktxn.ReadCommitted(context.Background(), opts, topic, func(*kgo.Record) { n++ }); err != nil {
+				t.Fatal(err)
+			}
+			if n != want {
+				t.Errorf("a read_committed reader sees %d records on %s, want %d", n, topic, want)
+			}
+		}
+	})
+}
