@@ -433,11 +433,21 @@ func (h *harness) run(i int, run *simRun, txns []simTxnSpec) {
 	// A silence is checked before the run may end (invariant k): cancels wait for the check.
 	silenced := make(chan struct{})
 	runDone := make(chan struct{})
+	// canceled is closed when the cancel is sent, which a silence can delay by up to its check's
+	// receive timeout: invariant (g)'s bound runs from then.
+	canceled := make(chan struct{})
+	var cancelOnce sync.Once
+	var canceledAt time.Duration
+	began := time.Now()
 	cancelRun := func() {
 		select {
 		case <-silenced:
 		case <-runDone:
 		}
+		cancelOnce.Do(func() {
+			canceledAt = time.Since(began)
+			close(canceled)
+		})
 		cancel()
 	}
 	rs := &runState{run: run, session0: len(h.srv.Sessions()), cancel: func() { go cancelRun() }, cancelMsgs: int64(run.cancelMsgs)}
@@ -545,14 +555,21 @@ func (h *harness) run(i int, run *simRun, txns []simTxnSpec) {
 	}
 	time.AfterFunc(cancelAt, cancelRun)
 	var err error
+	returned := true
 	select {
 	case err = <-errc:
+	case <-canceled:
+		select {
+		case err = <-errc:
+		case <-time.After(h.sc.shutdown + 30*time.Second):
+			returned = false
+			h.violate("g", "run %d: Run did not return within 30s of its cancel and shutdown timeout %s (canceled at %s, due at %s or after %d messages; the sessions sent %d)",
+				i+1, h.sc.shutdown, canceledAt, cancelAt, run.cancelMsgs, rs.sent.Load())
+			err = <-errc
+		}
+	}
+	if returned {
 		h.checkFinalStatus(fmt.Sprintf("run %d", i+1), r, rs.session0)
-	case <-time.After(cancelAt + h.sc.shutdown + 30*time.Second):
-		h.violate("g", "run %d: Run did not return within 30s of its cancel and shutdown timeout %s (canceled at %s or after %d messages; the sessions sent %d)",
-			i+1, h.sc.shutdown, cancelAt, run.cancelMsgs, rs.sent.Load())
-		cancel()
-		err = <-errc
 	}
 	stopSample()
 	for _, stop := range handles {
