@@ -24,8 +24,11 @@ type vschedule struct {
 	minBackoff   time.Duration // replication.Config.MinBackoff / MaxBackoff
 	maxBackoff   time.Duration
 	standbyRetry time.Duration // replication.Config.StandbyRetry (the harness's 10ms: 0)
-	kafkaRetry   time.Duration // franz-go's retry back-off
-	sample       time.Duration // invariant (e)'s sampling period (harness.sample)
+	kafkaRetry   time.Duration // franz-go's retry back-off (the first, with kafkaRetryMax)
+	// kafkaRetryMax, if set, makes the back-off double from kafkaRetry up to it, as franz-go's
+	// default does (without its jitter).
+	kafkaRetryMax time.Duration
+	sample        time.Duration // invariant (e)'s sampling period (harness.sample)
 
 	// Exactly-once (vsimeos_test.go): every run of the schedule in that mode, with its
 	// transaction interval and size, and per run the commit before whose confirm it crashes.
@@ -83,6 +86,9 @@ func (vs *vschedule) offBeat() {
 	vs.minBackoff += 307 * time.Nanosecond
 	vs.maxBackoff += 401 * time.Nanosecond
 	vs.kafkaRetry += 503 * time.Nanosecond
+	if vs.kafkaRetryMax > 0 {
+		vs.kafkaRetryMax += 509 * time.Nanosecond
+	}
 	if vs.standbyRetry > 0 {
 		vs.standbyRetry += 601 * time.Nanosecond
 	}
@@ -112,9 +118,17 @@ func (vs *vschedule) lengthen(rng *rand.Rand) {
 	// Long: timers of production size, so that minutes of outage cost tens of retries, not
 	// millions.
 	sc.statusInterval = []time.Duration{time.Second, 10 * time.Second}[rng.IntN(2)]
+	// The receive timeout too (the default, 60s, or 10s), from a stream of its own so that the
+	// rest of the long schedule stays what it was: at the base schedule's 1s the heartbeat came
+	// every 500ms, two round trips to the walsender a virtual second through hours of outage,
+	// twice the CPU of the rest of a long schedule.
+	trng := rand.New(rand.NewPCG(sc.seed^0x71e0, sc.seed))
+	sc.receiveTimeout = []time.Duration{10 * time.Second, 60 * time.Second}[trng.IntN(2)] + 1511*time.Nanosecond
 	vs.minBackoff, vs.maxBackoff = 250*time.Millisecond, 30*time.Second
 	vs.standbyRetry = 2 * time.Second
-	vs.kafkaRetry = time.Second // franz-go's default back-off ends at 1s
+	// franz-go's default back-off: 250ms doubling to 5s. A fixed 1s (before) was five retries
+	// of a refused partition for the product's one, through an hour of outage.
+	vs.kafkaRetry, vs.kafkaRetryMax = 250*time.Millisecond, 5*time.Second
 	vs.sample = 500 * time.Millisecond
 	sc.shutdown = []time.Duration{time.Second, 30 * time.Second}[rng.IntN(2)]
 	for i := range sc.runs {
@@ -159,8 +173,17 @@ func (vs *vschedule) tune(c *Config) {
 	if vs.standbyRetry > 0 {
 		c.Replication.StandbyRetry = vs.standbyRetry
 	}
-	d := vs.kafkaRetry
-	c.Sink.Opts = append(c.Sink.Opts, kgo.RetryBackoffFn(func(int) time.Duration { return d }))
+	first, most := vs.kafkaRetry, vs.kafkaRetryMax
+	c.Sink.Opts = append(c.Sink.Opts, kgo.RetryBackoffFn(func(fails int) time.Duration {
+		if most == 0 {
+			return first
+		}
+		d := first
+		for ; fails > 1 && d < most; fails-- {
+			d *= 2
+		}
+		return min(d, most)
+	}))
 	if vs.eos {
 		c.ExactlyOnce = &ExactlyOnce{Interval: vs.eosInterval, MaxRecords: vs.eosMaxRecords}
 	}
@@ -168,8 +191,8 @@ func (vs *vschedule) tune(c *Config) {
 
 func (vs *vschedule) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "  virtual time: long %v, confirm delay %s, reconnect back-off %s..%s, standby retry %s, Kafka retry back-off %s\n",
-		vs.long, vs.confirmDelay, vs.minBackoff, vs.maxBackoff, vs.standbyRetry, vs.kafkaRetry)
+	fmt.Fprintf(&b, "  virtual time: long %v, confirm delay %s, reconnect back-off %s..%s, standby retry %s, Kafka retry back-off %s (up to %s)\n",
+		vs.long, vs.confirmDelay, vs.minBackoff, vs.maxBackoff, vs.standbyRetry, vs.kafkaRetry, vs.kafkaRetryMax)
 	b.WriteString(vs.eosString())
 	return b.String()
 }
