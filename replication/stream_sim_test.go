@@ -107,6 +107,75 @@ func TestSimStreamForwardsAndConfirms(t *testing.T) {
 	}
 }
 
+// Caught up, a transaction whose messages arrive one segment at a time (a walsender sends each
+// with its own send()) reaches the consumer as one batch, Begin to Commit: one hand-over to the
+// pipeline per transaction, not one per message.
+func TestSimStreamHandsACaughtUpTransactionOverWhole(t *testing.T) {
+	srv, s := simStream(t, Config{})
+	srv.Script = func(e simwal.Event) simwal.Action { return simwal.Action{Pause: 2 * time.Millisecond} }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch := make(chan []Message, 16)
+	go func() { _ = s.Run(ctx, ch) }()
+	// Committed while the stream streams: a backlog (transactions sent 10ms or more after
+	// their commit) is read in its own mode, by bounded reads.
+	for s.State() != StateStreaming {
+		time.Sleep(time.Millisecond)
+	}
+	rel := simwal.OutboxRelation(16384)
+	deadline := time.After(10 * time.Second)
+	// One at a time, each committed once the last arrived: three committed at once would be
+	// sent 10ms or more after their commit, which is a backlog.
+	for i := range 3 {
+		srv.Commit(64, []simwal.Change{row(rel, string(rune('1'+i))), row(rel, string(rune('a'+i)))})
+		for got := false; !got; {
+			select {
+			case b := <-ch:
+				var kinds []byte
+				for _, m := range b {
+					if m.Kind == KindData {
+						kinds = append(kinds, m.Data[0])
+					}
+				}
+				if len(kinds) == 0 {
+					continue
+				}
+				if kinds[0] != 'B' || kinds[len(kinds)-1] != 'C' {
+					t.Fatalf("transaction %d came in a batch of %q: want it whole, from its Begin to its Commit", i+1, kinds)
+				}
+				got = true
+			case <-deadline:
+				t.Fatalf("%d transactions in 10s, want 3", i)
+			}
+		}
+	}
+}
+
+// A transaction whose Commit is slow to come is not held past the next status update: what was
+// read of it goes to the consumer (a walsender decoding a large transaction from disk).
+func TestSimStreamForwardsAnOpenTransactionAtTheStatusUpdate(t *testing.T) {
+	srv, s := simStream(t, Config{StatusInterval: 20 * time.Millisecond})
+	srv.Script = func(e simwal.Event) simwal.Action {
+		if e.Sent == 3 { // Begin, Relation, Insert sent: the Commit waits for the session's end
+			return simwal.Action{Pause: time.Hour}
+		}
+		return simwal.Action{}
+	}
+	srv.Commit(64, []simwal.Change{row(rel16384(), "1")})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch := make(chan []Message, 16)
+	go func() { _ = s.Run(ctx, ch) }()
+	got := collect(t, ch, 3, map[Kind]int{})
+	for _, m := range got {
+		if m.Kind == KindData && m.Data[0] == 'C' {
+			t.Fatalf("the Commit arrived, but the walsender never sent it")
+		}
+	}
+}
+
+func rel16384() *simwal.Relation { return simwal.OutboxRelation(16384) }
+
 // A dropped connection is retried: a KindReset goes down the channel and the new session starts
 // from the slot's position, replaying what was not confirmed.
 func TestSimStreamReconnectsAndReplays(t *testing.T) {
