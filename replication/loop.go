@@ -13,18 +13,16 @@ import (
 func (s *Stream) stream(ctx context.Context, out chan<- []Message) error {
 	var batch []Message
 	var batchBytes int
-	// open: the last XLogData read was inside a transaction (after its Begin, before its
-	// Commit); timedOut: the last read ended at its deadline or a wake. Caught up, the stream
+	// timedOut: the last read ended at its deadline or a wake. Caught up, the stream
 	// hands the pipeline a transaction whole rather than each message as its segment arrives:
 	// pgoutput (proto_version 1) sends a transaction only once it committed, each message with
-	// its own send(), so the rest follows within microseconds, and three hand-overs between
-	// goroutines for a one-row transaction were most of the pipeline's wake-ups (DESIGN.md,
-	// "Reading a backlog"). A read that times out (or is woken) forwards what it holds, so
+	// its own send(), so the rest follows within microseconds: one hand-over between goroutines
+	// for a one-row transaction instead of three (DESIGN.md, "Reading a backlog"). A read that times out (or is woken) forwards what it holds, so
 	// nothing waits past the next status update; MaxBatch and maxBatchBytes bound the rest.
-	open, timedOut := false, false
+	timedOut := false
 	for {
 		more := s.read.buffered()
-		hold := open && !timedOut && !s.read.lowat
+		hold := s.read.open && !timedOut && !s.read.lowat
 		if len(batch) > 0 && ((!more && !hold) || len(batch) >= MaxBatch || batchBytes >= maxBatchBytes) {
 			if err := s.forward(ctx, out, batch); err != nil {
 				return err
@@ -79,14 +77,6 @@ func (s *Stream) stream(ctx context.Context, out chan<- []Message) error {
 					return fmt.Errorf("parse XLogData: %w", err)
 				}
 				s.read.xlogData(x)
-				if len(x.WALData) > 0 {
-					switch pglogrepl.MessageType(x.WALData[0]) {
-					case pglogrepl.MessageTypeBegin:
-						open = true
-					case pglogrepl.MessageTypeCommit:
-						open = false
-					}
-				}
 				// pgconn reuses its read buffer: the payload must be copied to cross goroutines,
 				// into a buffer of the pool when it is large (payload.go).
 				data, pool := s.payloads.get(len(x.WALData))

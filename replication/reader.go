@@ -44,6 +44,7 @@ type reader struct {
 	tcp     *net.TCPConn // the connection's socket, for SO_RCVLOWAT; nil when not TCP
 	br      *readBuffer  // the connection's read buffer, under pgproto3's
 	lowat   bool         // SO_RCVLOWAT is raised: draining a backlog
+	open    bool         // the last XLogData read was inside a transaction: after its Begin, before its Commit
 	large   bool         // draining large messages: SO_RCVLOWAT drainLowatLarge, reads of readSizeLarge
 	meanMsg int          // the XLogData payloads' moving mean size, bytes
 	lastMsg time.Time    // when the last message arrived, to notice a drained backlog
@@ -69,7 +70,7 @@ func (r *reader) streaming() { r.br.unbuffered = false }
 // touches the new connection: its handshake must not see a read deadline in the past.
 func (r *reader) start(conn *pgconn.PgConn) {
 	r.bound.detach()
-	r.conn, r.tcp, r.lowat, r.large = conn, tcpConn(conn.Conn()), false, false
+	r.conn, r.tcp, r.lowat, r.large, r.open = conn, tcpConn(conn.Conn()), false, false, false
 }
 
 // buffered reports whether the next message (or part of it) has been read from the socket.
@@ -124,10 +125,19 @@ func (r *reader) woken() error { return r.conn.Conn().SetReadDeadline(time.Time{
 
 // xlogData adapts the read mode to an XLogData message: a Begin sent behindLag or more after
 // its commit starts a drain, one sent within caughtUpLag ends it. The lag is on the server's
-// clock alone.
+// clock alone. It also notes whether a transaction is open (Begin read, Commit not yet).
 func (r *reader) xlogData(x pglogrepl.XLogData) {
 	r.meanMsg += (len(x.WALData) - r.meanMsg) / 8
-	if len(x.WALData) == 0 || pglogrepl.MessageType(x.WALData[0]) != pglogrepl.MessageTypeBegin {
+	if len(x.WALData) == 0 {
+		return
+	}
+	switch pglogrepl.MessageType(x.WALData[0]) {
+	case pglogrepl.MessageTypeCommit:
+		r.open = false
+		return
+	case pglogrepl.MessageTypeBegin:
+		r.open = true
+	default:
 		return
 	}
 	var b pglogrepl.BeginMessage

@@ -119,8 +119,10 @@ func TestSimStreamHandsACaughtUpTransactionOverWhole(t *testing.T) {
 	go func() { _ = s.Run(ctx, ch) }()
 	// Committed while the stream streams: a backlog (transactions sent 10ms or more after
 	// their commit) is read in its own mode, by bounded reads.
-	for s.State() != StateStreaming {
-		time.Sleep(time.Millisecond)
+	for began := time.Now(); s.State() != StateStreaming; time.Sleep(time.Millisecond) {
+		if time.Since(began) > 10*time.Second {
+			t.Fatalf("state %s after 10s, want streaming", s.State())
+		}
 	}
 	rel := simwal.OutboxRelation(16384)
 	deadline := time.After(10 * time.Second)
@@ -161,7 +163,7 @@ func TestSimStreamForwardsAnOpenTransactionAtTheStatusUpdate(t *testing.T) {
 		}
 		return simwal.Action{}
 	}
-	srv.Commit(64, []simwal.Change{row(rel16384(), "1")})
+	srv.Commit(64, []simwal.Change{row(simwal.OutboxRelation(16384), "1")})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ch := make(chan []Message, 16)
@@ -173,8 +175,6 @@ func TestSimStreamForwardsAnOpenTransactionAtTheStatusUpdate(t *testing.T) {
 		}
 	}
 }
-
-func rel16384() *simwal.Relation { return simwal.OutboxRelation(16384) }
 
 // A dropped connection is retried: a KindReset goes down the channel and the new session starts
 // from the slot's position, replaying what was not confirmed.
