@@ -34,6 +34,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/cdc-relay/cdc-relay/internal/memnet"
 	"github.com/cdc-relay/cdc-relay/internal/simwal"
 	"github.com/cdc-relay/cdc-relay/replication"
 	"github.com/cdc-relay/cdc-relay/sink"
@@ -143,7 +144,7 @@ type harness struct {
 	// vnet, when set, carries every connection in memory (vsim_test.go: the simulation on
 	// virtual time); nil: TCP on 127.0.0.1. tune, when set, changes each run's Config.
 	// On virtual time every tick costs a wake-up, so hours of it want a coarser sample.
-	vnet        *kfake.VirtualNetwork
+	vnet        *memnet.Network
 	tune        func(*Config)
 	sampleEvery time.Duration // how often invariant (e) samples; 0: every millisecond
 	takeovers   []takeover    // invariant (l), guarded by mu
@@ -705,8 +706,8 @@ func (h *harness) silence(runDone <-chan struct{}, i int, r *Relay, hold time.Du
 	}
 	const slack = 15 * time.Second // a loaded CI machine with -race (6 s seen once, not reproduced)
 	// While the pipeline is slow the stream does not read: it sees only the socket's queue, and
-	// bytes in it are a server heard (a backlog it cannot send more of); on the virtual network's
-	// pipe, which has no queue to look at, every such wait counts as heard. So the receive timeout
+	// bytes in it are a server heard (a backlog it cannot send more of); on the in-memory network,
+	// whose queue the harness does not look at, every such wait counts as heard. So the receive timeout
 	// runs from the silence or from the stream's last wait for the pipeline, whichever is later:
 	// Kafka holding the records in flight for 15 s after a 209 ms outage (franz-go retries a
 	// partition that was not its leader at its next metadata refresh, 5 s apart at the least)

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/cdc-relay/cdc-relay/internal/memnet"
 	"github.com/cdc-relay/cdc-relay/internal/simwal"
 	"github.com/cdc-relay/cdc-relay/replication"
 	"github.com/cdc-relay/cdc-relay/sink"
@@ -36,7 +37,7 @@ func fixedHarness(t *testing.T, statusInterval time.Duration) *harness {
 func newFixedHarness(t *testing.T, sc *schedule) *harness {
 	t.Helper()
 	logw := &lockedBuf{}
-	h := &harness{t: t, sc: sc, logw: logw, store: &tableStore{}, log: slog.New(slog.NewTextHandler(logw, nil)), vnet: &kfake.VirtualNetwork{}}
+	h := &harness{t: t, sc: sc, logw: logw, store: &tableStore{}, log: slog.New(slog.NewTextHandler(logw, nil)), vnet: &memnet.Network{}}
 	if err := h.setup(); err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,7 @@
 package relay
 
 // The simulation on virtual time: the schedules and invariants of sim_test.go, each run inside a
-// testing/synctest bubble with every connection in memory (kfake.VirtualNetwork: net.Pipe), so
+// testing/synctest bubble with every connection in memory (internal/memnet: buffered pipes), so
 // every timer the relay, franz-go, kfake and the walsender use (confirm delay, status interval,
 // reconnect and retry back-off, the Kafka outage watch, the shutdown timeout, the harness's own
 // cancels and outages) runs on the bubble's clock, which jumps ahead whenever every goroutine in
@@ -34,8 +34,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
-
+	"github.com/cdc-relay/cdc-relay/internal/memnet"
 	"github.com/cdc-relay/cdc-relay/internal/retry"
 )
 
@@ -214,7 +213,7 @@ func runVSchedule(t *testing.T, seed uint64) (res vresult) {
 	synctest.Test(t, func(bt *testing.T) {
 		vs := newVSim(seed)
 		sc := vs.sc
-		h := &harness{t: bt, sc: sc, logw: &lockedBuf{}, store: &tableStore{}, vnet: &kfake.VirtualNetwork{}, tune: vs.tune, sampleEvery: vs.sample}
+		h := &harness{t: bt, sc: sc, logw: &lockedBuf{}, store: &tableStore{}, vnet: &memnet.Network{}, tune: vs.tune, sampleEvery: vs.sample}
 		if vs.eos {
 			h.eos = &eosHarness{crashAfter: vs.crashAfter}
 		}

@@ -11,8 +11,9 @@ import (
 )
 
 // The harness's network: TCP on 127.0.0.1 (the real-time simulation), or, with h.vnet set, one
-// in-memory network (net.Pipe connections) for kfake, every franz-go client and the scripted
-// walsender, which is what lets a testing/synctest bubble hold them all (vsim_test.go).
+// in-memory network (internal/memnet: a queue each way, as a socket has) for kfake, every
+// franz-go client and the scripted walsender, which is what lets a testing/synctest bubble
+// hold them all (vsim_test.go).
 
 func (h *harness) clusterOpts() []kfake.Opt {
 	if h.vnet == nil {
