@@ -23,8 +23,8 @@ scripts/lint.sh
 # The simulation on virtual time, 10,000 schedules without -race (the -race run below runs its
 # default, fewer: -race costs ~10x per schedule), then 200 seeds run twice, each giving one trace
 # both times (TestSimVirtualDeterministic); no services, and alone, so it takes both cores:
-# ~21 ms of CPU a schedule, ~210 CPU seconds for the 10,000, so under two minutes on two idle
-# cores (the count is the proof: it is not cut to fit a round figure).
+# ~22 ms of CPU a schedule, ~225 CPU seconds for the 10,000: 118 s on two quiet cores (the count
+# is the proof: it is not cut to fit a round figure).
 go test -count=1 -timeout 15m -run 'SimVirtual$' ./relay -vsim.n 10000
 go test -count=1 -timeout 5m -run 'SimVirtualDeterministic$' ./relay
 (
