@@ -83,7 +83,7 @@ func TestAReadDeadlineEndsAWaitingReadOnTheClock(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s, _ := dialed(t)
 		began := time.Now()
-		s.SetReadDeadline(began.Add(10 * time.Second))
+		_ = s.SetReadDeadline(began.Add(10 * time.Second))
 		_, err := s.Read(make([]byte, 1))
 		if !errors.Is(err, os.ErrDeadlineExceeded) {
 			t.Fatalf("read: %v, want a deadline exceeded", err)
@@ -96,13 +96,13 @@ func TestAReadDeadlineEndsAWaitingReadOnTheClock(t *testing.T) {
 		}
 		// A deadline in the past ends a read even with bytes queued (as a socket's does); cleared,
 		// the read gets them.
-		s.SetReadDeadline(time.Unix(1, 0))
+		_ = s.SetReadDeadline(time.Unix(1, 0))
 		go s.(*conn).peerWrite(t, "x")
 		synctest.Wait()
 		if _, err := s.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
 			t.Fatalf("read past its deadline: %v", err)
 		}
-		s.SetReadDeadline(time.Time{})
+		_ = s.SetReadDeadline(time.Time{})
 		if b := make([]byte, 1); func() error { _, err := s.Read(b); return err }() != nil || string(b) != "x" {
 			t.Fatalf("read after the deadline was cleared: %q", b)
 		}
@@ -126,7 +126,9 @@ func TestCloseHandsThePeerWhatWasQueuedThenEOF(t *testing.T) {
 			blocked <- err
 		}()
 		synctest.Wait()
-		s.Write([]byte("last"))
+		if _, err := s.Write([]byte("last")); err != nil {
+			t.Fatal(err)
+		}
 		if err := <-blocked; err != nil {
 			t.Fatalf("the waiting read: %v", err)
 		}
