@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -112,15 +111,11 @@ func (r *Relay) produceDeadLetters(ctx context.Context) error {
 		return nil
 	}
 	letters := r.dlq.take()
-	sctx, release := r.lost.withSession(ctx)
-	var unresolved atomic.Int64 // the letters produced with sctx, and this call
-	unresolved.Store(int64(len(letters)) + 1)
-	resolved := func() {
-		if unresolved.Add(-1) == 0 {
-			release()
-		}
-	}
-	defer resolved()
+	// A letter's Produce context does not end with ctx, as the pipeline's does not (lost.go): the
+	// producer may fail a request in flight whose context ended, and a stop then failed a letter
+	// the broker had written, which the drain sent again (two copies of one letter). It ends with
+	// the session, and with ctx only while its Produce call waits for buffer space.
+	base := context.WithoutCancel(ctx)
 	for _, dl := range letters {
 		x := dl.txn
 		if refusal := r.dlqTopicRefusal(); refusal != nil {
@@ -128,24 +123,23 @@ func (r *Relay) produceDeadLetters(ctx context.Context) error {
 			// wait for franz-go to learn that again (one metadata refresh, 5 s, per letter).
 			r.table.push(tableLetter{rec: dl.rec, refusal: refusal, txn: x})
 			r.dlq.wake()
-			resolved()
 			continue
 		}
 		if dl.sent != nil {
 			held, err := r.eosHeld(ctx, dl.sent)
 			if err != nil {
-				resolved()
 				return err
 			}
 			if held {
 				r.letters.remove(dl.rec)
 				r.track.done(x)
-				resolved()
 				continue
 			}
 		}
-		r.sink.Produce(sctx, dl.rec, func(rec *kgo.Record, err error) {
-			defer resolved()
+		lctx, release := r.lost.withSession(base)
+		waiting := context.AfterFunc(ctx, release)
+		r.sink.Produce(lctx, dl.rec, func(rec *kgo.Record, err error) {
+			defer release()
 			if errors.Is(err, kgo.ErrAborting) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 				// Aborted with the lost session's records, or its request ended by the session's
 				// cancel: still owed (lost.go), queued again and produced once the abort ended. Or
@@ -170,6 +164,7 @@ func (r *Relay) produceDeadLetters(ctx context.Context) error {
 			r.stats.DeadLettered.Add(1)
 			r.parked(rec, x)
 		})
+		waiting()
 	}
 	return r.track.err()
 }

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/cdc-relay/cdc-relay/replication"
+	ktxn "github.com/cdc-relay/cdc-relay/sink/txn"
 )
 
 // A dead letter still waiting for the dead-letter topic when the session is lost is parked once
@@ -208,6 +210,44 @@ func TestCleanStopFlushesBufferedRecords(t *testing.T) {
 				c, end, r.stats.Published.Load())
 		}
 		h.failOnViolations()
+	})
+}
+
+// A clean stop does not cancel a dead letter already sent to the dead-letter topic. The letters'
+// Produce context ended with Run's, and franz-go, which may fail a request in flight
+// (AllowIdempotentProduceCancellation), failed the letter's with context.Canceled although the
+// broker had written it; the letter was queued again and the shutdown's drain sent it a second
+// time: two copies of one letter, which dead-letters replay then counts as two refusals (the
+// end-to-end replay test saw that in CI). Here the stop comes while the letter's request is at
+// the broker, which then appends it: the topic holds it once.
+func TestCleanStopKeepsTheDeadLetterInFlight(t *testing.T) {
+	onFixedHarness(t, func(t *testing.T, h *harness) {
+		var run *relayRun
+		var stopped atomic.Bool
+		h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: simDLQ, Count: -1, When: func(kmsg.Request) bool {
+			if stopped.CompareAndSwap(false, true) {
+				run.cancel()    // the stop, while the letter's request is at the broker
+				synctest.Wait() // every goroutine the cancel wakes has acted on it
+			}
+			return false // not faulted: the broker appends the letter and answers
+		}})
+		r, run := runStreaming(t, h)
+		h.commit(run.ctx, []simTxnSpec{{rows: []simRow{{id: 1, key: "k", class: rowBad, payload: `{"n":1}`}}}}, 0)
+		if err := <-run.done; err != nil {
+			t.Fatalf("Run = %v after a cancel", err)
+		}
+		if !stopped.Load() {
+			t.Fatal("no dead letter was sent before the stop")
+		}
+		n := 0
+		opts := append(h.netOpts(), kgo.SeedBrokers(h.kafka.ListenAddrs()...))
+		if err := ktxn.ReadCommitted(context.Background(), opts, simDLQ, func(*kgo.Record) { n++ }); err != nil {
+			t.Fatal(err)
+		}
+		if n != 1 || r.stats.DeadLettered.Load() != 1 {
+			t.Errorf("the dead-letter topic holds %d copies of the one letter (dead-lettered %d), want 1: the stop canceled the letter's request after the broker took it, and the drain sent it again",
+				n, r.stats.DeadLettered.Load())
+		}
 	})
 }
 
