@@ -101,9 +101,9 @@ func (l *lostSession) stopProduce() {
 }
 
 // withSession returns a context that ends with ctx and with the session's Produce context, for
-// the dead-letter goroutine's records: a lost session's cancel ends their requests in flight too
-// (the letters are queued again and parked after the abort), so the abort waits for nothing.
-// release frees it once every record produced with it is resolved.
+// a dead letter (produceDeadLetters gives it one that does not end with Run's): a lost session's
+// cancel ends its request in flight too (the letter is queued again and parked after the abort),
+// so the abort waits for nothing. release ends it; the letter's promise calls it.
 func (l *lostSession) withSession(ctx context.Context) (_ context.Context, release func()) {
 	c, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(l.produceContext(ctx), cancel)
