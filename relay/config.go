@@ -32,7 +32,8 @@ type Config struct {
 	// Buffer bounds the replication messages waiting between the connection and the
 	// producer (they wait in batches of up to replication.MaxBatch). Default 4096.
 	Buffer int
-	// ShutdownTimeout bounds the final Kafka flush. Default 30s.
+	// ShutdownTimeout bounds a stop, from the moment Run's context ends: the final Kafka flush and
+	// an exactly-once commit in flight then. Default 30s.
 	ShutdownTimeout time.Duration
 	// StartupTimeout is how long each attempt to reach Kafka at startup waits before the relay
 	// warns and tries again; it waits for Kafka for as long as it takes. Default 10s.

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -333,4 +334,74 @@ func TestExactlyOnceRefusedRecordOfATopicTheRelayMayNotReadIsDeadLettered(t *tes
 			}
 		}
 	})
+}
+
+// A stop while a commit waits for Kafka ends within the shutdown timeout. The commit's context
+// did not end with the stop (a commit cut short has an unknown outcome), and franz-go waits for
+// the answer to the checkpoint's produce even once its context ended: a stop during a commit
+// whose answers Kafka held kept Run past its shutdown timeout, for as long as Kafka held them
+// (the virtual-time simulation's exactly-once seeds 11305, 18800 and 24212, past its bound of
+// the shutdown timeout and 30 s). Here Kafka answers no produce from the commit's checkpoint on,
+// and the stop comes then: Run returns within the shutdown timeout, the row not confirmed.
+func TestExactlyOnceStopDuringAHeldCommitEndsWithinTheShutdownTimeout(t *testing.T) {
+	onExactlyOnceHarness(t, func(t *testing.T, h *harness) {
+		h.sc.shutdown = 5 * time.Second
+		r, run := runStreaming(t, h)
+		checkpoints := topicID(t, h, ktxn.DefaultCheckpointTopic) // produce requests name topics by id
+		var canceledAt atomic.Pointer[time.Time]
+		h.kafka.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+			h.kafka.KeepControl()
+			if canceledAt.Load() != nil {
+				return nil, nil, true // held: no answer
+			}
+			for _, tp := range req.(*kmsg.ProduceRequest).Topics {
+				if tp.TopicID == checkpoints {
+					now := time.Now()
+					canceledAt.Store(&now)
+					run.cancel() // the stop, while the commit's checkpoint is at the broker
+					return nil, nil, true
+				}
+			}
+			return nil, nil, false
+		})
+		before := r.stream.Flushed()
+		h.commit(run.ctx, oneRow(1), 0)
+		var err error
+		select {
+		case err = <-run.done:
+		case <-time.After(10 * time.Minute):
+			t.Fatal("Run did not return within 10 minutes of the stop")
+		}
+		if err == nil {
+			t.Error("Run = nil, want the commit cut short by the stop (its outcome unknown: the restart reads the checkpoint)")
+		}
+		at := canceledAt.Load()
+		if at == nil {
+			t.Fatal("no commit was sent")
+		}
+		if d := time.Since(*at); d > h.sc.shutdown {
+			t.Errorf("Run returned %s after the stop, past the shutdown timeout %s: it waited for the commit's held answer", d, h.sc.shutdown)
+		}
+		if c := r.stream.Flushed(); c != before {
+			t.Errorf("the relay confirmed %s (from %s) although the commit's outcome is unknown", c, before)
+		}
+	})
+}
+
+// topicID is the id the harness's cluster gave topic.
+func topicID(t *testing.T, h *harness, topic string) [16]byte {
+	t.Helper()
+	cl, err := kgo.NewClient(append(h.netOpts(), kgo.SeedBrokers(h.kafka.ListenAddrs()...))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	td, err := kadm.NewClient(cl).ListTopics(context.Background(), topic)
+	if err == nil {
+		err = td.Error()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return td[topic].ID
 }

@@ -69,6 +69,9 @@ type Relay struct {
 	// stream's goroutine, the channel's only sender) to send its mark.
 	msgs    chan []replication.Message
 	stopped <-chan struct{}
+	// shutdown ends ShutdownTimeout after Run's context ends, not with it: what a stop may still
+	// wait for (the final flush, an exactly-once commit in flight) ends then (afterStop).
+	shutdown context.Context
 	// produced numbers the records the pipeline makes past a bad row (its goroutine alone), so
 	// that an acknowledgement can tell whether it passed a letter of its key (letterorder.go).
 	produced uint64
@@ -156,6 +159,9 @@ func (r *Relay) Run(ctx context.Context) error {
 
 	// The stream hands over batches of up to replication.MaxBatch messages.
 	msgs := make(chan []replication.Message, max(1, r.cfg.Buffer/replication.MaxBatch))
+	shutdown, release := afterStop(ctx, r.cfg.ShutdownTimeout)
+	defer release()
+	r.shutdown = shutdown
 	g, gctx := errgroup.WithContext(ctx)
 	r.msgs, r.stopped = msgs, gctx.Done()
 	defer context.AfterFunc(gctx, r.lost.stopProducing)()
@@ -165,9 +171,14 @@ func (r *Relay) Run(ctx context.Context) error {
 	g.Go(func() error { return r.watchKafka(gctx) })
 	runErr := g.Wait()
 
-	// Shutdown: reading has stopped. Let Kafka acknowledge what it holds, then confirm it.
-	fctx, cancel := context.WithTimeout(context.Background(), r.cfg.ShutdownTimeout)
-	defer cancel()
+	// Shutdown: reading has stopped. Let Kafka acknowledge what it holds, then confirm it, within
+	// ShutdownTimeout of the stop (of now, if a failure ended the run).
+	fctx := shutdown
+	if ctx.Err() == nil {
+		var cancel context.CancelFunc
+		fctx, cancel = context.WithTimeout(context.Background(), r.cfg.ShutdownTimeout)
+		defer cancel()
+	}
 	if r.eos != nil {
 		runErr = r.eosFinish(fctx, runErr)
 	} else if err := r.drain(fctx); err != nil {
@@ -228,3 +239,30 @@ func (r *Relay) drain(ctx context.Context) error {
 
 // Confirmed returns the position confirmed to PostgreSQL so far.
 func (r *Relay) Confirmed() pglogrepl.LSN { return r.stream.Flushed() }
+
+// afterStop returns a context that does not end with ctx but d after it, and the func that
+// releases it. A stop's deadline runs from the stop: what the stop waits for before the final
+// flush (an exactly-once commit whose answers Kafka holds) counts against ShutdownTimeout.
+func afterStop(ctx context.Context, d time.Duration) (context.Context, func()) {
+	c, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var mu sync.Mutex
+	var timer *time.Timer
+	released := false
+	stop := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !released {
+			timer = time.AfterFunc(d, cancel)
+		}
+	})
+	return c, func() {
+		stop()
+		mu.Lock()
+		released = true
+		if timer != nil {
+			timer.Stop()
+		}
+		mu.Unlock()
+		cancel()
+	}
+}

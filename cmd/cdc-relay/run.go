@@ -59,7 +59,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) (err e
 	fs.DurationVar(&scfg.Linger, "linger", 0, "how long a partition waits for more records before sending")
 	fs.StringVar(&scfg.ClientID, "kafka-client-id", "cdc-relay", "Kafka client id")
 	fs.DurationVar(&rcfg.StartupTimeout, "kafka-timeout", 10*time.Second, "how long each attempt to reach Kafka at startup waits before the relay warns and tries again (it waits as long as it takes)")
-	fs.DurationVar(&rcfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for Kafka to acknowledge what it holds")
+	fs.DurationVar(&rcfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a stop waits, from the signal, for Kafka to acknowledge what it holds (and for an exactly-once commit in flight)")
 	delivery.register(fs)
 	ops.registerMetrics(fs)
 	ops.registerSlot(fs)
