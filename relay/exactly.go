@@ -220,10 +220,10 @@ func (r *Relay) eosCommit(ctx context.Context) error {
 	sys := r.stream.System()
 	cp.SystemID, cp.Timeline = sys.ID, sys.Timeline
 	// Not ctx: a commit canceled midway has an unknown outcome. Kafka aborts a transaction
-	// open longer than its timeout anyway. But a stop bounds it (r.shutdown): a commit whose
-	// answers Kafka holds kept Run for the transaction timeout past the shutdown timeout (the
-	// virtual-time simulation's exactly-once seeds 11305, 18800 and 24212); cut short, its
-	// outcome is unknown, and the restart reads the checkpoint to learn it.
+	// open longer than its timeout anyway. But a stop bounds it (r.shutdown): a stop during a
+	// commit whose answers Kafka held kept Run past the shutdown timeout (the virtual-time
+	// simulation's exactly-once seeds 11305, 18800 and 24212); cut short, its outcome is
+	// unknown, and the restart reads the checkpoint to learn it.
 	cctx, cancel := context.WithTimeout(r.shutdownContext(ctx), e.cfg.TransactionTimeout)
 	defer cancel()
 	began := time.Now()
