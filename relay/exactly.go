@@ -224,7 +224,7 @@ func (r *Relay) eosCommit(ctx context.Context) error {
 	// commit whose answers Kafka held kept Run past the shutdown timeout (the virtual-time
 	// simulation's exactly-once seeds 11305, 18800 and 24212); cut short, its outcome is
 	// unknown, and the restart reads the checkpoint to learn it.
-	cctx, cancel := context.WithTimeout(r.shutdownContext(ctx), e.cfg.TransactionTimeout)
+	cctx, cancel := context.WithTimeout(r.shutdown, e.cfg.TransactionTimeout)
 	defer cancel()
 	began := time.Now()
 	err := e.prod.Commit(cctx, cp)
@@ -349,13 +349,4 @@ func (r *Relay) eosHeld(ctx context.Context, rec *kgo.Record) (bool, error) {
 			"topic", rec.Topic, "partition", rec.Partition, "outbox_id", string(sink.Header(rec, sink.HeaderOutboxID)))
 	}
 	return held, nil
-}
-
-// shutdownContext is Run's shutdown context (ShutdownTimeout after the stop), or, outside Run
-// (tests that call the pipeline's parts), one that does not end with ctx.
-func (r *Relay) shutdownContext(ctx context.Context) context.Context {
-	if r.shutdown != nil {
-		return r.shutdown
-	}
-	return context.WithoutCancel(ctx)
 }

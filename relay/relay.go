@@ -256,27 +256,10 @@ const finalStatusTimeout = 5 * time.Second
 
 // afterStop returns a context that does not end with ctx but d after it, and the func that
 // releases it. A stop's deadline runs from the stop: what the stop waits for before the final
-// flush (an exactly-once commit whose answers Kafka holds) counts against ShutdownTimeout.
+// flush (an exactly-once commit whose answers Kafka holds) counts against ShutdownTimeout. A
+// timer the stop started may outlive release: it cancels what is canceled already.
 func afterStop(ctx context.Context, d time.Duration) (context.Context, func()) {
 	c, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	var mu sync.Mutex
-	var timer *time.Timer
-	released := false
-	stop := context.AfterFunc(ctx, func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if !released {
-			timer = time.AfterFunc(d, cancel)
-		}
-	})
-	return c, func() {
-		stop()
-		mu.Lock()
-		released = true
-		if timer != nil {
-			timer.Stop()
-		}
-		mu.Unlock()
-		cancel()
-	}
+	stop := context.AfterFunc(ctx, func() { time.AfterFunc(d, cancel) })
+	return c, func() { stop(); cancel() }
 }
