@@ -92,8 +92,8 @@ func unmarshalBatch(v []byte) (Batch, error) {
 // it writes b, the rows the open transaction published, into it, flushes and commits, with
 // Commit's errors and what each means. Mark the rows published only after it returned nil.
 func (p *Producer) CommitBatch(ctx context.Context, b Batch) error {
-	if p.fence != nil {
-		return p.fence
+	if err := p.usable(); err != nil {
+		return err
 	}
 	value, err := marshalBatch(p.cfg.Slot, b)
 	if err != nil {

@@ -38,6 +38,15 @@ var (
 	// committed the transaction: confirm nothing, read the checkpoint again (ReadCheckpoint)
 	// and replay from the slot, skipping what the checkpoint covers.
 	ErrOutcomeUnknown = errors.New("the outcome of the Kafka commit is unknown")
+	// ErrSpent is what a Producer returns once an EndTxn of its (a commit, or an abort) went
+	// unanswered: make a new Producer on a new Kafka client, whose New takes the id again and
+	// aborts what the unanswered request left open. The spent one cannot be healed: franz-go
+	// would take the id back at the producer's old epoch (KIP-360), and Kafka refuses that with
+	// PRODUCER_FENCED when the request reached a coordinator that restarted before it answered
+	// (transactions version 2 bumps the epoch at each EndTxn, and a coordinator that reloads
+	// its log forgets the epoch before it, seen on Kafka 4.4): a fence no other producer caused,
+	// which a caller would take for another relay holding the slot.
+	ErrSpent = errors.New("txn: this producer's last commit or abort went unanswered; make a new Producer on a new Kafka client (it takes the transactional id again)")
 	// ErrNoSlot is returned by Config.Validate when the slot is not named.
 	ErrNoSlot = errors.New("txn: the slot is not named: the transactional id and the checkpoint key derive from it")
 )

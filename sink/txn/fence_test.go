@@ -94,8 +94,39 @@ func TestCommitUnconfirmedIsOutcomeUnknown(t *testing.T) {
 	if !errors.Is(err, ErrOutcomeUnknown) || IsFenced(err) {
 		t.Fatalf("commit answered UNKNOWN_SERVER_ERROR returned %v, want ErrOutcomeUnknown", err)
 	}
-	// The producer goes on: the next transaction begins and commits (the control answered
-	// only commits, and only the first one's state matters here).
+	// The producer is spent: franz-go would take the id back at the old epoch, which Kafka may
+	// refuse as a fence no other producer caused (ErrSpent). The caller makes a new one.
+	if !p.Spent() {
+		t.Fatal("a commit whose outcome is unknown left the producer usable")
+	}
+	if err := p.Begin(); !errors.Is(err, ErrSpent) {
+		t.Errorf("Begin on a spent producer returned %v, want ErrSpent", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := p.Commit(ctx, Checkpoint{Slot: "s", Position: 0x200}); !errors.Is(err, ErrSpent) {
+		t.Errorf("Commit on a spent producer returned %v, want ErrSpent", err)
+	}
+	if err := p.Abort(ctx); err != nil {
+		t.Errorf("Abort on a spent producer returned %v, want nil (the next producer's New aborts what is left)", err)
+	}
+}
+
+// A commit that Kafka answered is no reason to spend the producer: the next one begins.
+func TestCommitAnsweredLeavesTheProducerUsable(t *testing.T) {
+	p, err := fakeProducer(t, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := commitOne(t, p); err != nil {
+		t.Fatal(err)
+	}
+	if p.Spent() {
+		t.Fatal("a committed transaction spent the producer")
+	}
+	if err := commitOne(t, p); err != nil {
+		t.Fatalf("the second transaction: %v", err)
+	}
 }
 
 // Taking the transactional id can fail two ways: a newer producer fenced this one as it

@@ -92,6 +92,7 @@ type Producer struct {
 	cl    *kgo.Client
 	cfg   Config
 	fence error // the *FencedError once one was met: every later call returns it
+	spent bool  // an EndTxn went unanswered: Begin and Commit return ErrSpent (errors.go)
 }
 
 // New takes the slot's transactional id with cl (built with cfg.ClientOpts): the
@@ -125,10 +126,26 @@ func (p *Producer) Client() *kgo.Client { return p.cl }
 // TransactionalID is the producer's transactional.id.
 func (p *Producer) TransactionalID() string { return p.cfg.TransactionalID }
 
-// Begin opens a transaction. A producer that was fenced gets a *FencedError.
-func (p *Producer) Begin() error {
-	if p.fence != nil {
+// Spent reports whether an EndTxn of this producer (a commit or an abort) went unanswered:
+// its Begin and Commit return ErrSpent, and the caller makes a new Producer on a new client.
+func (p *Producer) Spent() bool { return p.spent }
+
+// usable is the error every call but Abort returns once the producer is fenced or spent.
+func (p *Producer) usable() error {
+	switch {
+	case p.fence != nil:
 		return p.fence
+	case p.spent:
+		return ErrSpent
+	}
+	return nil
+}
+
+// Begin opens a transaction. A producer that was fenced gets a *FencedError; one that is
+// spent (Spent) gets ErrSpent.
+func (p *Producer) Begin() error {
+	if err := p.usable(); err != nil {
+		return err
 	}
 	if err := p.cl.BeginTransaction(); err != nil {
 		return p.fatal(fmt.Errorf("txn: begin: %w", fenced(p.cfg.TransactionalID, err)))
@@ -167,11 +184,12 @@ func (p *Producer) Produce(ctx context.Context, r *kgo.Record, promise func(*kgo
 //     last committed checkpoint.
 //   - ErrOutcomeUnknown: the commit was sent and its answer lost; the transaction is aborted
 //     if it was not committed; read the checkpoint again to know which, and replay from it.
+//     The producer is spent (Spent): make a new one on a new client first (ErrSpent).
 //   - anything else (a checkpoint that does not validate): nothing was sent, the transaction
 //     is still open.
 func (p *Producer) Commit(ctx context.Context, cp Checkpoint) error {
-	if p.fence != nil {
-		return p.fence
+	if err := p.usable(); err != nil {
+		return err
 	}
 	return p.fatal(p.commit(ctx, cp))
 }
@@ -223,7 +241,10 @@ func (p *Producer) commitRecord(ctx context.Context, rec *kgo.Record, what strin
 			return p.abortAfter(ctx, fmt.Errorf("txn: commit not attempted: %w", err))
 		}
 		// Per franz-go's EndTransaction: an unconfirmed outcome is retried with TryAbort,
-		// which reloads the producer id and fence-aborts anything still open.
+		// which reloads the producer id and fence-aborts anything still open. Whatever the
+		// abort says, the producer is spent: the reload may never have reached Kafka, and a
+		// later one can meet a fence that no other producer caused (ErrSpent).
+		p.spent = true
 		abortErr := p.cl.EndTransaction(ctx, kgo.TryAbort)
 		if IsFenced(abortErr) {
 			return fmt.Errorf("txn: commit: %w", fenced(id, abortErr))
@@ -268,10 +289,15 @@ func (p *Producer) abortAfter(ctx context.Context, cause error) error {
 }
 
 // Abort drops what the open transaction buffers and aborts it: none of its records become
-// visible to read_committed consumers. A fence is a *FencedError.
+// visible to read_committed consumers. A fence is a *FencedError. A spent producer's Abort
+// does nothing and returns nil: what the unanswered EndTxn left open is aborted by the next
+// producer's New (or by Kafka at the transaction timeout).
 func (p *Producer) Abort(ctx context.Context) error {
-	if p.fence != nil {
+	switch {
+	case p.fence != nil:
 		return p.fence
+	case p.spent:
+		return nil
 	}
 	return p.fatal(p.abort(ctx))
 }
@@ -281,7 +307,11 @@ func (p *Producer) abort(ctx context.Context) error {
 		return fmt.Errorf("txn: abort buffered records: %w", err)
 	}
 	if err := p.cl.EndTransaction(ctx, kgo.TryAbort); err != nil {
-		return fmt.Errorf("txn: abort: %w", fenced(p.cfg.TransactionalID, err))
+		err = fenced(p.cfg.TransactionalID, err)
+		if !IsFenced(err) {
+			p.spent = true // the abort may have reached Kafka and bumped the epoch (ErrSpent)
+		}
+		return fmt.Errorf("txn: abort: %w", err)
 	}
 	return nil
 }
