@@ -492,12 +492,18 @@ func (p *Poller) abortOpen() {
 }
 
 // settle readies an exactly-once poller to select: it takes the transactional id and reads
-// the checkpoint if that was not done (Check does it), aborts a transaction a failed cycle
-// left open, reads the checkpoint again after a commit whose outcome is unknown, and marks the rows of the newest checkpoint if they may be unmarked
-// (on start, after a failed mark). Until the mark succeeds no row is selected: rows Kafka
-// committed are never selected again.
+// the checkpoint if that was not done (Check does it) or the producer is spent (with a new
+// Kafka client: renewProducer), aborts a transaction a failed cycle left open, reads the
+// checkpoint again after a commit whose outcome is unknown, and marks the rows of the newest
+// checkpoint if they may be unmarked (on start, after a failed mark). Until the mark succeeds
+// no row is selected: rows Kafka committed are never selected again.
 func (p *Poller) settle(ctx context.Context) error {
 	e := p.eos
+	if e.tx != nil && e.tx.Spent() {
+		if err := p.renewProducer(); err != nil {
+			return err
+		}
+	}
 	if e.tx == nil {
 		if err := e.start(ctx, p.sink.Client(), p.tbl.String()); err != nil {
 			return err
@@ -524,6 +530,25 @@ func (p *Poller) settle(ctx context.Context) error {
 	if n := tag.RowsAffected(); n > 0 {
 		p.log.Info("marked the rows of the last committed batch, which Kafka holds, published", "batch", e.last.Seq, "rows", n)
 	}
+	return nil
+}
+
+// renewProducer replaces the Kafka client of a spent transactional producer (a commit or an
+// abort went unanswered: txn.ErrSpent) with a new one. The next settle takes the transactional
+// id with it, which aborts what the unanswered request left open, and reads the checkpoint to
+// learn whether the commit happened. The spent client cannot take the id back: Kafka may
+// refuse its epoch with PRODUCER_FENCED although no other poller has the id, and the poller
+// would stop as if one had.
+func (p *Poller) renewProducer() error {
+	snk, err := sink.New(p.cfg.Sink)
+	if err != nil {
+		return err
+	}
+	p.sink.Close()
+	p.sink = snk
+	e := p.eos
+	e.tx, e.open, e.reread = nil, false, true
+	p.log.Info("exactly-once: a Kafka transaction's end went unanswered: a new Kafka client takes the transactional id again and reads the checkpoint")
 	return nil
 }
 
