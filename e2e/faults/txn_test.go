@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/cdc-relay/cdc-relay/internal/retry"
 	"github.com/cdc-relay/cdc-relay/internal/testenv"
 	"github.com/cdc-relay/cdc-relay/sink/txn"
 )
@@ -35,7 +36,11 @@ func (o txnOutcome) String() string {
 // transaction is visible to read_committed consumers whole when Commit returned nil, not at all
 // when it returned ErrNotCommitted (whole or not at all when the outcome is unknown), never a
 // part of one; the checkpoint is the newest visible transaction's; no error is taken for a
-// fence; and the producer commits again once the broker is back.
+// fence; and transactions commit again once the broker is back. A Commit whose outcome is
+// unknown spends the producer (txn.ErrSpent): the loop goes on with a new one on a new client,
+// as the relay's restart and the poller do. The old client would take the id back at its old
+// epoch, which Kafka 4.4 refuses with PRODUCER_FENCED when the kill came between the commit's
+// epoch bump and its answer (one run in four).
 func TestTransactionalCommitsSayTrulyWhatABrokerKillDid(t *testing.T) {
 	testenv.CheckControlled(t)
 	name := testenv.Name(t)
@@ -54,12 +59,19 @@ func TestTransactionalCommitsSayTrulyWhatABrokerKillDid(t *testing.T) {
 		defer cancel()
 		_, _ = kadm.NewClient(adm).DeleteTopics(c, cfg.CheckpointTopic)
 	})
-	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, opts...), cfg.ClientOpts()...)...)
-	if err != nil {
-		t.Fatal(err)
+	newProducer := func() (*txn.Producer, error) {
+		cl, err := kgo.NewClient(append(append([]kgo.Opt{}, opts...), cfg.ClientOpts()...)...)
+		if err != nil {
+			return nil, err
+		}
+		p, err := txn.New(ctx, cl, cfg)
+		if err != nil {
+			cl.Close()
+			return nil, err
+		}
+		return p, nil
 	}
-	defer cl.Close()
-	p, err := txn.New(ctx, cl, cfg)
+	p, err := newProducer()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,6 +96,7 @@ func TestTransactionalCommitsSayTrulyWhatABrokerKillDid(t *testing.T) {
 		return c
 	}
 	go func() {
+		defer func() { p.Client().Close() }()
 		cp := txn.Checkpoint{Slot: cfg.Slot}
 		for n := 1; ; n++ {
 			cp.Position++ // transaction n's checkpoint is at position n
@@ -122,6 +135,22 @@ func TestTransactionalCommitsSayTrulyWhatABrokerKillDid(t *testing.T) {
 				errs = append(errs, fmt.Sprintf("%d: %v", n, err))
 			}
 			mu.Unlock()
+			if p.Spent() {
+				// Taken again once the broker is back, as the relay's restart takes it.
+				spent := p
+				err := retry.Backoff{Min: 250 * time.Millisecond, Max: time.Second}.Until(ctx, func(int) error {
+					np, err := newProducer()
+					if err == nil {
+						p = np
+					}
+					return err
+				}, txn.Transient, nil)
+				spent.Client().Close() // the deferred Close closes p's
+				if err != nil {
+					done <- fmt.Errorf("a new producer after transaction %d: %w", n, err)
+					return
+				}
+			}
 		}
 	}()
 	finish := func() {
