@@ -3,6 +3,7 @@ package poller
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 
@@ -36,26 +37,7 @@ func TestExactlyOnceBrokerDownAbortsTheBatchThenPublishesEachRowOnce(t *testing.
 		t.Fatalf("%d rows pending, want 15: the rolled-back batch must stay pending", got)
 	}
 	f.down.Store(false)
-	for i := 0; pendingRows(t, fx) > 0; i++ {
-		if _, err := p.cycle(ctx); err != nil && (i > 5 || !IsRetryable(err)) {
-			t.Fatalf("cycle %d after Kafka came back: %v", i, err)
-		}
-	}
-	seen := map[string]int{}
-	err := txn.ReadCommitted(ctx, []kgo.Opt{kgo.SeedBrokers(f.c.ListenAddrs()...)}, "events", func(r *kgo.Record) {
-		seen[testenv.Header(r, "outbox-id")]++
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(seen) != 25 {
-		t.Errorf("a read_committed consumer saw %d rows, want 25", len(seen))
-	}
-	for id, n := range seen {
-		if n != 1 {
-			t.Errorf("outbox id %s seen %d times read_committed", id, n)
-		}
-	}
+	publishRestEachRowOnce(t, p, f, fx, "")
 	b, ok, err := txn.ReadBatch(ctx, []kgo.Opt{kgo.SeedBrokers(f.c.ListenAddrs()...)}, "checkpoints", txn.PollKey(txn.PollTransactionalID(fx.Table)))
 	if err != nil || !ok || b.Seq != 3 || b.Table != fx.Table || len(b.IDs) != 5 {
 		t.Errorf("newest checkpoint %+v (found %v, %v), want batch 3 of %s with the last 5 rows", b, ok, err, fx.Table)
@@ -99,9 +81,18 @@ func TestExactlyOncePublishesOnAfterAnUnansweredCommitWhoseEpochKafkaRefuses(t *
 		t.Fatalf("cycle whose commit went unanswered: %v, want ErrUnavailable and txn.ErrOutcomeUnknown", err)
 	}
 	f.down.Store(false)
+	publishRestEachRowOnce(t, p, f, fx, fmt.Sprintf(" (the old epoch was refused %d times)", refused.Load()))
+}
+
+// publishRestEachRowOnce runs p's cycles until no row of fx is pending, allowing a few
+// retryable errors after Kafka came back (what says why is added to a failure), and wants a
+// read_committed consumer of f's events topic to see each of fx's 25 rows once.
+func publishRestEachRowOnce(t *testing.T, p *Poller, f *fake, fx *testenv.Fixture, why string) {
+	t.Helper()
+	ctx := context.Background()
 	for i := 0; pendingRows(t, fx) > 0; i++ {
 		if _, err := p.cycle(ctx); err != nil && (i > 5 || !IsRetryable(err)) {
-			t.Fatalf("cycle %d after Kafka came back: %v (the old epoch was refused %d times)", i, err, refused.Load())
+			t.Fatalf("cycle %d after Kafka came back: %v%s", i, err, why)
 		}
 	}
 	seen := map[string]int{}
