@@ -53,9 +53,11 @@ func TestOrdersReportTheWarmUpApart(t *testing.T) {
 	if out, err := exec.CommandContext(ctx, bin, "slot", "create", "--pg-url", pgURL, "--slot", name, "--publication", name, "--table", "public.outbox").CombinedOutput(); err != nil {
 		t.Fatalf("slot create: %v\n%s", err, out)
 	}
-	var log bytes.Buffer
+	// As scripts/demo.sh runs it: --create-topics makes the dead-letter topic, which a fresh
+	// broker does not have.
+	var log runner.Buffer
 	relay, err := runner.Start(&log, nil, bin, "run", "--pg-url", pgURL, "--brokers", brokers, "--slot", name, "--publication", name,
-		"--metrics-addr", "127.0.0.1:0")
+		"--metrics-addr", "127.0.0.1:0", "--create-topics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,9 +67,19 @@ func TestOrdersReportTheWarmUpApart(t *testing.T) {
 		}
 	}()
 
+	// A relay that exits ends the orders at once, with its log, rather than at their timeout.
+	octx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	go func() {
+		select {
+		case <-relay.Done():
+			stop(fmt.Errorf("the relay exited: %v", relay.Err()))
+		case <-octx.Done():
+		}
+	}()
 	var out bytes.Buffer
-	if err := orders(ctx, &out, pgURL, brokers, topic, 30, 5, 200, time.Minute); err != nil {
-		t.Fatalf("orders: %v\n%s", err, out.String())
+	if err := orders(octx, &out, pgURL, brokers, topic, 30, 5, 200, time.Minute); err != nil {
+		t.Fatalf("orders: %v (%v)\n%s\nthe relay's log:\n%s", err, context.Cause(octx), out.String(), log.String())
 	}
 	for _, want := range []string{
 		"warm-up, 5 orders one at a time (cold connections, metadata, first fetch): first ",
