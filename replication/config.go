@@ -47,6 +47,11 @@ type Config struct {
 	// then on another process may hold the slot, before the KindReset that starts the next
 	// session goes down the channel. It must not block for long.
 	OnSessionLost func(cause error)
+	// OnDrain, when set, is called on Run's goroutine when the stream starts draining a backlog
+	// (true: the walsender sends transactions committed well before, reader.go) and when it
+	// has caught up again (false), so the caller can give a drain more of the machine than
+	// the stream needs while it keeps up (cmd/cdc-relay: GOMAXPROCS). It must not block.
+	OnDrain func(draining bool)
 	// Logger receives connection lifecycle logs. Default slog.Default().
 	Logger *slog.Logger
 }

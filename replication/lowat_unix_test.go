@@ -4,6 +4,7 @@ package replication
 
 import (
 	"encoding/binary"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -12,10 +13,12 @@ import (
 )
 
 // TestReaderRaisesAndLowersRcvLowat feeds the reader XLogData Begins sent at several lags
-// after their commit and checks the socket option itself on a real TCP socket.
+// after their commit and checks the socket option itself on a real TCP socket, and that
+// Config.OnDrain hears each change of mode once.
 func TestReaderRaisesAndLowersRcvLowat(t *testing.T) {
 	c, _ := loopbackPair(t)
-	r := &reader{tcp: c}
+	var told []bool
+	r := &reader{tcp: c, onDrain: func(draining bool) { told = append(told, draining) }}
 	r.frontend(c, c)
 	lowat := func() int {
 		rc, err := c.SyscallConn()
@@ -94,5 +97,8 @@ func TestReaderRaisesAndLowersRcvLowat(t *testing.T) {
 	r.xlogData(msg('B', time.Millisecond))
 	if r.lowat || r.large || lowat() != 1 || r.br.max != readSize {
 		t.Fatalf("caught up after large rows: lowat %d, read size %d; want 1, %d", lowat(), r.br.max, readSize)
+	}
+	if want := []bool{true, false, true, false}; !slices.Equal(told, want) {
+		t.Errorf("OnDrain heard %v, want %v", told, want)
 	}
 }

@@ -50,6 +50,7 @@ type reader struct {
 	lastMsg time.Time    // when the last message arrived, to notice a drained backlog
 	heard   time.Time    // when the server was last heard from: the receive timeout's clock
 	bound   readBound    // bounds a caught-up read without a context of its own
+	onDrain func(bool)   // Config.OnDrain: told when lowat changes; nil for none
 }
 
 // frontend is the connection's pgconn.Config.BuildFrontend: every connection streams through a
@@ -70,7 +71,20 @@ func (r *reader) streaming() { r.br.unbuffered = false }
 // touches the new connection: its handshake must not see a read deadline in the past.
 func (r *reader) start(conn *pgconn.PgConn) {
 	r.bound.detach()
-	r.conn, r.tcp, r.lowat, r.large, r.open = conn, tcpConn(conn.Conn()), false, false, false
+	r.conn, r.tcp, r.large, r.open = conn, tcpConn(conn.Conn()), false, false
+	r.setLowat(false) // the session may have ended while draining
+}
+
+// setLowat records whether the reader drains (SO_RCVLOWAT raised) and tells onDrain when
+// that changed.
+func (r *reader) setLowat(v bool) {
+	if v == r.lowat {
+		return
+	}
+	r.lowat = v
+	if r.onDrain != nil {
+		r.onDrain(v)
+	}
 }
 
 // buffered reports whether the next message (or part of it) has been read from the socket.
@@ -163,7 +177,8 @@ func (r *reader) adapt(lag time.Duration) {
 			lowat, size = drainLowatLarge, readSizeLarge
 		}
 		if setRcvLowat(r.tcp, lowat) == nil {
-			r.lowat, r.large, r.br.max = true, large, size
+			r.large, r.br.max = large, size
+			r.setLowat(true)
 		}
 	}
 }
@@ -181,7 +196,8 @@ func (r *reader) socketEmpty() bool {
 // leaveDrain reads each message as it comes again: SO_RCVLOWAT back to 1.
 func (r *reader) leaveDrain() {
 	if r.tcp != nil && setRcvLowat(r.tcp, 1) == nil {
-		r.lowat, r.large, r.br.max = false, false, readSize
+		r.large, r.br.max = false, readSize
+		r.setLowat(false)
 	}
 }
 

@@ -118,6 +118,7 @@ func New(cfg Config) (*Stream, error) {
 	}
 	s := &Stream{cfg: cfg, connCfg: cc, log: cfg.Logger.With("slot", cfg.Slot), wakeCh: make(chan struct{}, 1)}
 	cc.BuildFrontend = s.read.frontend
+	s.read.onDrain = cfg.OnDrain
 	return s, nil
 }
 
