@@ -104,6 +104,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) (err e
 	rcfg.Replication = replication.Config{
 		Conn: c.pg, Slot: c.slot, Publications: pubs,
 		StatusInterval: interval, ConfirmDelay: confirmDelay, ReceiveTimeout: recvTimeout, Logger: log,
+		OnDrain: newDrainProcs(os.Getenv, log),
 	}
 	crash, err := crashHook(crashEnv, log, "after Kafka acknowledged, before the position is confirmed")
 	if err != nil {
