@@ -47,7 +47,7 @@ func TestExactlyOnceBrokerDownAbortsTheBatchThenPublishesEachRowOnce(t *testing.
 // A commit whose answer is lost (the broker died before it answered), then a coordinator that
 // refuses the producer's old epoch with PRODUCER_FENCED: Kafka 4.4 does when the commit reached
 // a coordinator that restarted before it answered, which forgets the epoch before the one the
-// commit bumped to (e2e/faults' broker kill met it one run in four). The poller takes the
+// commit bumped to (e2e/faults' broker kill met it about one run in five). The poller takes the
 // transactional id again with a new Kafka client and publishes on, each row once; it does not
 // stop as if another poller had taken the id.
 func TestExactlyOncePublishesOnAfterAnUnansweredCommitWhoseEpochKafkaRefuses(t *testing.T) {

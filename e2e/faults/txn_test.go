@@ -40,7 +40,7 @@ func (o txnOutcome) String() string {
 // unknown spends the producer (txn.ErrSpent): the loop goes on with a new one on a new client,
 // as the relay's restart and the poller do. The old client would take the id back at its old
 // epoch, which Kafka 4.4 refuses with PRODUCER_FENCED when the kill came between the commit's
-// epoch bump and its answer (one run in four).
+// epoch bump and its answer (about one run in five).
 func TestTransactionalCommitsSayTrulyWhatABrokerKillDid(t *testing.T) {
 	testenv.CheckControlled(t)
 	name := testenv.Name(t)
