@@ -314,7 +314,8 @@ func (h *harness) sample(r *Relay) (stop func()) {
 	largest := 0
 	for _, x := range h.sc.txns {
 		for _, r := range x.rows {
-			largest = max(largest, len(r.key)+len(r.payload)+256) // + its own headers
+			// + the row's headers (a huge row's are what make it too large) and the contract's
+			largest = max(largest, len(r.key)+len(r.payload)+len(r.headers)+256)
 		}
 	}
 	maxRecords, maxBytes := simMemFactor*h.sc.maxRecords+1, int64(simMemFactor*h.sc.maxBytes+largest)
