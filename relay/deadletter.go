@@ -118,23 +118,19 @@ func (r *Relay) produceDeadLetters(ctx context.Context) error {
 	base := context.WithoutCancel(ctx)
 	for _, dl := range letters {
 		x := dl.txn
+		// First, whichever destination the letter goes to: a record the open transaction holds
+		// must end the run, not be lettered (eosHeld).
+		if dl.sent != nil {
+			if err := r.eosHeld(ctx, dl.sent); err != nil {
+				return err
+			}
+		}
 		if refusal := r.dlqTopicRefusal(); refusal != nil {
 			// The topic refused the last letter for a reason that holds for every letter: do not
 			// wait for franz-go to learn that again (one metadata refresh, 5 s, per letter).
 			r.table.push(tableLetter{rec: dl.rec, refusal: refusal, txn: x})
 			r.dlq.wake()
 			continue
-		}
-		if dl.sent != nil {
-			held, err := r.eosHeld(ctx, dl.sent)
-			if err != nil {
-				return err
-			}
-			if held {
-				r.letters.remove(dl.rec)
-				r.track.done(x)
-				continue
-			}
 		}
 		lctx, release := r.lost.withSession(base)
 		waiting := context.AfterFunc(ctx, release)

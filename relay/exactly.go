@@ -312,41 +312,52 @@ func (r *Relay) eosSessionLost(cause error) {
 // eosHeldTimeout bounds eosHeld's read of a partition.
 const eosHeldTimeout = 10 * time.Second
 
-// eosHeld reports whether the open Kafka transaction holds rec, a record Kafka refused for
-// good, before its dead letter is produced (on the dead-letter goroutine). A broker may append
-// a produce and answer REQUEST_TIMED_OUT; franz-go retries the batch with the same sequence,
-// and a refusal of the retry (an ACL revoked, a limit lowered in between) leaves the first
-// append in the transaction, which the commit makes visible: its letter would be a second copy
-// (DESIGN.md E8). So the record's partition is read from its last stable offset to its high
-// watermark for the record itself, written by this producer id and epoch (this transaction):
-// found, it is delivered and gets no letter. Only refused records pay for the read. A read
-// that fails ends the run (the restart replays from the checkpoint): a letter then could be a
+// eosHeld ends the run (an error) when the open Kafka transaction holds rec, a record Kafka
+// refused for good, before its dead letter is produced (on the dead-letter goroutine). A broker
+// may append a produce and answer REQUEST_TIMED_OUT; franz-go retries the batch with the same
+// sequence, and a refusal of the retry (an ACL revoked, a limit lowered in between) leaves the
+// first append in the transaction (DESIGN.md E8). franz-go then gives the failed batch's
+// sequence numbers to the partition's next batch, which Kafka takes for a duplicate of the
+// first append: acknowledged, never written. So the record's partition is read from its last
+// stable offset to its high watermark for the record itself, written by this producer id and
+// epoch (this transaction): found, the transaction must not commit, and the run ends; not
+// found, the record gets its letter. Only refused records pay for the read. A read that fails
+// ends the run too (the restart replays from the checkpoint): a letter then could be a
 // duplicate, and no letter a loss.
-func (r *Relay) eosHeld(ctx context.Context, rec *kgo.Record) (bool, error) {
+func (r *Relay) eosHeld(ctx context.Context, rec *kgo.Record) error {
 	e := r.eos
 	rctx, cancel := context.WithTimeout(ctx, eosHeldTimeout)
 	defer cancel()
 	held, err := e.prod.Holds(rctx, e.readOpts, rec, sink.HeaderOutboxID, sink.HeaderOutboxTable)
 	if errors.Is(err, kerr.TopicAuthorizationFailed) {
 		// A principal that may write the topic but not read it (Describe and Read) cannot
-		// tell: the letter is produced, which may be a second copy but is never a loss (the
-		// restart would be refused the same read, and the record again, for ever).
+		// tell: the letter is produced, which may be a second copy, and if the first produce
+		// was held, the partition's next record may be lost as its duplicate (ending the run
+		// instead would end every restart the same way: the read is refused for ever).
 		r.log.Warn("exactly-once: Kafka refused a record, and the relay may not read its topic to see whether the open transaction holds an earlier attempt: "+
-			"dead-lettering it, which may show it twice to read_committed consumers; grant the relay's principal Describe and Read on the topic to make this exact",
+			"dead-lettering it, which may show it twice to read_committed consumers and, if Kafka had written it, may lose the partition's next record; grant the relay's principal Describe and Read on the topic to make this exact",
 			"topic", rec.Topic, "partition", rec.Partition, "outbox_id", string(sink.Header(rec, sink.HeaderOutboxID)), "cause", err)
-		return false, nil
+		return nil
 	}
 	if err != nil {
 		r.lost.stopProduce()
 		err = fmt.Errorf("relay: exactly-once: read %s partition %d for a record Kafka refused (outbox id %s), which the open transaction may hold: %w",
 			rec.Topic, rec.Partition, sink.Header(rec, sink.HeaderOutboxID), err)
 		r.track.fail(err)
-		return false, err
+		return err
 	}
 	if held {
-		r.stats.Published.Add(1)
-		r.log.Warn("exactly-once: Kafka refused a record on a retry, but its first produce is in the open transaction: it is delivered, no dead letter",
-			"topic", rec.Topic, "partition", rec.Partition, "outbox_id", string(sink.Header(rec, sink.HeaderOutboxID)))
+		// Its first produce is in the transaction, but franz-go, told the batch failed, gave its
+		// sequence numbers to the partition's next batch, which Kafka then took for a duplicate
+		// of this one: acknowledged, never written (the virtual-time simulation's exactly-once
+		// seed 159630). Nothing acknowledged on the partition since can be trusted: the
+		// transaction must not commit. The restart replays from the checkpoint.
+		r.lost.stopProduce()
+		err := fmt.Errorf("relay: exactly-once: Kafka refused a record on a retry (outbox id %s, %s partition %d) whose first produce is in the open transaction, "+
+			"and the records produced to that partition after it may have been taken for duplicates of it and dropped: %w "+
+			"(the relay stops; its restart replays from the checkpoint)", sink.Header(rec, sink.HeaderOutboxID), rec.Topic, rec.Partition, ktxn.ErrNotCommitted)
+		r.track.fail(err)
+		return err
 	}
-	return held, nil
+	return nil
 }

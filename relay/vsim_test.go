@@ -270,10 +270,13 @@ func runVSchedule(t *testing.T, seed uint64) (res vresult) {
 // The seeds beyond make test's range that found defects, run every time: a stop during an
 // exactly-once commit whose answers Kafka held kept Run past its shutdown timeout (11305, 18800,
 // 24212: invariant g), and a flush that used the whole timeout left the final status none
-// (10192, 16798: invariant i). DESIGN.md E5.
+// (10192, 16798: invariant i). DESIGN.md E5. An exactly-once record Kafka acknowledged as a
+// duplicate of a refused one the transaction held, never written, then committed past (159630:
+// invariants a and b; DESIGN.md E8). The held-letters bound, which had left a row's own headers
+// out of its largest record (133616: invariant e).
 func TestSimVirtualSeedsThatFoundDefects(t *testing.T) {
 	vsimSetup(t)
-	for _, seed := range []uint64{11305, 18800, 24212, 10192, 16798} {
+	for _, seed := range []uint64{11305, 18800, 24212, 10192, 16798, 159630, 133616} {
 		if res := runVSchedule(t, seed); !res.ok {
 			t.Errorf("seed %d failed: go test -count=1 -run 'SimVirtual$' ./relay -vsim.seed %d -vsim.v", seed, seed)
 		}
