@@ -234,10 +234,13 @@ func TestExactlyOnceSplitsATransactionStillOpenAtTwiceTheInterval(t *testing.T) 
 
 // A produce the broker appended but answered REQUEST_TIMED_OUT, whose retry (franz-go's, with
 // the same sequence) is refused for good, is in the open transaction already: the relay reads
-// the partition before it dead-letters the record, finds it there and produces no letter, so
-// a read_committed reader sees the record once, on its topic. Without the read the commit made
-// the record and its letter visible (DESIGN.md E8; found by the virtual-time simulation).
-func TestExactlyOnceRefusedRetryOfAnAppendedProduceIsNotDeadLettered(t *testing.T) {
+// the partition before it dead-letters the record and finds it there. franz-go, told the batch
+// failed, gives its sequence numbers to the partition's next batch, which Kafka acknowledges as
+// a duplicate of the written one without writing it, so the transaction must not commit: the
+// run ends, confirming nothing past the row, and the restart delivers the row once, with no
+// letter (DESIGN.md E8). Delivering the held record and committing lost the partition's next
+// record (the virtual-time simulation's exactly-once seed 159630); lettering it showed it twice.
+func TestExactlyOnceRefusedRetryOfAnAppendedProduceEndsTheRunAndReplays(t *testing.T) {
 	onExactlyOnceHarness(t, func(t *testing.T, h *harness) {
 		// In order: the first matching produce is appended and answered REQUEST_TIMED_OUT
 		// (kfake appends on that error, as a broker may), its retry refused.
@@ -246,12 +249,20 @@ func TestExactlyOnceRefusedRetryOfAnAppendedProduceIsNotDeadLettered(t *testing.
 		r, run := runStreaming(t, h)
 		h.commit(run.ctx, oneRow(1), 0)
 		end := h.committed[0].txn.EndLSN
-		waitFor(t, 30*time.Second, "the relay to confirm past the row", func() bool { return r.stream.Flushed() >= end })
+		err := run.ended(t, "after the refused retry")
+		if !errors.Is(err, ktxn.ErrNotCommitted) || !strings.Contains(err.Error(), "first produce is in the open transaction") {
+			t.Errorf("Run = %v, want the held record's stop (txn.ErrNotCommitted)", err)
+		}
+		if c := r.stream.Flushed(); c >= end {
+			t.Errorf("the relay confirmed %s, past the row (end %s), before its transaction committed", c, end)
+		}
 		if timedOut.Hits() != 1 || refused.Hits() != 1 {
 			t.Fatalf("the faults answered %d and %d produces, want 1 and 1", timedOut.Hits(), refused.Hits())
 		}
-		if err := run.stop(); err != nil {
-			t.Errorf("Run = %v after a cancel", err)
+		r2, run2 := runStreaming(t, h)
+		waitFor(t, 30*time.Second, "the restart to confirm past the row", func() bool { return r2.stream.Flushed() >= end })
+		if err := run2.stop(); err != nil {
+			t.Errorf("the restart's Run = %v after a cancel", err)
 		}
 		opts := append(h.netOpts(), kgo.SeedBrokers(h.kafka.ListenAddrs()...))
 		for topic, want := range map[string]int{"sim.t0": 1, simDLQ: 0} {
