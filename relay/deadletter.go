@@ -70,6 +70,17 @@ func (d *deadLetters) wake() {
 	}
 }
 
+// requeue puts letters taken and not produced back at the head of the queue, in their order.
+func (d *deadLetters) requeue(letters []deadLetter) {
+	if len(letters) == 0 {
+		return
+	}
+	d.mu.Lock()
+	d.items = append(letters[:len(letters):len(letters)], d.items...)
+	d.mu.Unlock()
+	d.wake()
+}
+
 func (d *deadLetters) take() []deadLetter {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -116,12 +127,18 @@ func (r *Relay) produceDeadLetters(ctx context.Context) error {
 	// the broker had written, which the drain sent again (two copies of one letter). It ends with
 	// the session, and with ctx only while its Produce call waits for buffer space.
 	base := context.WithoutCancel(ctx)
-	for _, dl := range letters {
+	for i, dl := range letters {
 		x := dl.txn
 		// First, whichever destination the letter goes to: a record the open transaction holds
-		// must end the run, not be lettered (eosHeld).
+		// must end the run, not be lettered (eosHeld). A stop that cut the read short leaves
+		// this letter and the rest owed: the drain reads again on the shutdown's time, and a
+		// letter still owed then keeps the transaction from committing (eosFinish aborts it).
 		if dl.sent != nil {
 			if err := r.eosHeld(ctx, dl.sent); err != nil {
+				if errors.Is(err, errStopped) {
+					r.dlq.requeue(letters[i:])
+					return nil
+				}
 				return err
 			}
 		}

@@ -309,6 +309,9 @@ func (r *Relay) eosSessionLost(cause error) {
 		"its restart takes the slot, fences every earlier producer of the slot's transactional id and reads the checkpoint again", cause))
 }
 
+// errStopped is eosHeld's answer when the stop (its ctx) cut its read short.
+var errStopped = errors.New("relay: stopped before the read ended")
+
 // eosHeldTimeout bounds eosHeld's read of a partition.
 const eosHeldTimeout = 10 * time.Second
 
@@ -323,7 +326,8 @@ const eosHeldTimeout = 10 * time.Second
 // epoch (this transaction): found, the transaction must not commit, and the run ends; not
 // found, the record gets its letter. Only refused records pay for the read. A read that fails
 // ends the run too (the restart replays from the checkpoint): a letter then could be a
-// duplicate, and no letter a loss.
+// duplicate, and no letter a loss; but a read that a stop cut short (ctx ended) is no failure
+// of the run: it returns errStopped, and the letter stays owed.
 func (r *Relay) eosHeld(ctx context.Context, rec *kgo.Record) error {
 	e := r.eos
 	rctx, cancel := context.WithTimeout(ctx, eosHeldTimeout)
@@ -338,6 +342,9 @@ func (r *Relay) eosHeld(ctx context.Context, rec *kgo.Record) error {
 			"dead-lettering it, which may show it twice to read_committed consumers and, if Kafka had written it, may lose the partition's next record; grant the relay's principal Describe and Read on the topic to make this exact",
 			"topic", rec.Topic, "partition", rec.Partition, "outbox_id", string(sink.Header(rec, sink.HeaderOutboxID)), "cause", err)
 		return nil
+	}
+	if err != nil && ctx.Err() != nil {
+		return errStopped
 	}
 	if err != nil {
 		r.lost.stopProduce()

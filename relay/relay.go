@@ -238,6 +238,11 @@ func (r *Relay) drain(ctx context.Context) error {
 		if r.dlq.len() == 0 && r.table.len() == 0 {
 			return nil
 		}
+		// A letter left owed by a read that ctx's end cut short (eosHeld) is queued again, and
+		// franz-go's Flush may answer nil after ctx ended when nothing is buffered.
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		if err := r.produceDeadLetters(ctx); err != nil {
 			return err
 		}
