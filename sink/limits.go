@@ -35,12 +35,13 @@ const DefaultBatchMaxBytes = 1_000_012
 const batchOverhead = 61 + 5*8
 
 type topicLimits struct {
-	def    int32
-	log    *slog.Logger
-	create *TopicCreation // nil: never create a topic
-	cl     *kgo.Client    // for metadata requests that bypass its cache (topicMetadata)
-	m      sync.Map       // topic → int32
-	mu     sync.Mutex
+	def      int32
+	log      *slog.Logger
+	create   *TopicCreation  // nil: never create a topic
+	required map[string]bool // Config.Topics: Ping says when one is missing
+	cl       *kgo.Client     // for metadata requests that bypass its cache (topicMetadata)
+	m        sync.Map        // topic → int32
+	mu       sync.Mutex
 	// missing holds, under mu, when the cluster last said a topic does not exist.
 	missing map[string]time.Time
 	// warned holds, under mu, the topics whose absence was logged.
@@ -62,8 +63,9 @@ func (l *topicLimits) known(topic string) bool {
 
 // learn finds out, unless it is known, whether topic exists (creating it when l.create says
 // so) and its max.message.bytes, retrying while Kafka does not answer, until ctx ends. It
-// reports whether the topic does not exist: its records must fail (TopicMissingError).
-func (l *topicLimits) learn(ctx context.Context, adm *kadm.Client, topic string) (missing bool) {
+// reports whether the topic does not exist: its records must fail (TopicMissingError). Its
+// absence is logged once, unless quiet: Ping returns it as its error instead.
+func (l *topicLimits) learn(ctx context.Context, adm *kadm.Client, topic string, quiet bool) (missing bool) {
 	if l.known(topic) {
 		return false
 	}
@@ -73,12 +75,15 @@ func (l *topicLimits) learn(ctx context.Context, adm *kadm.Client, topic string)
 		return false
 	}
 	if at, ok := l.missing[topic]; ok && time.Since(at) < missingRecheck {
+		if !quiet {
+			l.warnMissing(topic) // Ping, quiet, may have been the one to find it missing
+		}
 		return true
 	}
 	var warned time.Time
 	for attempt := 0; !l.known(topic); attempt++ {
 		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		missing, err := l.inspect(dctx, adm, topic)
+		missing, err := l.inspect(dctx, adm, topic, quiet)
 		cancel()
 		if err == nil {
 			return missing
@@ -98,7 +103,7 @@ func (l *topicLimits) learn(ctx context.Context, adm *kadm.Client, topic string)
 }
 
 // inspect is one attempt of learn, under l.mu. An error is one worth retrying.
-func (l *topicLimits) inspect(ctx context.Context, adm *kadm.Client, topic string) (missing bool, err error) {
+func (l *topicLimits) inspect(ctx context.Context, adm *kadm.Client, topic string, quiet bool) (missing bool, err error) {
 	facts, err := topicMetadata(ctx, l.cl, topic)
 	if err == nil && facts.missing && l.create != nil {
 		created, err := createTopic(ctx, adm, *l.create, topic)
@@ -121,7 +126,7 @@ func (l *topicLimits) inspect(ctx context.Context, adm *kadm.Client, topic strin
 	}
 	switch {
 	case err == nil && facts.missing:
-		l.markMissing(topic, true)
+		l.markMissing(topic, !quiet)
 		return true, nil
 	case err != nil && retriable(err):
 		return false, err
@@ -155,18 +160,36 @@ func (l *topicLimits) inspect(ctx context.Context, adm *kadm.Client, topic strin
 	return false, nil
 }
 
-// markMissing notes, under l.mu, that topic does not exist, and says so once per topic.
+// markMissing notes, under l.mu, that topic does not exist, and says so (warnMissing) if warn.
 func (l *topicLimits) markMissing(topic string, warn bool) {
 	if l.missing == nil {
-		l.missing, l.warned = map[string]time.Time{}, map[string]bool{}
+		l.missing = map[string]time.Time{}
 	}
 	l.missing[topic] = time.Now()
-	if warn && !l.warned[topic] {
-		l.warned[topic] = true
-		l.log.Error("topic does not exist in Kafka: its records are dead-lettered until it does; "+
-			"create it (kafka-topics.sh --create --topic NAME), or let the relay create missing topics (--create-topics)",
-			"topic", topic)
+	if warn {
+		l.warnMissing(topic)
 	}
+}
+
+// warnMissing says, under l.mu and once per topic, that topic does not exist and what that
+// does: a row's topic's records are dead-lettered; one of Config.Topics (the dead-letter topic,
+// a fixed topic) is needed, and its records fail until it exists (the relay parks dead letters
+// in its table then).
+func (l *topicLimits) warnMissing(topic string) {
+	if l.warned == nil {
+		l.warned = map[string]bool{}
+	}
+	if l.warned[topic] {
+		return
+	}
+	l.warned[topic] = true
+	what := "its records are dead-lettered until it does"
+	if l.required[topic] {
+		what = "the relay needs it (the dead-letter topic, or --topic), and records to it fail until it does"
+	}
+	l.log.Error("topic does not exist in Kafka: "+what+"; "+
+		"create it (kafka-topics.sh --create --topic NAME), or let the relay create missing topics (--create-topics)",
+		"topic", topic)
 }
 
 // retriable reports whether a failed admin request is worth asking again: Kafka did not

@@ -27,7 +27,10 @@ func New(cfg Config) (*Sink, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	limits := &topicLimits{def: int32(cfg.BatchMaxBytes), log: cfg.Logger, create: cfg.CreateTopics}
+	limits := &topicLimits{def: int32(cfg.BatchMaxBytes), log: cfg.Logger, create: cfg.CreateTopics, required: map[string]bool{}}
+	for _, t := range cfg.Topics {
+		limits.required[t] = true
+	}
 	cl, err := kgo.NewClient(append(cfg.opts(), kgo.ProducerBatchMaxBytesFn(limits.batchMax))...)
 	if err != nil {
 		return nil, fmt.Errorf("sink: configure Kafka client: %w", err)
@@ -84,7 +87,7 @@ func (s *Sink) Ping(ctx context.Context) error {
 		return &unreachableError{brokers: s.cfg.Brokers, err: err}
 	}
 	for _, t := range s.cfg.Topics {
-		if s.limits.learn(ctx, s.adm, t) {
+		if s.limits.learn(ctx, s.adm, t, true) {
 			return &TopicMissingError{Topic: t}
 		}
 	}
@@ -103,7 +106,7 @@ func (s *Sink) Produce(ctx context.Context, r *kgo.Record, promise func(*kgo.Rec
 	if r.Context == nil {
 		r.Context = context.Background()
 	}
-	missing := s.limits.learn(ctx, s.adm, r.Topic)
+	missing := s.limits.learn(ctx, s.adm, r.Topic, false)
 	if s.trace != nil {
 		promise = s.trace.start(r, promise) // a missing topic's refusal is on the span too
 	}

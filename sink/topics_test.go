@@ -2,6 +2,7 @@ package sink
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
@@ -70,5 +71,43 @@ func TestWarnsWhenAnAcknowledgedRecordCanBeLostWithOneBroker(t *testing.T) {
 	}
 	if single := durabilityLog(t, 1, map[string][2]int{"one": {1, 1}}); strings.Contains(single, "level=WARN") {
 		t.Errorf("warned on a single broker:\n%s", single)
+	}
+}
+
+// A topic the relay needs (the dead-letter topic, or --topic) that does not exist is Ping's
+// error, not a log line promising that its records will be dead-lettered; and a record to it
+// later logs that the relay needs it, once, not that it is dead-lettered.
+func TestAMissingRequiredTopicIsNotSaidToBeDeadLettered(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var log proc.Buffer
+	s, err := New(Config{Brokers: c.ListenAddrs(), Topics: []string{"cdc-relay.dlq"},
+		Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	var missing *TopicMissingError
+	if err := s.Ping(ctx); !errors.As(err, &missing) || missing.Topic != "cdc-relay.dlq" {
+		t.Fatalf("Ping = %v, want the missing topic cdc-relay.dlq", err)
+	}
+	if out := log.String(); strings.Contains(out, "cdc-relay.dlq") {
+		t.Errorf("Ping logged the topic it returns as its error:\n%s", out)
+	}
+	for range 2 {
+		done := make(chan error, 1)
+		s.Produce(ctx, &kgo.Record{Topic: "cdc-relay.dlq", Value: []byte("v")}, func(_ *kgo.Record, err error) { done <- err })
+		if err := <-done; !errors.As(err, &missing) {
+			t.Fatalf("produce to the missing topic = %v, want TopicMissingError", err)
+		}
+	}
+	out := log.String()
+	if strings.Contains(out, "dead-lettered") || strings.Count(out, "the relay needs it") != 1 {
+		t.Errorf("want one line saying the relay needs the topic, none saying its records are dead-lettered:\n%s", out)
 	}
 }
