@@ -808,7 +808,10 @@ func (h *harness) checkFinalStatus(what string, r *Relay, session0 int) {
 				time.Sleep(time.Millisecond)
 				continue
 			}
-			h.violate("i", "%s: session %d is still open 2s after Run returned", what, last.Session)
+			// Everything in the bubble is blocked for good, so whatever holds the connection
+			// open is in the stacks: they are the report (the failure depends on the interleaving).
+			h.violate("i", "%s: session %d is still open 2s after Run returned; the goroutines that touch a connection:\n%s",
+				what, last.Session, connStacks())
 		case simwal.EndServer, simwal.EndUnstarted:
 		case simwal.EndCopyDone:
 			if c, rc := h.srv.Confirmed(), r.Confirmed(); c != rc {
@@ -823,6 +826,24 @@ func (h *harness) checkFinalStatus(what string, r *Relay, session0 int) {
 		}
 		return
 	}
+}
+
+// connStacks is the stacks of the process's goroutines that are in pgconn, replication, memnet
+// or simwal: where a connection left open is held.
+func connStacks() string {
+	buf := make([]byte, 8<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	var b strings.Builder
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		for _, pkg := range []string{"pgconn", "cdc-relay/replication", "internal/memnet", "internal/simwal"} {
+			if strings.Contains(g, pkg) {
+				b.WriteString(g)
+				b.WriteString("\n\n")
+				break
+			}
+		}
+	}
+	return b.String()
 }
 
 // installFault puts f on the cluster after f.after and returns a function that removes it.
