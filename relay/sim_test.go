@@ -810,6 +810,7 @@ func (h *harness) checkFinalStatus(what string, r *Relay, session0 int) {
 			}
 			// Everything in the bubble is blocked for good, so whatever holds the connection
 			// open is in the stacks: they are the report (the failure depends on the interleaving).
+			// They are the process's: with two workers, the other schedule's goroutines are there too.
 			h.violate("i", "%s: session %d is still open 2s after Run returned; the goroutines that touch a connection:\n%s",
 				what, last.Session, connStacks())
 		case simwal.EndServer, simwal.EndUnstarted:
