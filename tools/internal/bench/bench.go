@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 )
 
@@ -93,7 +94,9 @@ func (e *env) suite(ctx context.Context, rep *Report) error {
 		}
 	}
 	if !e.cfg.SkipSteady {
-		pubs := e.cfg.Publishers
+		// The publishers, and beside them RawProducer (rawSteady): the Kafka client's own cost
+		// and latency at the rate, the floor under a relay's.
+		pubs := append(slices.Clone(e.cfg.Publishers), Publisher{Name: RawProducer})
 		for _, rate := range e.cfg.Rates {
 			runs := make([][]SteadyResult, len(pubs))
 			for k := 0; k < e.cfg.SteadyRepeats; k++ {

@@ -47,11 +47,22 @@ func TestQuickSuite(t *testing.T) {
 		t.Fatalf("left out %v: the test machine needs java and mvn", rep.LeftOut)
 	}
 
-	if got, want := len(rep.Steady), len(cfg.Rates)*len(pubs); got != want {
+	// Every publisher at every rate, and the raw producer beside them.
+	if got, want := len(rep.Steady), len(cfg.Rates)*(len(pubs)+1); got != want {
 		t.Fatalf("%d steady results, want %d", got, want)
 	}
 	for _, s := range rep.Steady {
 		name := fmt.Sprintf("%s at %d rows/s", s.Publisher, s.Rate)
+		if s.Publisher == RawProducer {
+			// In the benchmark's process, from memory: every record it was due to produce,
+			// each acknowledged, at about the rate.
+			want := int(float64(s.Rate) * cfg.Duration.Seconds())
+			if s.Records != want || s.Events != int64(want) || len(s.Latencies) != want || s.CPU <= 0 ||
+				!(0 < s.P50 && s.P50 <= s.P99 && s.P99 <= s.Max && s.Max < 30*time.Second) || s.Achieved < float64(s.Rate)/3 || s.Machine == nil {
+				t.Errorf("%s: %d records, %d events, CPU %s, p50 %s p99 %s max %s, %.0f/s", name, s.Records, s.Events, s.CPU, s.P50, s.P99, s.Max, s.Achieved)
+			}
+			continue
+		}
 		// A JVM: Kafka Connect's heap may grow to 2 GB, its first seconds are slow, and on two
 		// cores it takes CPU from the writers and Postgres (465 of 2,000 rows/s written with
 		// Debezium at load average 6, where the others had 1,000).
@@ -103,6 +114,7 @@ func TestQuickSuite(t *testing.T) {
 	// services of scripts/dev-up.sh run here), and never for poll.
 	local := procVisible(ctx, t, cfg)
 	measured := 0 // slot drains with a walsender CPU: a drain of a few ms can end before its walsender is seen
+	var sawUsed, sawServer, sawBroker bool
 	for _, b := range rep.Backlog {
 		rows, payload := cfg.Backlog, 0
 		if b.Payload > 0 {
@@ -129,6 +141,17 @@ func TestQuickSuite(t *testing.T) {
 		if w := b.WalsenderCPU; !poll && w != nil {
 			measured++
 		}
+		// The machine's cores in the drain, and of them the server's (a walsender decodes
+		// for every slot drain) and the broker's (every drain produces), when both run here:
+		// seen in some drain (per-process CPU comes in 10 ms ticks, and a drain here may be
+		// shorter than a few of them).
+		if m := b.Machine; b.Publisher == "run" && m != nil {
+			sawUsed = sawUsed || m.UsedCores > 0
+			sawServer, sawBroker = sawServer || m.ServerCores > 0, sawBroker || m.BrokerCores > 0
+		}
+	}
+	if local && !(sawUsed && sawServer && sawBroker) {
+		t.Errorf("no drain of run shows the machine's cores used (%v), PostgreSQL's (%v) and Kafka's (%v)", sawUsed, sawServer, sawBroker)
 	}
 	if local && measured == 0 {
 		t.Error("no slot drain has a walsender CPU, though Postgres runs on this machine")

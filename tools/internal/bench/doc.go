@@ -15,7 +15,10 @@
 //     while a consumer (read_committed for run-eos) measures each record's latency from commit to receipt: the
 //     cdc-commit-time header (the commit time for run, created_at for poll and debezium) to
 //     the moment the consumer's fetch returned it, after a warm-up at the same rate. Percentiles, the rate achieved, and the publisher's
-//     peak RSS (VmHWM) and CPU time (utime+stime) per 10,000 events.
+//     peak RSS (VmHWM) and CPU time (utime+stime) per 10,000 events. Beside the publishers,
+//     the same records produced from memory at the rate by the relay's producer settings
+//     (RawProducer, rawSteady): the Kafka client's own CPU per event and its latency from the
+//     produce call to the acknowledgement, the floor under a relay's.
 //   - Backlog drain: N rows written while no publisher runs, in single-row and in 100-row
 //     transactions; then the time from starting each publisher until Kafka has acknowledged
 //     all N records, measured as the sum of the topic's high watermarks (a fresh topic per
@@ -30,7 +33,8 @@
 //     during the drain, when Postgres runs on this machine.
 //
 // Every phase also records what the machine did besides the benchmark (MachineState: load
-// average, steal, other processes' CPU) and the table flags a phase whose machine was busy;
+// average, steal, other processes' CPU) and how much of it was used, the PostgreSQL server's
+// and the Kafka broker's share named, and the table flags a phase whose machine was busy;
 // Report.DocsTables and UpdateDocs (`cdc-bench docs`) write the published tables from a
 // report.json and refuse a busy run.
 //

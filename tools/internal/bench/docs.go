@@ -110,7 +110,7 @@ func (r *Report) phasesSeen() ([]string, []*MachineState, bool) {
 func (r *Report) publishers() []string {
 	var out []string
 	for _, s := range r.Steady {
-		if !slices.Contains(out, s.Publisher) {
+		if s.Publisher != RawProducer && !slices.Contains(out, s.Publisher) {
 			out = append(out, s.Publisher)
 		}
 	}
@@ -172,7 +172,12 @@ func (r *Report) DocsTables(link string) string {
 	}
 	for _, rate := range r.Config.Rates {
 		run, okRun := r.steadyOf("run", rate)
-		row(fmt.Sprintf("p50 / p99 ms at %s rows/s", thousands(rate)), func(p string) string {
+		raw, okRaw := r.steadyOf(RawProducer, rate)
+		label := fmt.Sprintf("p50 / p99 ms at %s rows/s", thousands(rate))
+		if okRaw {
+			label += fmt.Sprintf("; kafka producer alone, produce to acknowledgement %.1f / %.1f", msf(raw.P50), msf(raw.P99))
+		}
+		row(label, func(p string) string {
 			s, ok := r.steadyOf(p, rate)
 			if !ok {
 				return "–"
@@ -189,7 +194,11 @@ func (r *Report) DocsTables(link string) string {
 			}
 			return c
 		})
-		row(fmt.Sprintf("CPU s per 10,000 events at %s rows/s", thousands(rate)), func(p string) string {
+		label = fmt.Sprintf("CPU s per 10,000 events at %s rows/s", thousands(rate))
+		if okRaw {
+			label += fmt.Sprintf("; kafka producer alone %.2f", cpuPer10k(raw.CPU, raw.Events))
+		}
+		row(label, func(p string) string {
 			s, ok := r.steadyOf(p, rate)
 			if !ok {
 				return "–"

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/procfs"
@@ -34,6 +36,15 @@ type MachineState struct {
 	// Busy is set when OthersCores or StealPct passed BusyCores or BusySteal: Why says which.
 	Busy bool   `json:"busy"`
 	Why  string `json:"why,omitempty"`
+	// UsedCores is the CPU the whole machine used (all processes, the kernel's interrupts,
+	// not idle, I/O wait or steal), of CPUs: a phase near CPUs cores was bound by the
+	// machine, whichever process waited. ServerCores and BrokerCores are the PostgreSQL
+	// server's processes (walsenders and the load's backends) and the Kafka broker, when they
+	// run on this host.
+	UsedCores   float64 `json:"used_cores,omitempty"`
+	CPUs        int     `json:"cpus,omitempty"`
+	ServerCores float64 `json:"server_cores,omitempty"`
+	BrokerCores float64 `json:"broker_cores,omitempty"`
 }
 
 // The thresholds above which a phase's machine is flagged busy: a fifth of one core used
@@ -50,6 +61,9 @@ func (m *MachineState) String() string {
 		return "–"
 	}
 	s := fmt.Sprintf("others %.2f cores, steal %.0f %%, load %.1f–%.1f", m.OthersCores, m.StealPct, m.LoadMin, m.LoadMax)
+	if m.CPUs > 0 {
+		s += fmt.Sprintf("; used %.2f of %d cores (PostgreSQL %.2f, Kafka %.2f)", m.UsedCores, m.CPUs, m.ServerCores, m.BrokerCores)
+	}
 	if m.Busy {
 		s = "**busy**: " + s
 	}
@@ -74,12 +88,15 @@ type machineWatch struct {
 	started time.Time
 	stopCh  chan struct{}
 	done    chan struct{}
+	own     atomic.Int64 // the CPU its periodic samples took, ns
 
 	mu      sync.Mutex
 	loadMin float64
 	loadMax float64
 	last    map[int]procSample // per pid: the previous sample
 	others  map[string]float64 // CPU seconds of other processes, by command name
+	server  float64            // CPU seconds of the PostgreSQL server's processes
+	broker  float64            // and of the Kafka broker's
 	cpu0    procfs.CPUStat
 	cpu1    procfs.CPUStat
 }
@@ -93,8 +110,11 @@ type procSample struct {
 
 // ourProcs are the roots of the process trees that count as the benchmark's own: the
 // benchmark itself, the PostgreSQL server's postmaster and the Kafka broker (0 when not on
-// this host).
-type ourProcs struct{ roots []int }
+// this host), which server and broker name apart.
+type ourProcs struct {
+	roots          []int
+	server, broker int
+}
 
 // watchMachine starts sampling. Without /proc (not Linux) it returns a watch that reports
 // nothing.
@@ -113,6 +133,10 @@ func (e *env) watchMachine() *machineWatch {
 	w.sample(true)
 	go func() {
 		defer close(w.done)
+		// On a thread of its own, so that its samples' CPU can be told apart (own): a
+		// reference measured in the benchmark's process (rawSteady) leaves it out.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
 		for {
@@ -121,7 +145,9 @@ func (e *env) watchMachine() *machineWatch {
 				w.sample(false)
 				return
 			case <-t.C:
+				cpu0 := threadCPU()
 				w.sample(false)
+				w.own.Add(int64(threadCPU() - cpu0))
 			}
 		}
 	}()
@@ -159,31 +185,37 @@ func (w *machineWatch) sample(first bool) {
 	}
 	if !first {
 		for pid, s := range now {
-			if w.ours.has(pid, now) {
-				continue
-			}
+			var used float64
 			prev, ok := w.last[pid]
 			switch {
 			case ok && prev.start == s.start:
-				w.others[s.comm] += s.cpu - prev.cpu
+				used = s.cpu - prev.cpu
 			case !ok && s.start > 0:
 				// Started since the last sample: all of its CPU is this phase's.
-				w.others[s.comm] += s.cpu
+				used = s.cpu
+			}
+			switch root := w.ours.root(pid, now); {
+			case root == 0:
+				w.others[s.comm] += used
+			case root == w.ours.server:
+				w.server += used
+			case root == w.ours.broker:
+				w.broker += used
 			}
 		}
 	}
 	w.last = now
 }
 
-// has reports whether pid descends from one of the roots (in the process table now).
-func (o ourProcs) has(pid int, now map[int]procSample) bool {
+// root returns the root that pid descends from (in the process table now), or 0.
+func (o ourProcs) root(pid int, now map[int]procSample) int {
 	for i := 0; pid > 1 && i < 64; i++ {
 		if slices.Contains(o.roots, pid) {
-			return true
+			return pid
 		}
 		pid = now[pid].ppid
 	}
-	return false
+	return 0
 }
 
 // stop ends the sampling and returns the phase's machine state.
@@ -204,6 +236,10 @@ func (w *machineWatch) stop() *MachineState {
 	total := cpuSum(w.cpu1) - cpuSum(w.cpu0)
 	if total > 0 {
 		m.StealPct = 100 * (w.cpu1.Steal - w.cpu0.Steal) / total
+		idle := w.cpu1.Idle + w.cpu1.Iowait + w.cpu1.Steal - (w.cpu0.Idle + w.cpu0.Iowait + w.cpu0.Steal)
+		m.CPUs = runtime.NumCPU()
+		m.UsedCores = max(0, total-idle) / total * float64(m.CPUs)
+		m.ServerCores, m.BrokerCores = w.server/el, w.broker/el
 	}
 	type named struct {
 		name string
@@ -241,6 +277,19 @@ func (w *machineWatch) stop() *MachineState {
 	return m
 }
 
+// ownCPU is the CPU the watch's periodic samples have taken so far (in this process).
+func (w *machineWatch) ownCPU() time.Duration { return time.Duration(w.own.Load()) }
+
+// threadCPU is the calling thread's utime+stime so far (RUSAGE_THREAD); 0 where there is none.
+func threadCPU() time.Duration {
+	const rusageThread = 1 // Linux's RUSAGE_THREAD
+	var ru syscall.Rusage
+	if syscall.Getrusage(rusageThread, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 func cpuSum(c procfs.CPUStat) float64 {
 	return c.User + c.Nice + c.System + c.Idle + c.Iowait + c.IRQ + c.SoftIRQ + c.Steal
 }
@@ -258,13 +307,13 @@ func (e *env) findOurs(ctx context.Context) ourProcs {
 	if e.pool.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&backend) == nil {
 		if p, err := fs.Proc(backend); err == nil {
 			if st, err := p.Stat(); err == nil && st.PPID > 1 {
-				o.roots = append(o.roots, st.PPID)
+				o.roots, o.server = append(o.roots, st.PPID), st.PPID
 			}
 		}
 	}
 	if len(e.cfg.Brokers) > 0 {
 		if pid := listener(fs, e.cfg.Brokers[0]); pid > 0 {
-			o.roots = append(o.roots, pid)
+			o.roots, o.broker = append(o.roots, pid), pid
 		}
 	}
 	return o

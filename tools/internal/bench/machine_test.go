@@ -70,6 +70,12 @@ func TestMachineStateFlagsOtherProcesses(t *testing.T) {
 		if m.Seconds < 2 || m.LoadMax < m.LoadMin || m.StealPct < 0 {
 			t.Errorf("%s: %+v", tc.name, m)
 		}
+		// The whole machine's use counts the burn wherever it runs (half a core at least,
+		// however busy the machine is), and never more than the machine has.
+		if m.CPUs != runtime.NumCPU() || m.UsedCores < 0.5 || m.UsedCores > float64(m.CPUs)+0.01 ||
+			!strings.Contains(m.String(), fmt.Sprintf("of %d cores", m.CPUs)) {
+			t.Errorf("%s: used %.2f of %d cores (%q)", tc.name, m.UsedCores, m.CPUs, m.String())
+		}
 	}
 }
 
@@ -90,8 +96,8 @@ func TestFindOurs(t *testing.T) {
 	}
 	defer e.close()
 	o := e.findOurs(ctx)
-	if len(o.roots) != 3 || o.roots[0] != os.Getpid() {
-		t.Fatalf("roots %v: want this process, the postmaster and the broker", o.roots)
+	if len(o.roots) != 3 || o.roots[0] != os.Getpid() || o.server != o.roots[1] || o.broker != o.roots[2] {
+		t.Fatalf("roots %v (server %d, broker %d): want this process, the postmaster and the broker", o.roots, o.server, o.broker)
 	}
 	comm := func(pid int) string {
 		p, err := procfs.NewProc(pid)

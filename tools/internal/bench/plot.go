@@ -24,6 +24,9 @@ func WriteCDF(w io.Writer, steady []SteadyResult, png bool) error {
 	var rates []int
 	pubs := map[int][]SteadyResult{}
 	for _, s := range steady {
+		if s.Publisher == RawProducer {
+			continue // produce to acknowledgement, not commit to consumer
+		}
 		if _, ok := pubs[s.Rate]; !ok {
 			rates = append(rates, s.Rate)
 		}

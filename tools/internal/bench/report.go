@@ -310,7 +310,9 @@ func (r *Report) Markdown() string {
 			"'To produce' is commit to the record's timestamp, when the publisher handed it to its Kafka client (millisecond precision): "+
 			"the part spent before Kafka. Peak RSS is the publisher's VmHWM (debezium: its Kafka Connect JVM's, since it started); CPU is its utime+stime over its whole life per 10,000 records it published "+
 			"(debezium: the JVM's while the phase's connector ran). "+
-			"Server WAL is all the WAL the server wrote during the load, by anyone: a walsender decodes all of it, so other writers on the server delay run, not poll.\n\n",
+			"Server WAL is all the WAL the server wrote during the load, by anyone: a walsender decodes all of it, so other writers on the server delay run, not poll. "+
+			"kafka producer is no publisher but the floor under one: the same records (key, value, the contract's headers) built in memory and produced at the rate, the rows due each millisecond at once, "+
+			"by the relay's own producer settings (acks=all, idempotent, linger 0) to the same broker; its latency is from the produce call to Kafka's acknowledgement and its CPU the benchmark's own while it produced.\n\n",
 			r.Config.Duration, r.Config.Writers, r.Config.Warmup)
 		b.WriteString("| publisher | target rows/s | achieved rows/s | records | p50 ms | p90 ms | p99 ms | max ms | p50 / p99 ÷ run's | to produce p50 / p99 ms | peak RSS MB | CPU s / 10k events | CPU ÷ run's | server WAL MB/s | machine |\n")
 		b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
@@ -320,9 +322,14 @@ func (r *Report) Markdown() string {
 				lat = ratio(float64(s.P50), float64(run.P50)) + " / " + ratio(float64(s.P99), float64(run.P99))
 				cpu = ratio(cpuPer10k(s.CPU, s.Events), cpuPer10k(run.CPU, run.Events))
 			}
-			fmt.Fprintf(&b, "| %s | %d | %.0f | %d | %.1f | %.1f | %.1f | %.1f | %s | %.0f / %.0f | %.1f | %.3f | %s | %.1f | %s |\n",
+			toProduce, rss, wal := fmt.Sprintf("%.0f / %.0f", max(0, msf(s.ToProduceP50)), max(0, msf(s.ToProduceP99))),
+				fmt.Sprintf("%.1f", mb(s.PeakRSS)), fmt.Sprintf("%.1f", s.WALRate/(1<<20))
+			if s.Publisher == RawProducer {
+				toProduce, rss, wal = "–", "–", "–" // in the benchmark's process, with no PostgreSQL
+			}
+			fmt.Fprintf(&b, "| %s | %d | %.0f | %d | %.1f | %.1f | %.1f | %.1f | %s | %s | %s | %.3f | %s | %s | %s |\n",
 				s.Publisher, s.Rate, s.Achieved, s.Records, msf(s.P50), msf(s.P90), msf(s.P99), msf(s.Max), lat,
-				max(0, msf(s.ToProduceP50)), max(0, msf(s.ToProduceP99)), mb(s.PeakRSS), cpuPer10k(s.CPU, s.Events), cpu, s.WALRate/(1<<20), s.Machine)
+				toProduce, rss, cpuPer10k(s.CPU, s.Events), cpu, wal, s.Machine)
 		}
 		b.WriteString("\n")
 		if r.Config.SteadyRepeats > 1 {

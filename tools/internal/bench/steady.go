@@ -120,6 +120,9 @@ var nonName = regexp.MustCompile(`[^a-z0-9]+`)
 // steady runs pub against single-row transactions at rate for the configured duration,
 // after cfg.Warmup of the same load that is not measured.
 func (e *env) steady(ctx context.Context, pub Publisher, rate int) (SteadyResult, error) {
+	if pub.Name == RawProducer {
+		return e.rawSteady(ctx, rate)
+	}
 	res := SteadyResult{Publisher: pub.Name, Rate: rate}
 	phase := fmt.Sprintf("steady %s at %d rows/s", pub.Name, rate)
 	defer e.cleanupTo(e.mark())
