@@ -270,6 +270,18 @@ func eosRunError(err error) bool {
 		strings.Contains(s, "exactly-once: commit the Kafka transaction")
 }
 
+// eosRefusedRetryError reports whether err is Kafka's OUT_OF_ORDER_SEQUENCE_NUMBER for a
+// record: in exactly-once mode, a produce the broker appended and answered REQUEST_TIMED_OUT,
+// whose retry was then refused for good, leaves the partition's sequence past the failed
+// batch; franz-go, whose transactional producer keeps its epoch, gives the failed batch's
+// sequence numbers to the partition's next batch, and Kafka refuses it as out of order (or,
+// when it matches the appended batch, takes it for a duplicate: eosHeld). The record fails,
+// the run ends and the transaction aborts: the restart replays (DESIGN.md E8). Only a run with
+// a refusal for good can end so (seeds 36517, 55216, 110511, 153862).
+func eosRefusedRetryError(err error) bool {
+	return errors.Is(err, kerr.OutOfOrderSequenceNumber)
+}
+
 // eosTakeover is takeover in an exactly-once schedule: another relay takes the slot and then
 // its transactional id (E3's order), which fences this one; the session is dropped only later,
 // so that the fenced relay may try to commit first (a zombie paused past its session), and the
