@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime"
 	"slices"
 	"sync"
 	"syscall"
@@ -112,7 +113,7 @@ func selfCPU() time.Duration {
 // rawSteady is RawProducer at a steady rate: the steady load's records (key, value, the
 // contract's headers, built with sink.NewRecord) produced from memory by the relay's own
 // producer settings to the same broker, paced as the steady load's rows are committed (the
-// rows due each millisecond at once), after Warmup of the same, unmeasured. Its latency is
+// rows due each millisecond at once) on one processor, after Warmup of the same, unmeasured. Its latency is
 // from the Produce call to Kafka's acknowledgement, and its CPU this process's while it is
 // measured (the benchmark runs the producer in-process and does nothing else meanwhile but
 // sample /proc, whose CPU is left out): what
@@ -181,6 +182,10 @@ func (e *env) rawSteady(ctx context.Context, rate int) (SteadyResult, error) {
 		defer mu.Unlock()
 		return total, elapsed, fail
 	}
+	// On one processor, as `run` is while it keeps up (cmd/cdc-relay/procs.go): on two, the
+	// producer's goroutine hand-overs wake threads, ~1.2× the CPU per record (0.99-1.03
+	// against 0.82-0.87 s per 10,000 at 2,000/s, measured minutes apart on a quiet machine).
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	if e.cfg.Warmup > 0 {
 		e.progress("%s: warming up for %s", phase, e.cfg.Warmup)
 		if _, _, err := load(e.cfg.Warmup, false); err != nil {

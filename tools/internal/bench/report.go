@@ -311,7 +311,7 @@ func (r *Report) Markdown() string {
 			"the part spent before Kafka. Peak RSS is the publisher's VmHWM (debezium: its Kafka Connect JVM's, since it started); CPU is its utime+stime over its whole life per 10,000 records it published "+
 			"(debezium: the JVM's while the phase's connector ran). "+
 			"Server WAL is all the WAL the server wrote during the load, by anyone: a walsender decodes all of it, so other writers on the server delay run, not poll. "+
-			"kafka producer is no publisher but the floor under one: the same records (key, value, the contract's headers) built in memory and produced at the rate, the rows due each millisecond at once, "+
+			"kafka producer is no publisher but the floor under one: the same records (key, value, the contract's headers) built in memory and produced at the rate, the rows due each millisecond at once, on one processor as run is while it keeps up, "+
 			"by the relay's own producer settings (acks=all, idempotent, linger 0) to the same broker; its latency is from the produce call to Kafka's acknowledgement and its CPU the benchmark's own while it produced.\n\n",
 			r.Config.Duration, r.Config.Writers, r.Config.Warmup)
 		b.WriteString("| publisher | target rows/s | achieved rows/s | records | p50 ms | p90 ms | p99 ms | max ms | p50 / p99 ÷ run's | to produce p50 / p99 ms | peak RSS MB | CPU s / 10k events | CPU ÷ run's | server WAL MB/s | machine |\n")
