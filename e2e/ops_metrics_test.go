@@ -50,6 +50,11 @@ func TestMetricsAndHealthFollowTheRelay(t *testing.T) {
 	if got := m["cdc_relay_commit_to_ack_seconds_count"]; got < float64(len(all)) {
 		t.Errorf("commit_to_ack_seconds_count %v, want >= %d", got, len(all))
 	}
+	// One per transaction with its commit and send times, each at least 0 (the server's own
+	// clock) and not longer than the test.
+	if n, sum := m["cdc_relay_commit_to_send_seconds_count"], m["cdc_relay_commit_to_send_seconds_sum"]; n < 1 || sum < 0 || sum > n*60 {
+		t.Errorf("commit_to_send_seconds: count %v, sum %v", n, sum)
+	}
 	if m[`cdc_relay_replication_state{state="streaming"}`] != 1 || m["cdc_relay_active"] != 1 {
 		t.Errorf("state: streaming=%v active=%v, want 1 and 1", m[`cdc_relay_replication_state{state="streaming"}`], m["cdc_relay_active"])
 	}

@@ -23,6 +23,34 @@ type fakeSource struct{ s metrics.RelaySnapshot }
 
 func (f fakeSource) MetricsSnapshot() metrics.RelaySnapshot { return f.s }
 
+// commit_to_send_seconds observes the server's commit to its send of the transaction, and
+// nothing for a transaction without either time.
+func TestCommitToSendObservesTheServersTimes(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := metrics.NewRelay(reg)
+	commit := time.Date(2026, 12, 6, 5, 0, 0, 0, time.UTC)
+	m.Sent(commit, commit.Add(3*time.Millisecond))
+	m.Sent(commit, time.Time{})
+	m.Sent(time.Time{}, commit)
+	got, err := testutil.GatherAndCount(reg, "cdc_relay_commit_to_send_seconds")
+	if err != nil || got != 1 {
+		t.Fatalf("%d series, %v", got, err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "cdc_relay_commit_to_send_seconds" {
+			continue
+		}
+		h := mf.GetMetric()[0].GetHistogram()
+		if h.GetSampleCount() != 1 || h.GetSampleSum() < 0.0029 || h.GetSampleSum() > 0.0031 {
+			t.Errorf("count %d, sum %v: want one observation of 3ms", h.GetSampleCount(), h.GetSampleSum())
+		}
+	}
+}
+
 // Several relays, pollers and slot watchers can live in one process, each with its own
 // registry: nothing registers in the global default registry.
 func TestRegistriesAreIndependent(t *testing.T) {
@@ -64,12 +92,14 @@ func TestRelayHooksDoNotAllocate(t *testing.T) {
 	commit := time.Now()
 	if n := testing.AllocsPerRun(1000, func() {
 		m.Acked(commit)
+		m.Sent(commit, commit)
 		m.ProduceError(metrics.ClassRejected)
 	}); n != 0 {
 		t.Errorf("%v allocations per record", n)
 	}
 	var none *metrics.Relay
 	none.Acked(commit)
+	none.Sent(commit, commit)
 	none.ProduceError(metrics.ClassBadRow)
 	none.SetSource(nil)
 	var np *metrics.Poller

@@ -78,6 +78,7 @@ var States = []string{"connecting", "streaming", "standby", "reconnecting", "sto
 // no-ops on a nil *Relay.
 type Relay struct {
 	latency prometheus.Histogram
+	toSend  prometheus.Histogram
 	errors  [numClasses]prometheus.Counter
 	src     RelaySource
 	// Exactly-once mode's Kafka transactions (zero in at-least-once mode).
@@ -94,6 +95,9 @@ func NewRelay(reg prometheus.Registerer) *Relay {
 	m := &Relay{
 		latency: newHistogram("commit_to_ack_seconds",
 			"Time from a transaction's commit in PostgreSQL to Kafka's acknowledgement of each of its records."),
+		toSend: newHistogram("commit_to_send_seconds",
+			"Time from a transaction's commit in PostgreSQL to the walsender's sending of its first message, both on the server's clock: "+
+				"PostgreSQL's share of commit_to_ack_seconds (waking the walsender, decoding, a backlog ahead of it)."),
 		txnCommits: newCounter("kafka_transactions_committed_total",
 			"Kafka transactions committed with their checkpoint (--delivery exactly-once); the confirmed position follows each."),
 		txnAborts: newCounter("kafka_transactions_aborted_total",
@@ -125,7 +129,7 @@ func NewRelay(reg prometheus.Registerer) *Relay {
 	for c := range numClasses {
 		m.errors[c] = errs.WithLabelValues(c.String()) // resolved once: the hot path only adds
 	}
-	reg.MustRegister(m.latency, errs, m.txnCommits, m.txnAborts, m.txnCommit, m)
+	reg.MustRegister(m.latency, m.toSend, errs, m.txnCommits, m.txnAborts, m.txnCommit, m)
 	return m
 }
 
@@ -144,6 +148,14 @@ func (m *Relay) SetSource(src RelaySource) {
 func (m *Relay) Acked(commit time.Time) {
 	if m != nil && !commit.IsZero() {
 		m.latency.Observe(time.Since(commit).Seconds())
+	}
+}
+
+// Sent observes, for one transaction, its commit time to the time the walsender sent its
+// Begin (XLogData's send time), both the server's; a zero time (none sent) is not observed.
+func (m *Relay) Sent(commit, sent time.Time) {
+	if m != nil && !commit.IsZero() && !sent.IsZero() {
+		m.toSend.Observe(max(0, sent.Sub(commit)).Seconds())
 	}
 }
 

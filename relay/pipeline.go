@@ -117,6 +117,7 @@ func (p *pipe) handle(ctx context.Context, m *replication.Message) error {
 				return nil // stopped while paused: the pipeline checks why after this message
 			}
 			p.cur = r.track.beginAt(out.CommitTime)
+			r.cfg.Metrics.Sent(out.CommitTime, m.ServerTime)
 			p.stamp = nil // made at the first event: most transactions a slot sees may have none
 			r.stats.Transactions.Add(1)
 			r.eosBegin(out.CommitLSN)
