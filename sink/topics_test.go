@@ -15,23 +15,31 @@ import (
 	"github.com/cdc-relay/cdc-relay/internal/proc"
 )
 
-// durabilityLog produces one record to each topic (created with its replication factor and
-// min.insync.replicas) on a kfake cluster of brokers brokers, and returns the sink's log.
-func durabilityLog(t *testing.T, brokers int, topics map[string][2]int) string {
+// kfakeSink is a Sink on a kfake cluster of brokers brokers, needing topics (Config.Topics),
+// and the buffer it logs to; both end with the test.
+func kfakeSink(t *testing.T, brokers int, topics []string) (*Sink, *proc.Buffer) {
 	t.Helper()
 	c, err := kfake.NewCluster(kfake.NumBrokers(brokers))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var log proc.Buffer
-	s, err := New(Config{Brokers: c.ListenAddrs(), Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	log := &proc.Buffer{}
+	s, err := New(Config{Brokers: c.ListenAddrs(), Topics: topics, Logger: slog.New(slog.NewTextHandler(log, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Close)
+	return s, log
+}
+
+// durabilityLog produces one record to each topic (created with its replication factor and
+// min.insync.replicas) on a kfake cluster of brokers brokers, and returns the sink's log.
+func durabilityLog(t *testing.T, brokers int, topics map[string][2]int) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, log := kfakeSink(t, brokers, nil)
 	adm := kadm.NewClient(s.Client())
 	for topic, rf := range topics {
 		isr := kadm.StringPtr("1")
@@ -78,20 +86,9 @@ func TestWarnsWhenAnAcknowledgedRecordCanBeLostWithOneBroker(t *testing.T) {
 // error, not a log line promising that its records will be dead-lettered; and a record to it
 // later logs that the relay needs it, once, not that it is dead-lettered.
 func TestAMissingRequiredTopicIsNotSaidToBeDeadLettered(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var log proc.Buffer
-	s, err := New(Config{Brokers: c.ListenAddrs(), Topics: []string{"cdc-relay.dlq"},
-		Logger: slog.New(slog.NewTextHandler(&log, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
+	s, log := kfakeSink(t, 1, []string{"cdc-relay.dlq"})
 	var missing *TopicMissingError
 	if err := s.Ping(ctx); !errors.As(err, &missing) || missing.Topic != "cdc-relay.dlq" {
 		t.Fatalf("Ping = %v, want the missing topic cdc-relay.dlq", err)
