@@ -25,7 +25,8 @@ func TestChaosSoakCISize(t *testing.T) {
 
 // The same soak with `run --delivery exactly-once`, read read_committed: nothing lost and no
 // duplicate either, no record of an aborted transaction read, none written outside a
-// transaction. The kills and the zombie leave aborted transactions behind (a read_uncommitted
+// transaction. Each kill and the zombie's pause wait until the holder has records of an open
+// Kafka transaction written, so they leave aborted transactions behind (a read_uncommitted
 // reader counts their records): without them the check would prove nothing.
 func TestChaosSoakExactlyOnceCISize(t *testing.T) {
 	res := ciSoak(t, chaos.ExactlyOnce)

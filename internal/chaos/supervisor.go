@@ -242,6 +242,25 @@ func (p *supervisor) killLoop(ctx context.Context) {
 	}
 }
 
+// openWait bounds how long a fault waits for the holder to have a Kafka transaction open with
+// records in it (exactly-once); after the writing there is none, and the fault goes ahead.
+const openWait = 3 * time.Second
+
+// awaitOpenTransaction, with exactly-once delivery, waits until the slot's holder has written
+// records of a Kafka transaction it has not ended, so that the kill -9 or the SIGSTOP that
+// follows leaves an aborted transaction behind for the read_committed reader to skip: a kill
+// between two transactions proves nothing about them. It returns what the fault's log line
+// says about it.
+func (p *supervisor) awaitOpenTransaction(ctx context.Context) string {
+	if p.s.v == nil || p.s.v.markers == nil {
+		return ""
+	}
+	if n := p.s.v.markers.awaitOpen(ctx, openWait); n > 0 {
+		return fmt.Sprintf(", %d records of an open Kafka transaction written", n)
+	}
+	return fmt.Sprintf(", no Kafka transaction seen open within %s", openWait)
+}
+
 // holderToFault waits for the slot's holder and marks its exit expected; nil if it exited
 // meanwhile. The caller holds p.faults.
 func (p *supervisor) holderToFault(ctx context.Context) (*relayProc, error) {
@@ -261,6 +280,7 @@ func (p *supervisor) holderToFault(ctx context.Context) (*relayProc, error) {
 func (p *supervisor) killHolder(ctx context.Context) error {
 	p.faults.Lock()
 	defer p.faults.Unlock()
+	open := p.awaitOpenTransaction(ctx)
 	rp, err := p.holderToFault(ctx)
 	if rp == nil || err != nil {
 		return err // none, or it exited meanwhile: the next round finds the next holder
@@ -270,7 +290,7 @@ func (p *supervisor) killHolder(ctx context.Context) error {
 	killed := time.Now()
 	p.kills++
 	p.s.event("kill", p.kills)
-	p.s.logf("relay #%d killed -9 (kill %d)", gen, p.kills)
+	p.s.logf("relay #%d killed -9 (kill %d)%s", gen, p.kills, open)
 	next, err := p.waitHolder(ctx, gen)
 	if err != nil {
 		return err
@@ -298,6 +318,7 @@ func (p *supervisor) killHolder(ctx context.Context) error {
 func (p *supervisor) zombie(ctx context.Context) error {
 	p.faults.Lock()
 	defer p.faults.Unlock()
+	open := p.awaitOpenTransaction(ctx)
 	rp, err := p.holderToFault(ctx)
 	if rp == nil || err != nil {
 		p.s.logf("zombie: the slot's holder exited before it could be paused (%v)", err)
@@ -307,7 +328,7 @@ func (p *supervisor) zombie(ctx context.Context) error {
 	rp.p.Send(syscall.SIGSTOP)
 	paused := time.Now()
 	p.s.event("zombie", 0)
-	p.s.logf("zombie: relay #%d paused (SIGSTOP) while it holds the slot", gen)
+	p.s.logf("zombie: relay #%d paused (SIGSTOP) while it holds the slot%s", gen, open)
 	next, err := p.waitHolder(ctx, gen)
 	if err != nil {
 		rp.p.Send(syscall.SIGCONT)

@@ -181,6 +181,7 @@ type markers struct {
 	committed int // transactional records whose marker was a commit
 	next      map[int32]int64
 	unread    int // aborted records without a readable outbox id
+	data      int // transactional records read
 }
 
 func newMarkers() *markers {
@@ -214,6 +215,7 @@ func (m *markers) add(r *kgo.Record) {
 		}
 	case r.Attrs.IsTransactional():
 		open[r.ProducerID] = append(open[r.ProducerID], r)
+		m.data++
 	}
 }
 
@@ -255,8 +257,9 @@ type markerWatch struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
-	mu sync.Mutex
-	m  *markers
+	mu      sync.Mutex
+	m       *markers
+	changed chan struct{} // a poll added records
 }
 
 func newMarkerWatch(brokers []string, topic string) (*markerWatch, error) {
@@ -267,7 +270,7 @@ func newMarkerWatch(brokers []string, topic string) (*markerWatch, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &markerWatch{cl: cl, cancel: cancel, done: make(chan struct{}), m: newMarkers()}
+	w := &markerWatch{cl: cl, cancel: cancel, done: make(chan struct{}), m: newMarkers(), changed: make(chan struct{}, 1)}
 	go func() {
 		defer close(w.done)
 		for ctx.Err() == nil {
@@ -275,9 +278,39 @@ func newMarkerWatch(brokers []string, topic string) (*markerWatch, error) {
 			w.mu.Lock()
 			fs.EachRecord(w.m.add)
 			w.mu.Unlock()
+			select {
+			case w.changed <- struct{}{}:
+			default:
+			}
 		}
 	}()
 	return w, nil
+}
+
+// awaitOpen waits until a record written since the call belongs to a transaction whose
+// marker has not been read, that is until the relay has a Kafka transaction open with records
+// in it, and returns how many records open transactions hold; 0 if none was seen within
+// timeout. A kill -9 or a SIGSTOP sent then leaves an aborted transaction behind.
+func (w *markerWatch) awaitOpen(ctx context.Context, timeout time.Duration) int {
+	w.mu.Lock()
+	from := w.m.data
+	w.mu.Unlock()
+	deadline := time.After(timeout)
+	for {
+		w.mu.Lock()
+		data, open := w.m.data, w.m.open()
+		w.mu.Unlock()
+		if data > from && open > 0 {
+			return open
+		}
+		select {
+		case <-ctx.Done():
+			return 0
+		case <-deadline:
+			return 0
+		case <-w.changed:
+		}
+	}
 }
 
 // caughtUp reports whether every partition has been read up to its end offset in ends.

@@ -9,7 +9,9 @@
 //
 // --delivery exactly-once runs the relays with that flag and reads read_committed: one
 // duplicate fails it too, and so does a record of an aborted transaction read; a
-// read_uncommitted reader beside it counts the records the aborted transactions hold.
+// read_uncommitted reader beside it counts the records the aborted transactions hold, and each
+// kill and the zombie's pause wait (up to 3 s) until that reader sees the holder's open Kafka
+// transaction hold records, so that every fault leaves an aborted transaction behind.
 // --delivery at-least-once,exactly-once runs both, one after the other with the same seed, and
 // ends with a table of the two side by side (make chaos).
 //
