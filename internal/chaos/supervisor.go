@@ -256,7 +256,7 @@ func (p *supervisor) awaitOpenTransaction(ctx context.Context) string {
 		return ""
 	}
 	if n := p.s.v.markers.awaitOpen(ctx, openWait); n > 0 {
-		return fmt.Sprintf(", %d records of an open Kafka transaction written", n)
+		return fmt.Sprintf(", its open Kafka transaction holding %d records on the partition last written", n)
 	}
 	return fmt.Sprintf(", no Kafka transaction seen open within %s", openWait)
 }

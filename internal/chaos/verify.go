@@ -182,6 +182,10 @@ type markers struct {
 	next      map[int32]int64
 	unread    int // aborted records without a readable outbox id
 	data      int // transactional records read
+	last      struct {
+		partition int32
+		producer  int64
+	} // the producer and partition of the last transactional record read
 }
 
 func newMarkers() *markers {
@@ -216,7 +220,14 @@ func (m *markers) add(r *kgo.Record) {
 	case r.Attrs.IsTransactional():
 		open[r.ProducerID] = append(open[r.ProducerID], r)
 		m.data++
+		m.last.partition, m.last.producer = r.Partition, r.ProducerID
 	}
+}
+
+// lastOpen returns how many records the transaction of the last transactional record read
+// holds, 0 if its marker has been read since.
+func (m *markers) lastOpen() int {
+	return len(m.pending[m.last.partition][m.last.producer])
 }
 
 // open returns how many records belong to transactions whose marker has not been read.
@@ -289,8 +300,8 @@ func newMarkerWatch(brokers []string, topic string) (*markerWatch, error) {
 
 // awaitOpen waits until a record written since the call belongs to a transaction whose
 // marker has not been read, that is until the relay has a Kafka transaction open with records
-// in it, and returns how many records open transactions hold; 0 if none was seen within
-// timeout. A kill -9 or a SIGSTOP sent then leaves an aborted transaction behind.
+// in it, and returns how many records that transaction holds on the record's partition; 0 if
+// none was seen within timeout. A kill -9 or a SIGSTOP sent then leaves an aborted transaction behind.
 func (w *markerWatch) awaitOpen(ctx context.Context, timeout time.Duration) int {
 	w.mu.Lock()
 	from := w.m.data
@@ -298,7 +309,7 @@ func (w *markerWatch) awaitOpen(ctx context.Context, timeout time.Duration) int 
 	deadline := time.After(timeout)
 	for {
 		w.mu.Lock()
-		data, open := w.m.data, w.m.open()
+		data, open := w.m.data, w.m.lastOpen()
 		w.mu.Unlock()
 		if data > from && open > 0 {
 			return open

@@ -108,6 +108,10 @@ func TestMarkersSortRecordsByTheirTransactionsMarker(t *testing.T) {
 	} {
 		m.add(r)
 	}
+	// The last record's transaction is open: a fault now leaves it aborted (awaitOpen).
+	if n := m.lastOpen(); n != 1 {
+		t.Errorf("the last record's open transaction holds %d records, want 1", n)
+	}
 	committed := []oracle.Delivery{{ID: 20, Partition: 0, Offset: 3}, {ID: 10, Partition: 0, Offset: 5}}
 	var res Result
 	m.tally(committed, &res)
@@ -120,6 +124,14 @@ func TestMarkersSortRecordsByTheirTransactionsMarker(t *testing.T) {
 	m.tally(append(committed, oracle.Delivery{ID: 10, Partition: 0, Offset: 1}), &res)
 	if res.AbortedSeen != 1 {
 		t.Errorf("aborted records seen %d, want 1", res.AbortedSeen)
+	}
+	// Once its marker is read, the last record's transaction is no longer open, whatever
+	// another producer holds open.
+	m.add(rec(3, 30))
+	m.add(rec(1, 13))
+	m.add(marker(1, kmsg.ControlRecordKeyTypeCommit))
+	if n := m.lastOpen(); n != 0 {
+		t.Errorf("after its commit marker the last record's transaction holds %d records, want 0", n)
 	}
 }
 
