@@ -83,6 +83,7 @@ func (c Config) ClientOpts() []kgo.Opt {
 		kgo.TransactionalID(c.TransactionalID),
 		kgo.TransactionTimeout(c.TransactionTimeout),
 		kgo.MetadataMinAge(MetadataMinAge),
+		kgo.WithHooks(&loadWatch{}),
 	}
 }
 
@@ -90,6 +91,7 @@ func (c Config) ClientOpts() []kgo.Opt {
 // It is owned by one goroutine (the relay's pipeline); Produce's promises run on franz-go's.
 type Producer struct {
 	cl    *kgo.Client
+	loads *loadWatch // the partitions the client does not list yet (loaded.go)
 	cfg   Config
 	fence error // the *FencedError once one was met: every later call returns it
 	spent bool  // an EndTxn went unanswered: Begin and Commit return ErrSpent (errors.go)
@@ -114,10 +116,15 @@ func New(ctx context.Context, cl *kgo.Client, cfg Config) (*Producer, error) {
 		return nil, fmt.Errorf("txn: the Kafka client's transactional id is %q, the slot's is %q: build the client with Config.ClientOpts", id, cfg.TransactionalID)
 	}
 	cfg.TransactionalID = id
+	loads := findLoadWatch(cl)
+	if loads == nil {
+		return nil, errors.New("txn: the Kafka client lacks the producer's hook: build it with Config.ClientOpts")
+	}
+	loads.cl = cl
 	if _, _, err := cl.ProducerID(ctx); err != nil {
 		return nil, fmt.Errorf("txn: take transactional id %s: %w", id, fenced(id, err))
 	}
-	return &Producer{cl: cl, cfg: cfg}, nil
+	return &Producer{cl: cl, loads: loads, cfg: cfg}, nil
 }
 
 // Client is the wrapped client.
@@ -230,6 +237,7 @@ func (p *Producer) commitRecord(ctx context.Context, rec *kgo.Record, what strin
 	if err := p.cl.Flush(ctx); err != nil {
 		return p.abortAfter(ctx, fmt.Errorf("txn: flush before commit: %w", err))
 	}
+	p.loads.await(ctx) // the commit bumps the epoch: every partition written must be listed (loaded.go)
 	if err := p.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		id := p.cfg.TransactionalID
 		if IsFenced(err) {
@@ -306,6 +314,7 @@ func (p *Producer) abort(ctx context.Context) error {
 	if err := p.cl.AbortBufferedRecords(ctx); err != nil {
 		return fmt.Errorf("txn: abort buffered records: %w", err)
 	}
+	p.loads.await(ctx) // as a commit does (loaded.go)
 	if err := p.cl.EndTransaction(ctx, kgo.TryAbort); err != nil {
 		err = fenced(p.cfg.TransactionalID, err)
 		if !IsFenced(err) {
