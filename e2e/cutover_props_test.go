@@ -391,6 +391,9 @@ func switchSchedule(t *testing.T, bin string, seed uint64) {
 			if last {
 				final = func() {
 					p := testenv.Start(t, bin, nil, "poll", "--table", f.Table, "--dlq-topic", f.DLQ, "--interval", "20ms")
+					// Every row may be marked already (the wait below then ends at once): wait
+					// for the poller to start, or the SIGTERM reaches it before its handler.
+					started(t, p, "msg=polling")
 					testenv.Eventually(t, 60*time.Second, "the poller to publish every pending row", func() bool {
 						return len(idSet(t, f, `published_at IS NULL`)) == 0
 					})

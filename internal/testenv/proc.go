@@ -125,6 +125,11 @@ func (p *Proc) Stop(t testing.TB) int {
 	if err := p.p.Stop(60 * time.Second); err != nil {
 		t.Errorf("cdc-relay %v", err)
 	}
+	if p.p.Signal() == syscall.SIGTERM {
+		// The Go runtime's default for SIGTERM, before main's signal.NotifyContext: the test
+		// stopped the process before waiting for a sign that it had started.
+		t.Errorf("cdc-relay died of the SIGTERM before it handled signals: wait for it to start (a log line, a record) before Stop")
+	}
 	return p.p.ExitCode()
 }
 
