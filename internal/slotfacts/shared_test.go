@@ -26,13 +26,17 @@ func TestLookupOverBothConnections(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close(context.Background())
+	t.Cleanup(func() { conn.Close(context.Background()) }) // after the slot's drop below: cleanups run last first
 	slot := testenv.Name(t)
 	var lsn string
 	if err := conn.QueryRow(ctx, `SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput')`, slot).Scan(&lsn); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _, _ = conn.Exec(context.Background(), `SELECT pg_drop_replication_slot($1)`, slot) })
+	t.Cleanup(func() {
+		if _, err := conn.Exec(context.Background(), `SELECT pg_drop_replication_slot($1)`, slot); err != nil {
+			t.Errorf("drop the test's slot %s (it would hold WAL and one of max_replication_slots): %v", slot, err)
+		}
+	})
 
 	rc := cfg.Config.Copy()
 	rc.RuntimeParams["replication"] = "database"
