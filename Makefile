@@ -20,7 +20,7 @@ lint:
 
 ## unit: every test that needs no services (no PostgreSQL, no Kafka, nothing started), in every
 ## package: go test ./... with the services' variables unset, so that each test that needs them
-## stops at internal/testenv's gate (testenv.Require) with a one-line skip. CI and
+## stops at testkit/testenv's gate (testenv.Require) with a one-line skip. CI and
 ## CDC_RELAY_REQUIRE_SERVICES are unset too (either turns those skips into failures).
 ## e2e/make_test.go runs this target with the services' addresses pointing nowhere.
 UNIT_UNSET := CI CDC_RELAY_REQUIRE_SERVICES CDC_RELAY_PG_URL CDC_RELAY_BROKERS CDC_RELAY_DEV_PG_BIN \

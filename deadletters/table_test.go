@@ -9,9 +9,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/cdc-relay/cdc-relay/deadletters"
-	"github.com/cdc-relay/cdc-relay/internal/testenv"
 	"github.com/cdc-relay/cdc-relay/outbox"
 	"github.com/cdc-relay/cdc-relay/slotstore"
+	"github.com/cdc-relay/cdc-relay/testkit/testenv"
 )
 
 // TableDDL and CreateTable name the table as outbox.ParseTable does (a bare name is

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cdc-relay/cdc-relay/internal/testenv"
+	"github.com/cdc-relay/cdc-relay/testkit/testenv"
 )
 
 // A backlog of 10 KB rows is drained in the large pieces of DESIGN.md, "Reading a backlog"

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cdc-relay/cdc-relay/internal/testenv"
+	"github.com/cdc-relay/cdc-relay/testkit/testenv"
 )
 
 // A backlog written while the relay is stopped is drained in batches with SO_RCVLOWAT raised

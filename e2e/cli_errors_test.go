@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cdc-relay/cdc-relay/internal/testenv"
+	"github.com/cdc-relay/cdc-relay/testkit/testenv"
 )
 
 // Bad configuration ends `cdc-relay run` within seconds, never a hang: exit 2 for what the

@@ -14,8 +14,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cdc-relay/cdc-relay/inbox"
-	"github.com/cdc-relay/cdc-relay/internal/cetest"
-	"github.com/cdc-relay/cdc-relay/internal/testenv"
+	"github.com/cdc-relay/cdc-relay/testkit/cetest"
+	"github.com/cdc-relay/cdc-relay/testkit/testenv"
 )
 
 const (

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cdc-relay/cdc-relay/internal/testenv"
+	"github.com/cdc-relay/cdc-relay/testkit/testenv"
 )
 
 // The replay window: the position Kafka acknowledged reaches PostgreSQL within

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cdc-relay/cdc-relay/internal/testenv"
+	"github.com/cdc-relay/cdc-relay/testkit/testenv"
 )
 
 // The seeds TestSwitchingPublishersAsProperties runs: 1 to -switch.n, or -switch.seed alone.

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cdc-relay/cdc-relay/internal/testenv"
+	"github.com/cdc-relay/cdc-relay/testkit/testenv"
 )
 
 // Every committed row arrives once, with the contract's key, value and headers; rows of

@@ -8,5 +8,5 @@
 // flat for a transaction of a million rows.
 //
 // Contexts and goroutines: the tests start the binary as child processes and consumers as
-// goroutines (internal/testenv); each test's cleanup stops and waits for what it started.
+// goroutines (testkit/testenv); each test's cleanup stops and waits for what it started.
 package e2e

@@ -11,8 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/cdc-relay/cdc-relay/internal/testenv"
-	"github.com/cdc-relay/cdc-relay/sink/txn"
+	"github.com/cdc-relay/cdc-relay/kafkatxn"
+	"github.com/cdc-relay/cdc-relay/testkit/testenv"
 )
 
 // eosEnv is a test's relay in exactly-once mode, with a checkpoint topic of its own.
@@ -25,7 +25,7 @@ func newEOSEnv(t *testing.T) *eosEnv {
 	t.Helper()
 	e := &eosEnv{RelayEnv: testenv.NewRelayEnv(t, true)}
 	e.checkpoints = e.F.Name + ".checkpoints"
-	testenv.CreateTopicWithConfig(t, e.checkpoints, 1, txn.CheckpointTopicConfigs)
+	testenv.CreateTopicWithConfig(t, e.checkpoints, 1, kafkatxn.CheckpointTopicConfigs)
 	return e
 }
 
@@ -36,11 +36,11 @@ func (e *eosEnv) start(t *testing.T, env []string, args ...string) *testenv.Proc
 }
 
 // checkpoint is the slot's newest committed checkpoint.
-func (e *eosEnv) checkpoint(t *testing.T) txn.Checkpoint {
+func (e *eosEnv) checkpoint(t *testing.T) kafkatxn.Checkpoint {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cp, _, err := txn.ReadCheckpoint(ctx, []kgo.Opt{kgo.SeedBrokers(testenv.Brokers(t)...)}, e.checkpoints, e.F.Slot)
+	cp, _, err := kafkatxn.ReadCheckpoint(ctx, []kgo.Opt{kgo.SeedBrokers(testenv.Brokers(t)...)}, e.checkpoints, e.F.Slot)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func readCommitted(t *testing.T, topic string) []*kgo.Record {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	var recs []*kgo.Record
-	if err := txn.ReadCommitted(ctx, []kgo.Opt{kgo.SeedBrokers(testenv.Brokers(t)...)}, topic, func(r *kgo.Record) { recs = append(recs, r) }); err != nil {
+	if err := kafkatxn.ReadCommitted(ctx, []kgo.Opt{kgo.SeedBrokers(testenv.Brokers(t)...)}, topic, func(r *kgo.Record) { recs = append(recs, r) }); err != nil {
 		t.Fatal(err)
 	}
 	return recs

@@ -14,8 +14,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/cdc-relay/cdc-relay/internal/build"
-	"github.com/cdc-relay/cdc-relay/internal/testenv"
+	"github.com/cdc-relay/cdc-relay/testkit/build"
+	"github.com/cdc-relay/cdc-relay/testkit/testenv"
 )
 
 // podman runs `podman args...` with a timeout and returns its combined output and exit code.

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cdc-relay/cdc-relay/internal/testenv"
+	"github.com/cdc-relay/cdc-relay/testkit/testenv"
 )
 
 // A relay paused past wal_sender_timeout loses the slot to a standby, which replays from the

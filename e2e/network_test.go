@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cdc-relay/cdc-relay/internal/testenv"
+	"github.com/cdc-relay/cdc-relay/testkit/testenv"
 )
 
 // walSenderURL is the test's PostgreSQL URL, through host:port unless host is "", with the

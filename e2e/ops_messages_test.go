@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/cdc-relay/cdc-relay/internal/testenv"
+	"github.com/cdc-relay/cdc-relay/testkit/testenv"
 )
 
 // Table-less events: pg_logical_emit_message(true, prefix, content) inside a transaction is

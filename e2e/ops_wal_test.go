@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cdc-relay/cdc-relay/internal/testenv"
+	"github.com/cdc-relay/cdc-relay/testkit/testenv"
 )
 
 // A slot that retains more WAL than --wal-retained-warn-bytes: `slot status` says so on its

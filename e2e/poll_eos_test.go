@@ -12,8 +12,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/cdc-relay/cdc-relay/internal/testenv"
-	"github.com/cdc-relay/cdc-relay/sink/txn"
+	"github.com/cdc-relay/cdc-relay/kafkatxn"
+	"github.com/cdc-relay/cdc-relay/testkit/testenv"
 )
 
 // eosPoll is one test's exactly-once poller: the poll fixture, a checkpoint topic of its own
@@ -28,7 +28,7 @@ func newEOSPoll(t *testing.T) *eosPoll {
 	t.Helper()
 	e := &eosPoll{pollEnv: newPollEnv(t)}
 	e.checkpoints = e.F.Name + ".checkpoints"
-	testenv.CreateTopicWithConfig(t, e.checkpoints, 1, txn.CheckpointTopicConfigs)
+	testenv.CreateTopicWithConfig(t, e.checkpoints, 1, kafkatxn.CheckpointTopicConfigs)
 	e.w = testenv.NewWriter(e.F.Pool, e.F.Table, e.F.Topic)
 	return e
 }
@@ -47,7 +47,7 @@ func (e *eosPoll) committed(t *testing.T) []*kgo.Record {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	var recs []*kgo.Record
-	if err := txn.ReadCommitted(ctx, []kgo.Opt{kgo.SeedBrokers(testenv.Brokers(t)...)}, e.F.Topic, func(r *kgo.Record) { recs = append(recs, r) }); err != nil {
+	if err := kafkatxn.ReadCommitted(ctx, []kgo.Opt{kgo.SeedBrokers(testenv.Brokers(t)...)}, e.F.Topic, func(r *kgo.Record) { recs = append(recs, r) }); err != nil {
 		t.Fatal(err)
 	}
 	return recs

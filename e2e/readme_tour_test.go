@@ -17,7 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/cdc-relay/cdc-relay/internal/testenv"
+	"github.com/cdc-relay/cdc-relay/testkit/testenv"
 )
 
 // tourHeading is the README section whose shell blocks TestReadmeTourRunsVerbatim runs: found

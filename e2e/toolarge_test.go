@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cdc-relay/cdc-relay/internal/testenv"
+	"github.com/cdc-relay/cdc-relay/testkit/testenv"
 )
 
 // The too-large-alone check compared key + value with --max-buffered-bytes, but franz-go counts

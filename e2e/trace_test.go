@@ -15,8 +15,8 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
 	"github.com/cdc-relay/cdc-relay/inbox"
-	"github.com/cdc-relay/cdc-relay/internal/otlpsink"
-	"github.com/cdc-relay/cdc-relay/internal/testenv"
+	"github.com/cdc-relay/cdc-relay/testkit/otlpsink"
+	"github.com/cdc-relay/cdc-relay/testkit/testenv"
 )
 
 // The trace a service starts around its outbox insert: the row carries it in its headers.

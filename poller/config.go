@@ -9,10 +9,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/cdc-relay/cdc-relay/kafkatxn"
 	"github.com/cdc-relay/cdc-relay/metrics"
 	"github.com/cdc-relay/cdc-relay/outbox"
 	"github.com/cdc-relay/cdc-relay/sink"
-	"github.com/cdc-relay/cdc-relay/sink/txn"
 )
 
 // Config configures a Poller. Zero fields take the defaults stated.
@@ -79,7 +79,7 @@ func (c Config) Validate() error {
 	}
 	if c.ExactlyOnce != nil && c.withDefaults().AckTimeout > MaxAckTimeout {
 		errs = append(errs, fmt.Errorf("poller: ack timeout %s: exactly-once allows at most %s, so that the acknowledgements and the commit fit the transaction timeout (%s)",
-			c.withDefaults().AckTimeout, MaxAckTimeout, txn.DefaultTransactionTimeout))
+			c.withDefaults().AckTimeout, MaxAckTimeout, kafkatxn.DefaultTransactionTimeout))
 	}
 	errs = append(errs, c.Sink.Validate())
 	return errors.Join(errs...)

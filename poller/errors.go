@@ -3,7 +3,7 @@ package poller
 import (
 	"errors"
 
-	"github.com/cdc-relay/cdc-relay/sink/txn"
+	"github.com/cdc-relay/cdc-relay/kafkatxn"
 )
 
 var (
@@ -41,7 +41,7 @@ func IsRetryable(err error) bool {
 		return false
 	case errors.Is(err, ErrNoTable), errors.Is(err, ErrMissingColumn), errors.Is(err, ErrDeadLetterRefused),
 		errors.Is(err, ErrFenced), errors.Is(err, ErrCheckpointOfAnotherTable), errors.Is(err, ErrCheckpointTooLarge),
-		errors.As(err, new(*txn.NotCompactedError)):
+		errors.As(err, new(*kafkatxn.NotCompactedError)):
 		return false
 	}
 	return true

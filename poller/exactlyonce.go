@@ -10,7 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/cdc-relay/cdc-relay/sink/txn"
+	"github.com/cdc-relay/cdc-relay/kafkatxn"
 )
 
 // ExactlyOnce configures `poll --delivery exactly-once` (DESIGN.md "`poll --delivery
@@ -33,23 +33,23 @@ type ExactlyOnce struct {
 }
 
 func (e ExactlyOnce) withDefaults(table string) ExactlyOnce {
-	e.TransactionalID = cmp.Or(e.TransactionalID, txn.PollTransactionalID(table))
-	e.CheckpointTopic = cmp.Or(e.CheckpointTopic, txn.DefaultCheckpointTopic)
+	e.TransactionalID = cmp.Or(e.TransactionalID, kafkatxn.PollTransactionalID(table))
+	e.CheckpointTopic = cmp.Or(e.CheckpointTopic, kafkatxn.DefaultCheckpointTopic)
 	e.CheckpointReplicas = cmp.Or(e.CheckpointReplicas, -1)
 	return e
 }
 
 // txnConfig is the transactional producer's configuration: the checkpoint key is the poller's
 // (txn.PollKey), the transaction timeout txn's default.
-func (e ExactlyOnce) txnConfig() txn.Config {
-	return txn.Config{Slot: txn.PollKey(e.TransactionalID), TransactionalID: e.TransactionalID, CheckpointTopic: e.CheckpointTopic}
+func (e ExactlyOnce) txnConfig() kafkatxn.Config {
+	return kafkatxn.Config{Slot: kafkatxn.PollKey(e.TransactionalID), TransactionalID: e.TransactionalID, CheckpointTopic: e.CheckpointTopic}
 }
 
 // MaxAckTimeout is the longest Config.AckTimeout exactly-once allows: a batch's Kafka
 // transaction waits up to AckTimeout for the acknowledgements and up to AckTimeout more for
 // the commit, and must end within the transaction timeout, or Kafka aborts it under the
 // poller.
-const MaxAckTimeout = txn.DefaultTransactionTimeout / 2
+const MaxAckTimeout = kafkatxn.DefaultTransactionTimeout / 2
 
 // idleInTransactionTimeout is the idle_in_transaction_session_timeout of an exactly-once
 // poller's PostgreSQL sessions, unless its connection string sets one: a cycle's transaction
@@ -59,7 +59,7 @@ const MaxAckTimeout = txn.DefaultTransactionTimeout / 2
 // its session releases the rows it locked, which the holder's select waits for.
 const (
 	idleInTransaction        = "idle_in_transaction_session_timeout"
-	idleInTransactionTimeout = txn.DefaultTransactionTimeout
+	idleInTransactionTimeout = kafkatxn.DefaultTransactionTimeout
 )
 
 // exactlyOnce is the poller's Kafka transaction and checkpoint, owned by Run's goroutine.
@@ -68,8 +68,8 @@ type exactlyOnce struct {
 	reader []kgo.Opt // the checkpoint reader's client: seed brokers, security, log
 	log    *slog.Logger
 
-	tx   *txn.Producer // nil until started (Poller.prepare)
-	last txn.Batch     // the newest committed checkpoint; Seq 0 when none was ever written
+	tx   *kafkatxn.Producer // nil until started (Poller.prepare)
+	last kafkatxn.Batch     // the newest committed checkpoint; Seq 0 when none was ever written
 
 	unmarked bool // last's rows may be unmarked: mark them before selecting
 	reread   bool // a commit's outcome is unknown: read the checkpoint again, then mark it
@@ -81,10 +81,10 @@ type exactlyOnce struct {
 // in that order, so that no earlier producer can commit behind the read (DESIGN.md "Take the
 // slot, fence").
 func (e *exactlyOnce) start(ctx context.Context, cl *kgo.Client, table string) error {
-	if err := txn.EnsureCheckpointTopic(ctx, cl, e.cfg.CheckpointTopic, e.cfg.CheckpointReplicas); err != nil {
+	if err := kafkatxn.EnsureCheckpointTopic(ctx, cl, e.cfg.CheckpointTopic, e.cfg.CheckpointReplicas); err != nil {
 		return err
 	}
-	tx, err := txn.New(ctx, cl, e.cfg.txnConfig())
+	tx, err := kafkatxn.New(ctx, cl, e.cfg.txnConfig())
 	if err != nil {
 		return e.fenced(err)
 	}
@@ -103,7 +103,7 @@ func (e *exactlyOnce) read(ctx context.Context, table string) error {
 	if !e.reread {
 		return nil
 	}
-	b, ok, err := txn.ReadBatch(ctx, e.reader, e.cfg.CheckpointTopic, txn.PollKey(e.cfg.TransactionalID))
+	b, ok, err := kafkatxn.ReadBatch(ctx, e.reader, e.cfg.CheckpointTopic, kafkatxn.PollKey(e.cfg.TransactionalID))
 	if err != nil {
 		return fmt.Errorf("%w: read the checkpoint: %w", ErrUnavailable, err)
 	}
@@ -142,7 +142,7 @@ func (e *exactlyOnce) begin() error {
 // commit commits the open transaction with the checkpoint of ids. Only after it returned nil
 // may the rows be marked.
 func (e *exactlyOnce) commit(ctx context.Context, table string, ids []string) error {
-	b := txn.Batch{Seq: e.last.Seq + 1, Table: table, IDs: ids}
+	b := kafkatxn.Batch{Seq: e.last.Seq + 1, Table: table, IDs: ids}
 	err := e.tx.CommitBatch(ctx, b)
 	switch {
 	case err == nil:
@@ -151,7 +151,7 @@ func (e *exactlyOnce) commit(ctx context.Context, table string, ids []string) er
 	case errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge):
 		return fmt.Errorf("%w: the checkpoint of %d rows does not fit %s's max.message.bytes (or --max-buffered-bytes): lower --batch: %w",
 			ErrCheckpointTooLarge, len(ids), e.cfg.CheckpointTopic, err)
-	case errors.Is(err, txn.ErrOutcomeUnknown):
+	case errors.Is(err, kafkatxn.ErrOutcomeUnknown):
 		e.reread = true // committed or aborted: the checkpoint says which
 	}
 	return e.fenced(fmt.Errorf("%w: commit batch %d: %w", ErrUnavailable, b.Seq, err))
@@ -161,7 +161,7 @@ func (e *exactlyOnce) commit(ctx context.Context, table string, ids []string) er
 // visible to read_committed consumers. It returns cause, or the fence the abort met.
 func (e *exactlyOnce) abort(ctx context.Context, cause error) error {
 	if err := e.tx.Abort(ctx); err != nil {
-		if txn.IsFenced(err) {
+		if kafkatxn.IsFenced(err) {
 			return e.fenced(err)
 		}
 		e.log.Warn("the failed batch's Kafka transaction is not aborted yet; the next cycle aborts it first (none of it is visible to read_committed consumers)", "cause", err)
@@ -174,11 +174,11 @@ func (e *exactlyOnce) abort(ctx context.Context, cause error) error {
 // fenced returns ErrFenced, with the broker's answer, when err says another producer took the
 // transactional id, and err otherwise.
 func (e *exactlyOnce) fenced(err error) error {
-	if !txn.IsFenced(err) {
+	if !kafkatxn.IsFenced(err) {
 		return err
 	}
 	answer := err
-	if fe := (*txn.FencedError)(nil); errors.As(err, &fe) {
+	if fe := (*kafkatxn.FencedError)(nil); errors.As(err, &fe) {
 		answer = fe.Err // without the relay's wording of the fence
 	}
 	return fmt.Errorf("%w (%s): this poller stops; nothing of its open transaction is visible to read_committed consumers, and its rows stay pending for the holder: %w",

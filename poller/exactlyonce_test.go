@@ -12,9 +12,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/cdc-relay/cdc-relay/internal/testenv"
+	"github.com/cdc-relay/cdc-relay/kafkatxn"
 	"github.com/cdc-relay/cdc-relay/sink"
-	"github.com/cdc-relay/cdc-relay/sink/txn"
+	"github.com/cdc-relay/cdc-relay/testkit/testenv"
 )
 
 // Kafka gone in the middle of an exactly-once batch: the batch is rolled back, its Kafka
@@ -38,7 +38,7 @@ func TestExactlyOnceBrokerDownAbortsTheBatchThenPublishesEachRowOnce(t *testing.
 	}
 	f.down.Store(false)
 	publishRestEachRowOnce(t, p, f, fx, "")
-	b, ok, err := txn.ReadBatch(ctx, []kgo.Opt{kgo.SeedBrokers(f.c.ListenAddrs()...)}, "checkpoints", txn.PollKey(txn.PollTransactionalID(fx.Table)))
+	b, ok, err := kafkatxn.ReadBatch(ctx, []kgo.Opt{kgo.SeedBrokers(f.c.ListenAddrs()...)}, "checkpoints", kafkatxn.PollKey(kafkatxn.PollTransactionalID(fx.Table)))
 	if err != nil || !ok || b.Seq != 3 || b.Table != fx.Table || len(b.IDs) != 5 {
 		t.Errorf("newest checkpoint %+v (found %v, %v), want batch 3 of %s with the last 5 rows", b, ok, err, fx.Table)
 	}
@@ -77,7 +77,7 @@ func TestExactlyOncePublishesOnAfterAnUnansweredCommitWhoseEpochKafkaRefuses(t *
 		resp.ErrorCode = kerr.ProducerFenced.Code
 		return resp, nil, true
 	})
-	if _, err := p.cycle(ctx); !errors.Is(err, ErrUnavailable) || !errors.Is(err, txn.ErrOutcomeUnknown) {
+	if _, err := p.cycle(ctx); !errors.Is(err, ErrUnavailable) || !errors.Is(err, kafkatxn.ErrOutcomeUnknown) {
 		t.Fatalf("cycle whose commit went unanswered: %v, want ErrUnavailable and txn.ErrOutcomeUnknown", err)
 	}
 	f.down.Store(false)
@@ -96,7 +96,7 @@ func publishRestEachRowOnce(t *testing.T, p *Poller, f *fake, fx *testenv.Fixtur
 		}
 	}
 	seen := map[string]int{}
-	err := txn.ReadCommitted(ctx, []kgo.Opt{kgo.SeedBrokers(f.c.ListenAddrs()...)}, "events", func(r *kgo.Record) {
+	err := kafkatxn.ReadCommitted(ctx, []kgo.Opt{kgo.SeedBrokers(f.c.ListenAddrs()...)}, "events", func(r *kgo.Record) {
 		seen[testenv.Header(r, "outbox-id")]++
 	})
 	if err != nil {

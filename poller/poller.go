@@ -14,10 +14,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdc-relay/cdc-relay/internal/retry"
+	"github.com/cdc-relay/cdc-relay/kafkatxn"
 	"github.com/cdc-relay/cdc-relay/metrics"
 	"github.com/cdc-relay/cdc-relay/outbox"
 	"github.com/cdc-relay/cdc-relay/sink"
-	"github.com/cdc-relay/cdc-relay/sink/txn"
 )
 
 // Stats are the poller's counters. All fields are read atomically.
@@ -112,7 +112,7 @@ func (p *Poller) Check(ctx context.Context, timeout time.Duration) error {
 	if err := p.check(ctx, timeout); err != nil || p.eos == nil {
 		return err
 	}
-	sctx, cancel := context.WithTimeout(ctx, timeout+txn.DefaultTransactionTimeout)
+	sctx, cancel := context.WithTimeout(ctx, timeout+kafkatxn.DefaultTransactionTimeout)
 	defer cancel()
 	return p.eos.start(sctx, p.sink.Client(), p.tbl.String())
 }

@@ -10,8 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/cdc-relay/cdc-relay/kafkatxn"
 	"github.com/cdc-relay/cdc-relay/sink"
-	ktxn "github.com/cdc-relay/cdc-relay/sink/txn"
 )
 
 // At least once, a produce the broker appended but answered REQUEST_TIMED_OUT, whose retry
@@ -42,7 +42,7 @@ func TestRefusedRetryOfAnAppendedProduceLosesNoLaterRecord(t *testing.T) {
 		seen := map[string]map[string]int{} // topic -> outbox id -> copies
 		for _, topic := range []string{"sim.t0", simDLQ} {
 			seen[topic] = map[string]int{}
-			if err := ktxn.ReadCommitted(context.Background(), opts, topic, func(rec *kgo.Record) {
+			if err := kafkatxn.ReadCommitted(context.Background(), opts, topic, func(rec *kgo.Record) {
 				seen[topic][string(sink.Header(rec, sink.HeaderOutboxID))]++
 			}); err != nil {
 				t.Fatal(err)

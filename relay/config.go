@@ -10,11 +10,11 @@ import (
 
 	"github.com/cdc-relay/cdc-relay/deadletters"
 	"github.com/cdc-relay/cdc-relay/decoder"
+	"github.com/cdc-relay/cdc-relay/kafkatxn"
 	"github.com/cdc-relay/cdc-relay/metrics"
 	"github.com/cdc-relay/cdc-relay/outbox"
 	"github.com/cdc-relay/cdc-relay/replication"
 	"github.com/cdc-relay/cdc-relay/sink"
-	ktxn "github.com/cdc-relay/cdc-relay/sink/txn"
 )
 
 // Config configures a Relay. Zero fields take the defaults stated.
@@ -103,7 +103,7 @@ func (c ExactlyOnce) Validate() error {
 
 func (c ExactlyOnce) withDefaults() ExactlyOnce {
 	if c.CheckpointTopic == "" {
-		c.CheckpointTopic = ktxn.DefaultCheckpointTopic
+		c.CheckpointTopic = kafkatxn.DefaultCheckpointTopic
 	}
 	if c.Interval == 0 {
 		c.Interval = DefaultTransactionInterval
@@ -112,7 +112,7 @@ func (c ExactlyOnce) withDefaults() ExactlyOnce {
 		c.MaxRecords = DefaultTransactionMaxRecords
 	}
 	if c.TransactionTimeout == 0 {
-		c.TransactionTimeout = ktxn.DefaultTransactionTimeout
+		c.TransactionTimeout = kafkatxn.DefaultTransactionTimeout
 	}
 	return c
 }

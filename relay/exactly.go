@@ -11,8 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdc-relay/cdc-relay/internal/retry"
+	"github.com/cdc-relay/cdc-relay/kafkatxn"
 	"github.com/cdc-relay/cdc-relay/sink"
-	ktxn "github.com/cdc-relay/cdc-relay/sink/txn"
 )
 
 // Exactly-once delivery (`run --delivery exactly-once`; DESIGN.md, "Exactly-once"). The
@@ -42,8 +42,8 @@ type exactly struct {
 	cfg      ExactlyOnce
 	readOpts []kgo.Opt // the checkpoint reader's client: the seeds, TLS and SASL of the sink's
 
-	prod     *ktxn.Producer // nil until start
-	progress *ktxn.Progress
+	prod     *kafkatxn.Producer // nil until start
+	progress *kafkatxn.Progress
 	open     bool      // a Kafka transaction is begun
 	began    time.Time // when it began
 	records  int       // records and dead letters produced in it
@@ -55,19 +55,19 @@ type exactly struct {
 // of the session is decoded yet.
 func (r *Relay) eosStart(ctx context.Context) error {
 	e, slot := r.eos, r.cfg.Replication.Slot
-	var prod *ktxn.Producer
+	var prod *kafkatxn.Producer
 	err := r.eosRetry(ctx, "taking the slot's transactional id", func() (err error) {
-		prod, err = ktxn.New(ctx, r.sink.Client(), ktxn.Config{Slot: slot, TransactionalID: e.cfg.TransactionalID,
+		prod, err = kafkatxn.New(ctx, r.sink.Client(), kafkatxn.Config{Slot: slot, TransactionalID: e.cfg.TransactionalID,
 			CheckpointTopic: e.cfg.CheckpointTopic, TransactionTimeout: e.cfg.TransactionTimeout})
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("relay: exactly-once: %w", err)
 	}
-	var cp ktxn.Checkpoint
+	var cp kafkatxn.Checkpoint
 	var found bool
 	err = r.eosRetry(ctx, "reading the checkpoint", func() (err error) {
-		cp, found, err = ktxn.ReadCheckpoint(ctx, e.readOpts, e.cfg.CheckpointTopic, slot)
+		cp, found, err = kafkatxn.ReadCheckpoint(ctx, e.readOpts, e.cfg.CheckpointTopic, slot)
 		return err
 	})
 	if err != nil {
@@ -76,14 +76,14 @@ func (r *Relay) eosStart(ctx context.Context) error {
 	sys := r.stream.System()
 	switch {
 	case !found:
-		cp = ktxn.Checkpoint{Slot: slot}
+		cp = kafkatxn.Checkpoint{Slot: slot}
 	case cp.SystemID != "" && sys.ID != "" && cp.SystemID != sys.ID:
 		// Its LSNs are another cluster's: they say nothing of this one's WAL (E7).
 		r.log.Warn("exactly-once: the checkpoint was written for another PostgreSQL cluster: ignoring it, nothing is skipped",
 			"checkpoint_system_id", cp.SystemID, "system_id", sys.ID, "checkpoint", cp.Position)
-		cp = ktxn.Checkpoint{Slot: slot}
+		cp = kafkatxn.Checkpoint{Slot: slot}
 	}
-	e.prod, e.progress = prod, ktxn.NewProgress(cp)
+	e.prod, e.progress = prod, kafkatxn.NewProgress(cp)
 	skips := "nothing (no checkpoint)"
 	switch whole, part := fmt.Sprintf("replayed transactions whose commit starts before %s", cp.Position),
 		fmt.Sprintf("the first %d records of the transaction committing at %s", cp.Split.Records, cp.Split.LSN); {
@@ -112,7 +112,7 @@ var eosStartBackoff = retry.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.S
 // topic, a checkpoint that does not decode, refused credentials end the run at once.
 func (r *Relay) eosRetry(ctx context.Context, what string, op func() error) error {
 	since := time.Now()
-	return eosStartBackoff.Until(ctx, func(int) error { return op() }, ktxn.Transient, func(err error, wait time.Duration) {
+	return eosStartBackoff.Until(ctx, func(int) error { return op() }, kafkatxn.Transient, func(err error, wait time.Duration) {
 		r.log.Warn("exactly-once: "+what+": Kafka is not ready yet, waiting", "cause", err, "retry_in", wait.Round(time.Millisecond),
 			"waiting_for", time.Since(since).Round(time.Millisecond))
 	})
@@ -284,11 +284,11 @@ func (r *Relay) eosFinish(ctx context.Context, runErr error) error {
 		r.cfg.Metrics.TxnAborted()
 	}
 	switch {
-	case ktxn.IsFenced(err) && ktxn.IsFenced(runErr):
+	case kafkatxn.IsFenced(err) && kafkatxn.IsFenced(runErr):
 		return runErr
-	case ktxn.IsFenced(err) && runErr == nil:
+	case kafkatxn.IsFenced(err) && runErr == nil:
 		return fmt.Errorf("relay: exactly-once: %w", err)
-	case ktxn.IsFenced(err):
+	case kafkatxn.IsFenced(err):
 		return fmt.Errorf("relay: exactly-once: %w (first: %w)", err, runErr)
 	case err != nil:
 		r.log.Warn("exactly-once: aborting the open Kafka transaction failed: Kafka aborts it at its timeout, or the next holder's fence does; "+
@@ -362,7 +362,7 @@ func (r *Relay) eosHeld(ctx context.Context, rec *kgo.Record) error {
 		r.lost.stopProduce()
 		err := fmt.Errorf("relay: exactly-once: Kafka refused a record on a retry (outbox id %s, %s partition %d) whose first produce is in the open transaction, "+
 			"and the records produced to that partition after it may have been taken for duplicates of it and dropped: %w "+
-			"(the relay stops; its restart replays from the checkpoint)", sink.Header(rec, sink.HeaderOutboxID), rec.Topic, rec.Partition, ktxn.ErrNotCommitted)
+			"(the relay stops; its restart replays from the checkpoint)", sink.Header(rec, sink.HeaderOutboxID), rec.Topic, rec.Partition, kafkatxn.ErrNotCommitted)
 		r.track.fail(err)
 		return err
 	}

@@ -14,8 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/cdc-relay/cdc-relay/internal/simwal"
-	ktxn "github.com/cdc-relay/cdc-relay/sink/txn"
+	"github.com/cdc-relay/cdc-relay/kafkatxn"
+	"github.com/cdc-relay/cdc-relay/testkit/simwal"
 )
 
 // onExactlyOnceHarness is onFixedHarness with the relay in exactly-once mode.
@@ -46,8 +46,8 @@ func TestExactlyOnceConfirmsTheCommittedCheckpoint(t *testing.T) {
 		h.commit(run.ctx, oneRow(1), 0)
 		end := h.committed[0].txn.EndLSN
 		waitFor(t, 10*time.Second, "the relay to confirm past the row", func() bool { return r.stream.Flushed() >= end })
-		cp, ok, err := ktxn.ReadCheckpoint(context.Background(), append(h.netOpts(), kgo.SeedBrokers(h.kafka.ListenAddrs()...)),
-			ktxn.DefaultCheckpointTopic, "sim_slot")
+		cp, ok, err := kafkatxn.ReadCheckpoint(context.Background(), append(h.netOpts(), kgo.SeedBrokers(h.kafka.ListenAddrs()...)),
+			kafkatxn.DefaultCheckpointTopic, "sim_slot")
 		if err != nil || !ok || cp.Position < end {
 			t.Errorf("checkpoint %+v (found %v, %v): want one at %s or later", cp, ok, err, end)
 		}
@@ -90,7 +90,7 @@ func TestExactlyOnceRefusedCommitConfirmsNothing(t *testing.T) {
 func TestExactlyOnceFencedCommitStopsTheRelay(t *testing.T) {
 	onExactlyOnceHarness(t, func(t *testing.T, h *harness) {
 		err := failedCommit(t, h, kfake.Fault{Err: kerr.ProducerFenced})
-		if !ktxn.IsFenced(err) || !strings.Contains(err.Error(), "another relay holds this slot's transactional id") {
+		if !kafkatxn.IsFenced(err) || !strings.Contains(err.Error(), "another relay holds this slot's transactional id") {
 			t.Errorf("Run = %v, want the fence", err)
 		}
 	})
@@ -102,7 +102,7 @@ func TestExactlyOnceFencedCommitStopsTheRelay(t *testing.T) {
 // it was still open).
 func TestExactlyOnceUnknownCommitOutcomeConfirmsNothing(t *testing.T) {
 	onExactlyOnceHarness(t, func(t *testing.T, h *harness) {
-		if err := failedCommit(t, h, kfake.Fault{Err: kerr.RequestTimedOut, When: commits}); !errors.Is(err, ktxn.ErrOutcomeUnknown) {
+		if err := failedCommit(t, h, kfake.Fault{Err: kerr.RequestTimedOut, When: commits}); !errors.Is(err, kafkatxn.ErrOutcomeUnknown) {
 			t.Errorf("Run = %v, want an unknown outcome", err)
 		}
 	})
@@ -154,7 +154,7 @@ func faultCheckpointReadAfterFence(h *harness, err *kerr.Error, count int, match
 	var fenced atomic.Bool
 	h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.InitProducerID}, Observe: true, Count: -1,
 		When: func(kmsg.Request) bool { fenced.Store(true); return true }})
-	return h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.ListOffsets}, Topic: ktxn.DefaultCheckpointTopic,
+	return h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.ListOffsets}, Topic: kafkatxn.DefaultCheckpointTopic,
 		Err: err, Count: count, When: func(req kmsg.Request) bool { return fenced.Load() && match(req) }})
 }
 
@@ -213,10 +213,10 @@ func TestExactlyOnceSplitsATransactionStillOpenAtTwiceTheInterval(t *testing.T) 
 		tx := h.committed[0].txn
 		waitFor(t, 10*time.Second, "the first Kafka commit", func() bool { return commit.Hits() > 0 })
 		run.stopClean(t, h)
-		var cps []ktxn.Checkpoint
-		err := ktxn.ReadCommitted(context.Background(), append(h.netOpts(), kgo.SeedBrokers(h.kafka.ListenAddrs()...)), ktxn.DefaultCheckpointTopic,
+		var cps []kafkatxn.Checkpoint
+		err := kafkatxn.ReadCommitted(context.Background(), append(h.netOpts(), kgo.SeedBrokers(h.kafka.ListenAddrs()...)), kafkatxn.DefaultCheckpointTopic,
 			func(rec *kgo.Record) {
-				var cp ktxn.Checkpoint
+				var cp kafkatxn.Checkpoint
 				if err := cp.UnmarshalBinary(rec.Value); err != nil {
 					t.Errorf("checkpoint record at offset %d: %v", rec.Offset, err)
 				}
@@ -225,7 +225,7 @@ func TestExactlyOnceSplitsATransactionStillOpenAtTwiceTheInterval(t *testing.T) 
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(cps) != 1 || cps[0].Split != (ktxn.Split{LSN: tx.CommitLSN, Records: before}) || cps[0].Position >= tx.CommitLSN {
+		if len(cps) != 1 || cps[0].Split != (kafkatxn.Split{LSN: tx.CommitLSN, Records: before}) || cps[0].Position >= tx.CommitLSN {
 			t.Errorf("committed checkpoints %+v: want one, a split of the first %d records of the transaction committing at %s (end %s), the position before it",
 				cps, before, tx.CommitLSN, tx.EndLSN)
 		}
@@ -250,7 +250,7 @@ func TestExactlyOnceRefusedRetryOfAnAppendedProduceEndsTheRunAndReplays(t *testi
 		h.commit(run.ctx, oneRow(1), 0)
 		end := h.committed[0].txn.EndLSN
 		err := run.ended(t, "after the refused retry")
-		if !errors.Is(err, ktxn.ErrNotCommitted) || !strings.Contains(err.Error(), "first produce is in the open transaction") {
+		if !errors.Is(err, kafkatxn.ErrNotCommitted) || !strings.Contains(err.Error(), "first produce is in the open transaction") {
 			t.Errorf("Run = %v, want the held record's stop (txn.ErrNotCommitted)", err)
 		}
 		if c := r.stream.Flushed(); c >= end {
@@ -267,7 +267,7 @@ func TestExactlyOnceRefusedRetryOfAnAppendedProduceEndsTheRunAndReplays(t *testi
 		opts := append(h.netOpts(), kgo.SeedBrokers(h.kafka.ListenAddrs()...))
 		for topic, want := range map[string]int{"sim.t0": 1, simDLQ: 0} {
 			n := 0
-			if err := ktxn.ReadCommitted(context.Background(), opts, topic, func(*kgo.Record) { n++ }); err != nil {
+			if err := kafkatxn.ReadCommitted(context.Background(), opts, topic, func(*kgo.Record) { n++ }); err != nil {
 				t.Fatal(err)
 			}
 			if n != want {
@@ -304,7 +304,7 @@ func TestExactlyOnceCommitFailedDuringTheStopEndsTheRunWithItsFailure(t *testing
 		if !stopping.Load() {
 			t.Fatal("no commit was sent")
 		}
-		if !ktxn.IsFenced(err) {
+		if !kafkatxn.IsFenced(err) {
 			t.Errorf("Run = %v, want the fence its commit met", err)
 		}
 		if c := r.stream.Flushed(); c != before {
@@ -337,7 +337,7 @@ func TestExactlyOnceRefusedRecordOfATopicTheRelayMayNotReadIsDeadLettered(t *tes
 		opts := append(h.netOpts(), kgo.SeedBrokers(h.kafka.ListenAddrs()...))
 		for topic, want := range map[string]int{"sim.t0": 0, simDLQ: 1} {
 			n := 0
-			if err := ktxn.ReadCommitted(context.Background(), opts, topic, func(*kgo.Record) { n++ }); err != nil {
+			if err := kafkatxn.ReadCommitted(context.Background(), opts, topic, func(*kgo.Record) { n++ }); err != nil {
 				t.Fatal(err)
 			}
 			if n != want {
@@ -358,7 +358,7 @@ func TestExactlyOnceStopDuringAHeldCommitEndsWithinTheShutdownTimeout(t *testing
 	onExactlyOnceHarness(t, func(t *testing.T, h *harness) {
 		h.sc.shutdown = 5 * time.Second
 		r, run := runStreaming(t, h)
-		checkpoints := topicID(t, h, ktxn.DefaultCheckpointTopic) // produce requests name topics by id
+		checkpoints := topicID(t, h, kafkatxn.DefaultCheckpointTopic) // produce requests name topics by id
 		var canceledAt atomic.Pointer[time.Time]
 		h.kafka.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
 			h.kafka.KeepControl()

@@ -12,8 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/cdc-relay/cdc-relay/kafkatxn"
 	"github.com/cdc-relay/cdc-relay/replication"
-	ktxn "github.com/cdc-relay/cdc-relay/sink/txn"
 )
 
 // A dead letter still waiting for the dead-letter topic when the session is lost is parked once
@@ -241,7 +241,7 @@ func TestCleanStopKeepsTheDeadLetterInFlight(t *testing.T) {
 		}
 		n := 0
 		opts := append(h.netOpts(), kgo.SeedBrokers(h.kafka.ListenAddrs()...))
-		if err := ktxn.ReadCommitted(context.Background(), opts, simDLQ, func(*kgo.Record) { n++ }); err != nil {
+		if err := kafkatxn.ReadCommitted(context.Background(), opts, simDLQ, func(*kgo.Record) { n++ }); err != nil {
 			t.Fatal(err)
 		}
 		if n != 1 || r.stats.DeadLettered.Load() != 1 {

@@ -14,10 +14,10 @@ import (
 
 	"github.com/cdc-relay/cdc-relay/decoder"
 	"github.com/cdc-relay/cdc-relay/internal/retry"
+	"github.com/cdc-relay/cdc-relay/kafkatxn"
 	"github.com/cdc-relay/cdc-relay/outbox"
 	"github.com/cdc-relay/cdc-relay/replication"
 	"github.com/cdc-relay/cdc-relay/sink"
-	ktxn "github.com/cdc-relay/cdc-relay/sink/txn"
 )
 
 // Stats are the relay's counters. All fields are read atomically.
@@ -101,7 +101,7 @@ func New(cfg Config) (*Relay, error) {
 		// The checkpoint's reader connects as the producer does (seeds, TLS, SASL), and the
 		// producer takes the slot's transactional id.
 		eos = &exactly{cfg: *eo, readOpts: append([]kgo.Opt{kgo.SeedBrokers(cfg.Sink.Brokers...)}, cfg.Sink.Opts...)}
-		tcfg := ktxn.Config{Slot: cfg.Replication.Slot, TransactionalID: eo.TransactionalID, TransactionTimeout: eo.TransactionTimeout}
+		tcfg := kafkatxn.Config{Slot: cfg.Replication.Slot, TransactionalID: eo.TransactionalID, TransactionTimeout: eo.TransactionTimeout}
 		cfg.Sink.Opts = append(cfg.Sink.Opts[:len(cfg.Sink.Opts):len(cfg.Sink.Opts)], tcfg.ClientOpts()...)
 	}
 	// A lost session's abort fails even records whose outcome the producer does not know,
@@ -149,7 +149,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		return err
 	}
 	if r.eos != nil {
-		if err := ktxn.EnsureCheckpointTopic(ctx, r.sink.Client(), r.eos.cfg.CheckpointTopic, -1); err != nil {
+		if err := kafkatxn.EnsureCheckpointTopic(ctx, r.sink.Client(), r.eos.cfg.CheckpointTopic, -1); err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}

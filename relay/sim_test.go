@@ -2,7 +2,7 @@ package relay
 
 // The simulation: seeded schedules of outbox transactions, Kafka faults, connection drops,
 // cancels and restarts run against the real relay, replication stream and sink, with a scripted
-// walsender (internal/simwal) in place of PostgreSQL, kfake in place of Kafka and simTable in
+// walsender (testkit/simwal) in place of PostgreSQL, kfake in place of Kafka and simTable in
 // place of the dead-letter table. Invariants are in siminvariants_test.go, the schedule in
 // simschedule_test.go.
 //
@@ -34,10 +34,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/cdc-relay/cdc-relay/internal/memnet"
-	"github.com/cdc-relay/cdc-relay/internal/simwal"
 	"github.com/cdc-relay/cdc-relay/replication"
 	"github.com/cdc-relay/cdc-relay/sink"
+	"github.com/cdc-relay/cdc-relay/testkit/memnet"
+	"github.com/cdc-relay/cdc-relay/testkit/simwal"
 )
 
 var (
@@ -840,7 +840,7 @@ func connStacks() string {
 	buf = buf[:runtime.Stack(buf, true)]
 	var b strings.Builder
 	for _, g := range strings.Split(string(buf), "\n\n") {
-		for _, pkg := range []string{"pgconn", "cdc-relay/replication", "internal/memnet", "internal/simwal"} {
+		for _, pkg := range []string{"pgconn", "cdc-relay/replication", "testkit/memnet", "testkit/simwal"} {
 			if strings.Contains(g, pkg) {
 				b.WriteString(g)
 				b.WriteString("\n\n")

@@ -6,7 +6,7 @@ import (
 
 	"github.com/jackc/pglogrepl"
 
-	"github.com/cdc-relay/cdc-relay/internal/simwal"
+	"github.com/cdc-relay/cdc-relay/testkit/simwal"
 )
 
 // Invariant (a)'s bound is the commit of the first transaction with a record parked nowhere,

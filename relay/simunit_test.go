@@ -16,10 +16,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/cdc-relay/cdc-relay/internal/memnet"
-	"github.com/cdc-relay/cdc-relay/internal/simwal"
 	"github.com/cdc-relay/cdc-relay/replication"
 	"github.com/cdc-relay/cdc-relay/sink"
+	"github.com/cdc-relay/cdc-relay/testkit/memnet"
+	"github.com/cdc-relay/cdc-relay/testkit/simwal"
 )
 
 // Single scenarios on the simulation's harness (sim_test.go), with fixed inputs. Those that need

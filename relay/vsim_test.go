@@ -1,7 +1,7 @@
 package relay
 
 // The simulation on virtual time: the schedules and invariants of sim_test.go, each run inside a
-// testing/synctest bubble with every connection in memory (internal/memnet: buffered pipes), so
+// testing/synctest bubble with every connection in memory (testkit/memnet: buffered pipes), so
 // every timer the relay, franz-go, kfake and the walsender use (confirm delay, status interval,
 // reconnect and retry back-off, the Kafka outage watch, the shutdown timeout, the harness's own
 // cancels and outages) runs on the bubble's clock, which jumps ahead whenever every goroutine in
@@ -34,8 +34,8 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/cdc-relay/cdc-relay/internal/memnet"
 	"github.com/cdc-relay/cdc-relay/internal/retry"
+	"github.com/cdc-relay/cdc-relay/testkit/memnet"
 )
 
 var (

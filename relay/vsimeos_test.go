@@ -40,7 +40,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	ktxn "github.com/cdc-relay/cdc-relay/sink/txn"
+	"github.com/cdc-relay/cdc-relay/kafkatxn"
 )
 
 var vsimEOS = flag.String("vsim.eos", "", "exactly-once schedules of the virtual-time simulation: all, none, or \"\" (one in four)")
@@ -171,9 +171,9 @@ func (k *kafkaIndex) eosRecord(r *kgo.Record) bool {
 			delete(e.pending, pp)
 		}
 		return true
-	case r.Topic == ktxn.DefaultCheckpointTopic:
+	case r.Topic == kafkatxn.DefaultCheckpointTopic:
 		e.cps = append(e.cps, seenRec{topic: r.Topic, part: r.Partition, off: r.Offset, pid: r.ProducerID, epoch: r.ProducerEpoch})
-		var cp ktxn.Checkpoint
+		var cp kafkatxn.Checkpoint
 		if string(r.Key) == "sim_slot" && cp.UnmarshalBinary(r.Value) == nil {
 			e.position = max(e.position, cp.Position)
 			if cp.Split.Records > 0 {
@@ -207,11 +207,11 @@ func (h *harness) eosSetup(ctx context.Context, topics []string) ([]string, erro
 	}
 	cl := mustClient(append(h.netOpts(), kgo.SeedBrokers(h.kafka.ListenAddrs()...))...)
 	defer cl.Close()
-	if err := ktxn.EnsureCheckpointTopic(ctx, cl, ktxn.DefaultCheckpointTopic, 1); err != nil {
+	if err := kafkatxn.EnsureCheckpointTopic(ctx, cl, kafkatxn.DefaultCheckpointTopic, 1); err != nil {
 		return nil, err
 	}
 	h.eos.crashes = make([]int, len(h.sc.runs))
-	return append(topics, ktxn.DefaultCheckpointTopic), nil
+	return append(topics, kafkatxn.DefaultCheckpointTopic), nil
 }
 
 // eosRelay installs the crash hook on a relay of the schedule's runs: before the confirm of
@@ -261,7 +261,7 @@ func (h *harness) runIndex(run *simRun) int {
 // session, a commit that failed or whose outcome is unknown, a fence, or a record that a
 // transaction Kafka aborted (its timeout, a fence) could not take.
 func eosRunError(err error) bool {
-	if ktxn.IsFenced(err) || errors.Is(err, ktxn.ErrNotCommitted) || errors.Is(err, ktxn.ErrOutcomeUnknown) ||
+	if kafkatxn.IsFenced(err) || errors.Is(err, kafkatxn.ErrNotCommitted) || errors.Is(err, kafkatxn.ErrOutcomeUnknown) ||
 		errors.Is(err, kerr.InvalidProducerEpoch) || errors.Is(err, kerr.TransactionAbortable) {
 		return true
 	}
@@ -296,7 +296,7 @@ func (h *harness) eosTakeover(i int, r *Relay, run *simRun, runDone <-chan struc
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cl := mustClient(append(h.netOpts(), kgo.SeedBrokers(h.kafka.ListenAddrs()...),
-		kgo.TransactionalID(ktxn.TransactionalID("sim_slot")), kgo.TransactionTimeout(ktxn.DefaultTransactionTimeout))...)
+		kgo.TransactionalID(kafkatxn.TransactionalID("sim_slot")), kgo.TransactionTimeout(kafkatxn.DefaultTransactionTimeout))...)
 	defer cl.Close()
 	pid, epoch, err := cl.ProducerID(ctx)
 	if err != nil {
@@ -304,7 +304,7 @@ func (h *harness) eosTakeover(i int, r *Relay, run *simRun, runDone <-chan struc
 		h.srv.DropAll()
 		return release
 	}
-	topics := append([]string{simDLQ, ktxn.DefaultCheckpointTopic}, h.topicNames()...)
+	topics := append([]string{simDLQ, kafkatxn.DefaultCheckpointTopic}, h.topicNames()...)
 	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topics...)
 	if err == nil {
 		f := fence{run: i, pid: pid, epoch: epoch, ends: offsetsByPartition(ends)}

@@ -7,11 +7,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/cdc-relay/cdc-relay/internal/simwal"
+	"github.com/cdc-relay/cdc-relay/testkit/simwal"
 )
 
 // The harness's network: TCP on 127.0.0.1 (the real-time simulation), or, with h.vnet set, one
-// in-memory network (internal/memnet: a queue each way, as a socket has) for kfake, every
+// in-memory network (testkit/memnet: a queue each way, as a socket has) for kfake, every
 // franz-go client and the scripted walsender, which is what lets a testing/synctest bubble
 // hold them all (vsim_test.go).
 

@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 
-	"github.com/cdc-relay/cdc-relay/internal/simwal"
+	"github.com/cdc-relay/cdc-relay/testkit/simwal"
 )
 
 // caughtUpReader is a reader on a real TCP socket over loopback, caught up (no SO_RCVLOWAT),

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cdc-relay/cdc-relay/internal/proc"
+	"github.com/cdc-relay/cdc-relay/testkit/proc"
 )
 
 // BenchmarkCaughtUpRead is one message written to a loopback socket and read as a caught-up

@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pglogrepl"
 
-	"github.com/cdc-relay/cdc-relay/internal/simwal"
+	"github.com/cdc-relay/cdc-relay/testkit/simwal"
 )
 
 // The stream's ends on the fake walsender (drained backlog, outage before streaming, clean stop

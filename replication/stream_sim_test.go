@@ -11,10 +11,10 @@ import (
 
 	"github.com/jackc/pglogrepl"
 
-	"github.com/cdc-relay/cdc-relay/internal/simwal"
+	"github.com/cdc-relay/cdc-relay/testkit/simwal"
 )
 
-// simStream starts a fake walsender (internal/simwal) and a Stream on it.
+// simStream starts a fake walsender (testkit/simwal) and a Stream on it.
 // connectTimeout, when given, bounds connecting and starting a session (default 10s).
 func simStream(t *testing.T, cfg Config, connectTimeout ...time.Duration) (*simwal.Server, *Stream) {
 	t.Helper()

@@ -14,7 +14,7 @@
 # lines are a table of versions, results and wall times. Full logs: .dev/matrix/pgMAJOR.log.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-# A test whose services are missing fails here, never skips (internal/testenv's Require).
+# A test whose services are missing fails here, never skips (testkit/testenv's Require).
 export CDC_RELAY_REQUIRE_SERVICES=1
 source scripts/lib.sh
 

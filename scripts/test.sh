@@ -2,7 +2,7 @@
 # The full test suite: vet and lint (scripts/lint.sh) first; then it starts Postgres and Kafka
 # if they are not running and runs every unit and integration test with the race detector.
 # CDC_RELAY_REQUIRE_SERVICES=1: a test whose services are missing fails here (elsewhere it
-# skips, internal/testenv's Require), so a green run means the integration tests ran.
+# skips, testkit/testenv's Require), so a green run means the integration tests ran.
 #
 # Two pairs of services: the shared pair (scripts/dev-up.sh) for everything that leaves the
 # services alone, run in parallel (then the benchmark's quick run alone); and a private pair (scripts/faults-up.sh, with an ACL

@@ -9,8 +9,8 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/cdc-relay/cdc-relay/internal/cetest"
 	"github.com/cdc-relay/cdc-relay/outbox"
+	"github.com/cdc-relay/cdc-relay/testkit/cetest"
 )
 
 func TestCloudEventsRoundTripThroughTheSDK(t *testing.T) {

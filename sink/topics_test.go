@@ -12,7 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/cdc-relay/cdc-relay/internal/proc"
+	"github.com/cdc-relay/cdc-relay/testkit/proc"
 )
 
 // kfakeSink is a Sink on a kfake cluster of brokers brokers, needing topics (Config.Topics),

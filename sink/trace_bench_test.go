@@ -8,8 +8,8 @@ import (
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
-	"github.com/cdc-relay/cdc-relay/internal/otlpsink"
-	"github.com/cdc-relay/cdc-relay/internal/proc"
+	"github.com/cdc-relay/cdc-relay/testkit/otlpsink"
+	"github.com/cdc-relay/cdc-relay/testkit/proc"
 )
 
 // BenchmarkRecordSpan is what tracing adds to each record, export included: the span's start

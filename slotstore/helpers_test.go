@@ -13,8 +13,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/cdc-relay/cdc-relay/internal/testenv"
 	"github.com/cdc-relay/cdc-relay/slotstore"
+	"github.com/cdc-relay/cdc-relay/testkit/testenv"
 )
 
 const devUpHint = "run `eval \"$(scripts/dev-up.sh)\"` from the repository root first"

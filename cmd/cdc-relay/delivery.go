@@ -5,9 +5,9 @@ import (
 	"flag"
 	"fmt"
 
+	"github.com/cdc-relay/cdc-relay/kafkatxn"
 	"github.com/cdc-relay/cdc-relay/relay"
 	"github.com/cdc-relay/cdc-relay/sink"
-	"github.com/cdc-relay/cdc-relay/sink/txn"
 )
 
 // The --delivery values.
@@ -35,7 +35,7 @@ func (d *deliveryFlags) register(fs *flag.FlagSet) {
 		"a larger PostgreSQL transaction is split, and the checkpoint counts what of it was committed")
 	fs.StringVar(&d.eo.TransactionalID, "transactional-id", "", "with --delivery exactly-once: the producer's transactional.id (default cdc-relay-<slot>); "+
 		"the same for every relay of the slot, and its own for each PostgreSQL cluster whose slots of one name publish to one Kafka cluster")
-	fs.StringVar(&d.eo.CheckpointTopic, "checkpoint-topic", txn.DefaultCheckpointTopic, "with --delivery exactly-once: the compacted topic of the slots' checkpoints, created if missing")
+	fs.StringVar(&d.eo.CheckpointTopic, "checkpoint-topic", kafkatxn.DefaultCheckpointTopic, "with --delivery exactly-once: the compacted topic of the slots' checkpoints, created if missing")
 }
 
 // config checks the group and returns the relay's exactly-once configuration, nil for
@@ -48,10 +48,10 @@ func (d *deliveryFlags) config(fs *flag.FlagSet, taken ...string) (*relay.Exactl
 	var errs []error
 	if d.eo.Interval <= 0 {
 		errs = append(errs, fmt.Errorf("--transaction-interval %s: must be positive (default %s)", d.eo.Interval, relay.DefaultTransactionInterval))
-	} else if limit := txn.DefaultTransactionTimeout / 2; d.eo.Interval >= limit {
+	} else if limit := kafkatxn.DefaultTransactionTimeout / 2; d.eo.Interval >= limit {
 		errs = append(errs, fmt.Errorf("--transaction-interval %s: must be below %s, half the Kafka transaction timeout (%s): "+
 			"a Kafka transaction inside a PostgreSQL transaction is split at twice the interval, and Kafka aborts one open longer than the timeout",
-			d.eo.Interval, limit, txn.DefaultTransactionTimeout))
+			d.eo.Interval, limit, kafkatxn.DefaultTransactionTimeout))
 	}
 	if d.eo.MaxRecords <= 0 {
 		errs = append(errs, fmt.Errorf("--transaction-max-records %d: must be positive (default %d)", d.eo.MaxRecords, relay.DefaultTransactionMaxRecords))
@@ -104,7 +104,7 @@ func checkpointFlagErrs(fs *flag.FlagSet, topic, id, idDefault string, taken []s
 // checkpointTopicErr turns a checkpoint topic that deletes by retention into a usage error
 // (exit 2) that names the flag.
 func checkpointTopicErr(err error) error {
-	var nc *txn.NotCompactedError
+	var nc *kafkatxn.NotCompactedError
 	if errors.As(err, &nc) {
 		return &usageError{fmt.Errorf("--checkpoint-topic: %w", nc)}
 	}

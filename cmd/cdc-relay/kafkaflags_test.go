@@ -23,8 +23,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/cdc-relay/cdc-relay/internal/proc"
 	"github.com/cdc-relay/cdc-relay/sink"
+	"github.com/cdc-relay/cdc-relay/testkit/proc"
 )
 
 const testSecret = "s3cr3t-value-that-must-not-leak"

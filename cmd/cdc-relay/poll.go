@@ -11,11 +11,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cdc-relay/cdc-relay/kafkatxn"
 	"github.com/cdc-relay/cdc-relay/metrics"
 	"github.com/cdc-relay/cdc-relay/outbox"
 	"github.com/cdc-relay/cdc-relay/poller"
 	"github.com/cdc-relay/cdc-relay/sink"
-	"github.com/cdc-relay/cdc-relay/sink/txn"
 )
 
 // pollCrashEnv names the poller's fault-injection hook: the process kills itself with SIGKILL
@@ -48,7 +48,7 @@ func (d *pollDelivery) register(fs *flag.FlagSet) {
 	fs.StringVar(&d.mode, "delivery", deliveryAtLeastOnce, "at-least-once (rows marked after Kafka's acknowledgements; a crash publishes the batch in flight again) or exactly-once "+
 		"(one Kafka transaction per batch, whose checkpoint names its rows, committed before they are marked: read_committed consumers see each row once; one poller per table)")
 	fs.StringVar(&d.transactionalID, "transactional-id", "", "with --delivery exactly-once: the producer's transactional.id; a poller started with it fences the one that had it, which exits 1 (default cdc-relay-poll-<schema>.<table>)")
-	fs.StringVar(&d.checkpointTopic, "checkpoint-topic", txn.DefaultCheckpointTopic, "with --delivery exactly-once: the compacted topic of the checkpoints, shared with run's (created if missing)")
+	fs.StringVar(&d.checkpointTopic, "checkpoint-topic", kafkatxn.DefaultCheckpointTopic, "with --delivery exactly-once: the compacted topic of the checkpoints, shared with run's (created if missing)")
 }
 
 // apply checks the group against cfg (parsed flags) and sets cfg.ExactlyOnce. Errors are usage
@@ -60,7 +60,7 @@ func (d *pollDelivery) apply(fs *flag.FlagSet, cfg *poller.Config) error {
 	errs := checkpointFlagErrs(fs, d.checkpointTopic, strings.TrimSpace(d.transactionalID), "cdc-relay-poll-<schema>.<table>", []string{cfg.Topic, cfg.DLQTopic})
 	if cfg.AckTimeout > poller.MaxAckTimeout {
 		errs = append(errs, fmt.Errorf("--ack-timeout %s: with --delivery exactly-once a batch's Kafka transaction waits --ack-timeout for the acknowledgements and as long for the commit, "+
-			"and Kafka aborts it after %s: use at most %s", cfg.AckTimeout, txn.DefaultTransactionTimeout, poller.MaxAckTimeout))
+			"and Kafka aborts it after %s: use at most %s", cfg.AckTimeout, kafkatxn.DefaultTransactionTimeout, poller.MaxAckTimeout))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return &usageError{err}
@@ -184,7 +184,7 @@ func pollCreateIndex(ctx context.Context, c *common, cfg poller.Config, stdout i
 // pollErr turns the poller's configuration findings into usage errors (exit 2).
 func pollErr(err error) error {
 	if errors.Is(err, poller.ErrNoTable) || errors.Is(err, poller.ErrMissingColumn) || errors.Is(err, sink.ErrNoBrokers) ||
-		errors.Is(err, poller.ErrCheckpointOfAnotherTable) || errors.Is(err, poller.ErrCheckpointTooLarge) || errors.As(err, new(*txn.NotCompactedError)) {
+		errors.Is(err, poller.ErrCheckpointOfAnotherTable) || errors.Is(err, poller.ErrCheckpointTooLarge) || errors.As(err, new(*kafkatxn.NotCompactedError)) {
 		return &usageError{err}
 	}
 	return err

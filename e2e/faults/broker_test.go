@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cdc-relay/cdc-relay/internal/testenv"
+	"github.com/cdc-relay/cdc-relay/testkit/testenv"
 )
 
 // outage is how long the broker stays away: CDC_RELAY_FAULTS_OUTAGE (a Go duration), default

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cdc-relay/cdc-relay/internal/chaos"
-	"github.com/cdc-relay/cdc-relay/internal/testenv"
+	"github.com/cdc-relay/cdc-relay/testkit/chaos"
+	"github.com/cdc-relay/cdc-relay/testkit/testenv"
 )
 
 // The chaos soak at CI size (tools/cmd/cdc-chaos; `make chaos` runs 100,000 rows): 6,000 rows in

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cdc-relay/cdc-relay/internal/testenv"
+	"github.com/cdc-relay/cdc-relay/testkit/testenv"
 )
 
 // Two relays on one slot: the second waits as a standby (and says so, retrying), and takes

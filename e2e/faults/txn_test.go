@@ -14,8 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdc-relay/cdc-relay/internal/retry"
-	"github.com/cdc-relay/cdc-relay/internal/testenv"
-	"github.com/cdc-relay/cdc-relay/sink/txn"
+	"github.com/cdc-relay/cdc-relay/kafkatxn"
+	"github.com/cdc-relay/cdc-relay/testkit/testenv"
 )
 
 // txnOutcome is what one Kafka transaction's Commit said.
@@ -47,11 +47,11 @@ func TestTransactionalCommitsSayTrulyWhatABrokerKillDid(t *testing.T) {
 	topic := name + ".events"
 	testenv.CreateTopic(t, topic, 3)
 	opts := []kgo.Opt{kgo.SeedBrokers(testenv.Brokers(t)...)}
-	cfg := txn.Config{Slot: name, CheckpointTopic: name + ".checkpoints"}
+	cfg := kafkatxn.Config{Slot: name, CheckpointTopic: name + ".checkpoints"}
 	adm := testenv.Kafka(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	if err := txn.EnsureCheckpointTopic(ctx, adm, cfg.CheckpointTopic, 1); err != nil {
+	if err := kafkatxn.EnsureCheckpointTopic(ctx, adm, cfg.CheckpointTopic, 1); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -59,12 +59,12 @@ func TestTransactionalCommitsSayTrulyWhatABrokerKillDid(t *testing.T) {
 		defer cancel()
 		_, _ = kadm.NewClient(adm).DeleteTopics(c, cfg.CheckpointTopic)
 	})
-	newProducer := func() (*txn.Producer, error) {
+	newProducer := func() (*kafkatxn.Producer, error) {
 		cl, err := kgo.NewClient(append(append([]kgo.Opt{}, opts...), cfg.ClientOpts()...)...)
 		if err != nil {
 			return nil, err
 		}
-		p, err := txn.New(ctx, cl, cfg)
+		p, err := kafkatxn.New(ctx, cl, cfg)
 		if err != nil {
 			cl.Close()
 			return nil, err
@@ -97,7 +97,7 @@ func TestTransactionalCommitsSayTrulyWhatABrokerKillDid(t *testing.T) {
 	}
 	go func() {
 		defer func() { p.Client().Close() }()
-		cp := txn.Checkpoint{Slot: cfg.Slot}
+		cp := kafkatxn.Checkpoint{Slot: cfg.Slot}
 		for n := 1; ; n++ {
 			cp.Position++ // transaction n's checkpoint is at position n
 			select {
@@ -118,13 +118,13 @@ func TestTransactionalCommitsSayTrulyWhatABrokerKillDid(t *testing.T) {
 			switch {
 			case err == nil:
 				outcomes[n] = txnCommitted
-			case txn.IsFenced(err):
+			case kafkatxn.IsFenced(err):
 				mu.Unlock()
 				done <- err
 				return
-			case errors.Is(err, txn.ErrNotCommitted):
+			case errors.Is(err, kafkatxn.ErrNotCommitted):
 				outcomes[n] = txnNotCommitted
-			case errors.Is(err, txn.ErrOutcomeUnknown):
+			case errors.Is(err, kafkatxn.ErrOutcomeUnknown):
 				outcomes[n] = txnUnknown
 			default:
 				mu.Unlock()
@@ -144,7 +144,7 @@ func TestTransactionalCommitsSayTrulyWhatABrokerKillDid(t *testing.T) {
 						p = np
 					}
 					return err
-				}, txn.Transient, nil)
+				}, kafkatxn.Transient, nil)
 				spent.Client().Close() // the deferred Close closes p's
 				if err != nil {
 					done <- fmt.Errorf("a new producer after transaction %d: %w", n, err)
@@ -176,7 +176,7 @@ func TestTransactionalCommitsSayTrulyWhatABrokerKillDid(t *testing.T) {
 	finish()
 
 	seen := map[int]int{}
-	if err := txn.ReadCommitted(ctx, opts, topic, func(r *kgo.Record) {
+	if err := kafkatxn.ReadCommitted(ctx, opts, topic, func(r *kgo.Record) {
 		n, _, _ := strings.Cut(string(r.Value), "/")
 		k, _ := strconv.Atoi(n)
 		seen[k]++
@@ -202,7 +202,7 @@ func TestTransactionalCommitsSayTrulyWhatABrokerKillDid(t *testing.T) {
 			t.Errorf("transaction %d, never committed, shows %d records", n, seen[n])
 		}
 	}
-	cp, ok, err := txn.ReadCheckpoint(ctx, opts, cfg.CheckpointTopic, cfg.Slot)
+	cp, ok, err := kafkatxn.ReadCheckpoint(ctx, opts, cfg.CheckpointTopic, cfg.Slot)
 	if err != nil || !ok || int(cp.Position) != newest {
 		t.Errorf("the checkpoint is %+v (found %v, %v), want the newest visible transaction's, %d", cp, ok, err, newest)
 	}

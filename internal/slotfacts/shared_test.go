@@ -11,9 +11,9 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/cdc-relay/cdc-relay/internal/slotfacts"
-	"github.com/cdc-relay/cdc-relay/internal/testenv"
 	"github.com/cdc-relay/cdc-relay/replication"
 	"github.com/cdc-relay/cdc-relay/slotstore"
+	"github.com/cdc-relay/cdc-relay/testkit/testenv"
 )
 
 // Lookup reads the same slot over a normal connection (slotstore's) and over a replication

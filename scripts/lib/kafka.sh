@@ -264,7 +264,7 @@ EOF
 
 # kafka_scram_users creates (once per data dir and password: KRaft keeps them across restarts) the
 # SCRAM-SHA-256 and -512 credentials of $KAFKA_SCRAM_USER through the plaintext listener. The tests check
-# them by authenticating and repair them if needed (internal/testenv/secure.go).
+# them by authenticating and repair them if needed (testkit/testenv/secure.go).
 kafka_scram_users() {
 	local stamp="$KAFKA_DATA/.cdc-relay-scram" want m pw
 	want="$KAFKA_SCRAM_USER $(sha256sum <"$TLS_DIR/kafka-password" | cut -d' ' -f1)"

@@ -41,7 +41,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cdc-relay/cdc-relay/internal/chaos"
+	"github.com/cdc-relay/cdc-relay/testkit/chaos"
 )
 
 func main() {

@@ -12,8 +12,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/cdc-relay/cdc-relay/internal/build"
-	runner "github.com/cdc-relay/cdc-relay/internal/proc"
+	"github.com/cdc-relay/cdc-relay/testkit/build"
+	runner "github.com/cdc-relay/cdc-relay/testkit/proc"
 )
 
 // The demo's orders go through a running relay on the local services; the warm-up orders are

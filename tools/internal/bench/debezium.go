@@ -21,7 +21,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/cdc-relay/cdc-relay/internal/build"
+	"github.com/cdc-relay/cdc-relay/testkit/build"
 )
 
 // Debezium runs as Kafka Connect standalone (org.apache.kafka:connect-runtime 4.3.1, the Kafka

@@ -20,7 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/cdc-relay/cdc-relay/sink/txn"
+	"github.com/cdc-relay/cdc-relay/kafkatxn"
 )
 
 // env is one benchmark run's connections, binary and the resources to remove at the end.
@@ -356,7 +356,7 @@ func checkpointTopic(f *fixture) string { return f.base + ".checkpoints" }
 func (e *env) ensureCheckpointTopic(ctx context.Context, f *fixture) error {
 	topic := checkpointTopic(f)
 	e.onClose(func(ctx context.Context) { _, _ = e.adm.DeleteTopics(ctx, topic) })
-	if err := txn.EnsureCheckpointTopic(ctx, e.kcl, topic, 1); err != nil {
+	if err := kafkatxn.EnsureCheckpointTopic(ctx, e.kcl, topic, 1); err != nil {
 		return fmt.Errorf("bench: checkpoint topic %s: %w", topic, err)
 	}
 	return nil

@@ -8,8 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cdc-relay/cdc-relay/internal/build"
-	runner "github.com/cdc-relay/cdc-relay/internal/proc"
+	"github.com/cdc-relay/cdc-relay/testkit/build"
+	runner "github.com/cdc-relay/cdc-relay/testkit/proc"
 )
 
 // BuildRelay builds cmd/cdc-relay of the module around the working directory into dir and
@@ -19,7 +19,7 @@ func BuildRelay(ctx context.Context, dir string) (string, error) {
 }
 
 // proc is a publisher, pg_recvlogical or a Connect worker running as a child process
-// (internal/proc), its output in a log file and its peak RSS sampled while it runs.
+// (testkit/proc), its output in a log file and its peak RSS sampled while it runs.
 type proc struct {
 	*runner.Process
 	name    string

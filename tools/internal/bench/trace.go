@@ -3,7 +3,7 @@ package bench
 import (
 	"sync"
 
-	"github.com/cdc-relay/cdc-relay/internal/otlpsink"
+	"github.com/cdc-relay/cdc-relay/testkit/otlpsink"
 )
 
 // The traced publishers (Publisher.Traced) export their spans to one in-process OTLP/HTTP
