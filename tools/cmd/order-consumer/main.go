@@ -1,4 +1,4 @@
-// Command order-consumer is the consumer of seed 000 and 001 made real: it reads the order
+// Command order-consumer is the order demo's consumer (scripts/seed-demo.sh): it reads the order
 // events from Kafka in a consumer group and applies each once through the inbox package (the
 // outbox id is recorded in inbox_processed in the same transaction as the effect, a row in
 // reservations), so the publisher's duplicates are absorbed. scripts/seed-demo.sh drives it.

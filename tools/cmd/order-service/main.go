@@ -1,4 +1,4 @@
-// Command order-service is the order-service of seed 000 made real: each order is an orders
+// Command order-service is the order demo's service (scripts/seed-demo.sh): each order is an orders
 // row and an outbox row written in one PostgreSQL transaction, in its own schema so the demo
 // can be reset without touching anything else. scripts/seed-demo.sh drives it.
 //
