@@ -18,8 +18,10 @@
 // whatever a connection's search_path. A refused privilege wraps slotstore.ErrPermission and
 // says what to grant or what the owner must run once.
 //
-// Contexts and goroutines: the package starts no goroutines (a Replayer's producer is the
-// caller's sink, with franz-go's). Every call takes ctx first and passes it to pgx and
-// franz-go; a cancel ends the read or the replay in flight, and a letter is marked replayed
-// only after Kafka acknowledged it, so a cancelled replay leaves nothing marked that was not sent.
+// # Contexts and goroutines
+//
+// The package starts no goroutines (a Replayer's producer is the caller's sink, with franz-go's).
+// Every call takes ctx first and passes it to pgx and franz-go; a cancel ends the read or the
+// replay in flight, and a letter is marked replayed only after Kafka acknowledged it, so a
+// cancelled replay leaves nothing marked that was not sent.
 package deadletters

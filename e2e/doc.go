@@ -7,6 +7,8 @@
 // duplicates only the replayed transactions; a quiet outbox does not pin WAL; memory stays
 // flat for a transaction of a million rows.
 //
-// Contexts and goroutines: the tests start the binary as child processes and consumers as
-// goroutines (testkit/testenv); each test's cleanup stops and waits for what it started.
+// # Contexts and goroutines
+//
+// The tests start the binary as child processes and consumers as goroutines (testkit/testenv);
+// each test's cleanup stops and waits for what it started.
 package e2e

@@ -8,6 +8,8 @@
 // These servers are PostgreSQL servers, not relays: e2e/faults's "standby" test is about a
 // second relay waiting for the slot. scripts/test.sh runs this package as its own stage.
 //
-// Contexts and goroutines: each test starts its servers, relays and writers as child processes
-// and goroutines of its own, and its cleanup stops them and waits.
+// # Contexts and goroutines
+//
+// Each test starts its servers, relays and writers as child processes and goroutines of its own,
+// and its cleanup stops them and waits.
 package failover

@@ -3,6 +3,8 @@
 // scripts/pg-ctl.sh (broker paused or killed, Postgres restarted, relay killed -9, slot lost),
 // plus CI-size runs of the chaos soak (tools/cmd/cdc-chaos), at-least-once and exactly-once.
 //
+// # Running them
+//
 // These tests disturb the services for everyone using them, so none of them is parallel, and
 // the package must not run at the same time as other packages' tests against the same pair:
 // run it with `go test -p 1`, or better against a private pair of its own

@@ -2,6 +2,7 @@
 // --format cloudevents (sink's unit tests and the end-to-end tests). It is test support only:
 // nothing in the relay imports it.
 //
-// Contexts and goroutines: pure conversions; no I/O, no goroutines; the SDK methods' ctx
-// arguments are ignored.
+// # Contexts and goroutines
+//
+// Pure conversions; no I/O, no goroutines; the SDK methods' ctx arguments are ignored.
 package cetest

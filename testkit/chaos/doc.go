@@ -21,6 +21,8 @@
 // scripts/kafka-ctl.sh and scripts/pg-ctl.sh: it disturbs everyone using them. The slot's holder
 // is the relay whose application_name its walsender's pg_stat_activity row carries.
 //
-// Context: Run stops early with an error when its context ends; a paused Kafka is resumed, a
-// paused relay continued, and the relay processes it started are stopped either way.
+// # Context
+//
+// Run stops early with an error when its context ends; a paused Kafka is resumed, a paused relay
+// continued, and the relay processes it started are stopped either way.
 package chaos

@@ -6,7 +6,9 @@
 // the server received left it. Tests script connection drops, keepalives and a slot held by
 // another process through Server.Script and Server.HoldSlot.
 //
-// Contexts and goroutines: New starts the accept goroutine and, per connection, a session
-// goroutine and its status reader; Close stops them all and waits. The package takes no
-// context: a test ends a session with Server.Script (drop) or Close.
+// # Contexts and goroutines
+//
+// New starts the accept goroutine and, per connection, a session goroutine and its status reader;
+// Close stops them all and waits. The package takes no context: a test ends a session with
+// Server.Script (drop) or Close.
 package simwal

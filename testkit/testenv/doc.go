@@ -5,8 +5,10 @@
 // green run means the real tests ran) and skips with a one-line reason otherwise (so plain
 // `go test ./...` runs every test that needs no service).
 //
-// Contexts and goroutines: helpers take the test, not a context, and bound their waits
-// themselves; what they start (child processes and their waiters, consumers' poll loops,
-// writers' loops, throwaway PostgreSQL servers, fake TLS listeners) is stopped and waited for
-// in the test's cleanup. The delivery contract's verdict is testkit/oracle's (Writer.Verify).
+// # Contexts and goroutines
+//
+// Helpers take the test, not a context, and bound their waits themselves; what they start (child
+// processes and their waiters, consumers' poll loops, writers' loops, throwaway PostgreSQL
+// servers, fake TLS listeners) is stopped and waited for in the test's cleanup. The delivery
+// contract's verdict is testkit/oracle's (Writer.Verify).
 package testenv

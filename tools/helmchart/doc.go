@@ -5,6 +5,8 @@
 // list, the probes use the metrics port the relay binds, the image is the one `make image`
 // builds, the pod runs as the image's user, and the rules and dashboard it ships equal deploy/'s.
 //
+// # On the local services
+//
 // TestChartOnTheLocalServices then runs what the production example renders, each pod with
 // exactly its rendered environment and its Secrets' files, against the local services' secure
 // variant: the slot Job, an active pod and a standby, the Job again while the active streams,
