@@ -112,6 +112,16 @@ type pubRow struct {
 	Owner     string
 	IsOwner   bool // the current role has the owner's privileges
 	Tables    []string
+	// ViaRoot is publish_via_partition_root: a partitioned table's changes are published
+	// under the root's name (and pg_publication_tables lists the root), not the partition's.
+	ViaRoot bool
+	// Members are the tables named in the publication (FOR TABLE, ADD TABLE), "schema.table":
+	// without ViaRoot a partitioned member is not in Tables (its partitions are), yet it is
+	// already a member, and adding it again fails with 42710.
+	Members []string
+	// Partitioned are the partitioned tables among Members, and the roots of the partitions
+	// Tables lists, "schema.table", sorted.
+	Partitioned []string
 }
 
 // lookupPublication reads the publication; found is false when it does not exist.
@@ -119,9 +129,9 @@ func (s *Store) lookupPublication(ctx context.Context, pub string) (row pubRow, 
 	var ins, upd, del, trunc bool
 	err = s.conn.QueryRow(ctx, `
 SELECT puballtables, pubinsert, pubupdate, pubdelete, pubtruncate,
-       pg_get_userbyid(pubowner)::text, pg_has_role(pubowner, 'USAGE')
+       pg_get_userbyid(pubowner)::text, pg_has_role(pubowner, 'USAGE'), pubviaroot
 FROM pg_publication WHERE pubname = $1`, pub).Scan(
-		&row.AllTables, &ins, &upd, &del, &trunc, &row.Owner, &row.IsOwner)
+		&row.AllTables, &ins, &upd, &del, &trunc, &row.Owner, &row.IsOwner, &row.ViaRoot)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return pubRow{}, false, nil
 	}
@@ -152,6 +162,28 @@ WHERE pubname = $1 ORDER BY schemaname, tablename`, pub)
 	}
 	if row.Tables == nil {
 		row.Tables = []string{}
+	}
+
+	// The named members, and which of them (or of the published tables' roots) are
+	// partitioned. pg_partition_root is PostgreSQL 12+.
+	if err := s.conn.QueryRow(ctx, `
+WITH pub AS (SELECT oid FROM pg_publication WHERE pubname = $1),
+members AS (
+    SELECT c.oid, n.nspname::text || '.' || c.relname::text AS name, c.relkind
+    FROM pg_publication_rel pr JOIN pub ON pr.prpubid = pub.oid
+    JOIN pg_class c ON c.oid = pr.prrelid JOIN pg_namespace n ON n.oid = c.relnamespace),
+roots AS (
+    SELECT name FROM members WHERE relkind = 'p'
+    UNION
+    SELECT rn.nspname::text || '.' || rc.relname::text
+    FROM pg_publication_tables pt
+    JOIN pg_namespace n ON n.nspname = pt.schemaname
+    JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = pt.tablename AND c.relispartition
+    JOIN pg_class rc ON rc.oid = pg_partition_root(c.oid) JOIN pg_namespace rn ON rn.oid = rc.relnamespace
+    WHERE pt.pubname = $1)
+SELECT coalesce((SELECT array_agg(name ORDER BY name) FROM members), '{}'),
+       coalesce((SELECT array_agg(name ORDER BY name) FROM roots), '{}')`, pub).Scan(&row.Members, &row.Partitioned); err != nil {
+		return pubRow{}, false, fmt.Errorf("publication %q: read pg_publication_rel: %w", pub, err)
 	}
 	return row, true, nil
 }

@@ -69,7 +69,7 @@ func slotErr(err error) error {
 		errors.Is(err, slotstore.ErrSlotMissing), errors.Is(err, slotstore.ErrSlotWrongPlugin),
 		errors.Is(err, slotstore.ErrSlotWrongDatabase), errors.Is(err, slotstore.ErrPermission),
 		errors.Is(err, slotstore.ErrFailoverUnsupported), errors.Is(err, slotstore.ErrSlotNotFailover),
-		errors.Is(err, slotstore.ErrStandbyReadOnly):
+		errors.Is(err, slotstore.ErrStandbyReadOnly), errors.Is(err, slotstore.ErrPublicationNotViaRoot):
 		return &usageError{err}
 	}
 	return err
@@ -125,9 +125,16 @@ func cmdSlotCreate(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err != nil {
 		return slotErr(err)
 	}
-	if res.PublicationCreated {
-		fmt.Fprintf(stdout, "created publication %s (insert only)\n", pub)
-	} else {
+	viaRoot := ""
+	if res.ViaRoot {
+		viaRoot = ", partitioned tables published through their root"
+	}
+	switch {
+	case res.PublicationCreated:
+		fmt.Fprintf(stdout, "created publication %s (insert only%s)\n", pub, viaRoot)
+	case res.ViaRootSet:
+		fmt.Fprintf(stdout, "publication %s now publishes partitioned tables through their root (publish_via_partition_root = true): records name the table, not the partition\n", pub)
+	default:
 		fmt.Fprintf(stdout, "publication %s already exists\n", pub)
 	}
 	if len(res.TablesAdded) > 0 {
