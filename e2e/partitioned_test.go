@@ -3,6 +3,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/cdc-relay/cdc-relay/testkit/build"
 	"github.com/cdc-relay/cdc-relay/testkit/testenv"
 )
 
@@ -196,5 +200,70 @@ func TestRunRefusesAPartitionedOutboxPublishedUnderItsPartitionsNames(t *testing
 	}
 	if !pubViaRoot(t, f) {
 		t.Fatal("slot create left publish_via_partition_root off")
+	}
+}
+
+// After a promotion below PostgreSQL 17 the slot is gone, and a supervisor's restart of `run`
+// (no --table: every table of the publication) is told to cut over. The advice names the table
+// the publication publishes on the promoted server, the partitioned table by its root, never
+// --table's default public.outbox (run as printed, that cut over the wrong table, or exited 2),
+// and it cites a section of the docs that exists.
+func TestRunAfterAPromotionAdvisesCutoverOfThePublishedTable(t *testing.T) {
+	t.Parallel()
+	testenv.Require(t, "the PostgreSQL server binaries", "CDC_RELAY_DEV_PG_BIN")
+	srv := testenv.NewPGServer(t, os.Getenv("CDC_RELAY_DEV_PG_BIN"), testenv.PGDir(t, "cdc-relay-promoted"), "promoted")
+	srv.Init(t, "wal_level = logical")
+	srv.Start(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, srv.URL("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sql := range []string{
+		`CREATE SCHEMA app`,
+		`CREATE TABLE public.outbox (id bigserial PRIMARY KEY)`, // the default's table exists: the wrong advice would work on it
+		`CREATE TABLE app.outbox (id bigserial, payload jsonb, PRIMARY KEY (id)) PARTITION BY RANGE (id)`,
+		`CREATE TABLE app.outbox_2025 PARTITION OF app.outbox FOR VALUES FROM (1) TO (1000)`,
+		`CREATE PUBLICATION relay_pub FOR TABLE app.outbox WITH (publish = 'insert', publish_via_partition_root = true)`,
+	} {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	conn.Close(ctx)
+	// Promote the server itself: stopped, started as a standby with no primary, promoted; it
+	// is then on timeline 2 with no slot, as a promoted standby below 17 is.
+	testenv.MustRun(t, testenv.AsPG(filepath.Join(srv.Bin, "pg_ctl"), "stop", "-D", srv.Data, "-m", "fast", "-w", "-s"))
+	srv.WriteFile(t, "standby.signal", "")
+	srv.Start(t)
+	srv.Promote(t)
+
+	bin := testenv.Binary(t, false)
+	_, stderr, code := testenv.Run(t, 60*time.Second, bin, []string{"CDC_RELAY_PG_URL=" + srv.URL("postgres")},
+		"run", "--slot", "relay_slot", "--publication", "relay_pub")
+	if code != 2 || !strings.Contains(stderr, "has been promoted (timeline 2") {
+		t.Fatalf("run on a promoted server without its slot: exit %d, want 2 with the promotion's advice; stderr:\n%s", code, stderr)
+	}
+	if want := "cdc-relay cutover --slot relay_slot --publication relay_pub --table app.outbox`"; !strings.Contains(stderr, want) {
+		t.Errorf("the advice does not name the published table: want %q in:\n%s", want, stderr)
+	}
+	if strings.Contains(stderr, "public.outbox") {
+		t.Errorf("the advice names --table's default public.outbox, a table the slot never streamed:\n%s", stderr)
+	}
+	// The cited section: docs/failover.md, "HEADING", "PARAGRAPH".
+	m := regexp.MustCompile(`\((docs/[a-z]+\.md), "([^"]+)"`).FindStringSubmatch(stderr)
+	if m == nil {
+		t.Fatalf("the advice cites no section of docs/: %s", stderr)
+	}
+	root, err := build.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile(filepath.Join(root, m[1]))
+	if err != nil {
+		t.Fatalf("the advice cites %s: %v", m[1], err)
+	}
+	if !regexp.MustCompile(`(?m)^#+ ` + regexp.QuoteMeta(m[2]) + `$`).Match(doc) {
+		t.Errorf("the advice cites section %q of %s, which has no such heading", m[2], m[1])
 	}
 }
