@@ -267,3 +267,52 @@ func TestRunAfterAPromotionAdvisesCutoverOfThePublishedTable(t *testing.T) {
 		t.Errorf("the advice cites section %q of %s, which has no such heading", m[2], m[1])
 	}
 }
+
+// Partitions come and go while the relay streams a partitioned outbox (one created, a table
+// attached, one detached, one dropped, each right after rows were committed in it): every row
+// reaches Kafka exactly once, each naming the partitioned table, and the publication needs no
+// change for a new partition.
+func TestPartitionsAttachedDetachedAndDroppedWhileStreamingLoseNothing(t *testing.T) {
+	t.Parallel()
+	f := newPartitionedOutbox(t)
+	e := &testenv.RelayEnv{F: f, Bin: testenv.Binary(t, false), Env: []string{
+		"CDC_RELAY_SLOT=" + f.Slot, "CDC_RELAY_PUBLICATION=" + f.Publication,
+	}}
+	if out, errOut, code := testenv.Run(t, 30*time.Second, e.Bin, e.Env, "slot", "create", "--table", f.Table); code != 0 {
+		t.Fatalf("slot create: exit %d\n%s%s", code, out, errOut)
+	}
+	cons := testenv.Consume(t, f.Topic)
+	p := e.Start(t, nil, "--table", f.Table)
+	exec := func(sql string) {
+		t.Helper()
+		if _, err := f.Pool.Exec(context.Background(), sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	var want []int64
+	want = append(want, insertInPartition(t, f, 1, 3)...)
+	want = append(want, insertInPartition(t, f, 2, 3)...)
+	addPartition(t, f, 3) // created as a partition
+	want = append(want, insertInPartition(t, f, 3, 3)...)
+	// A table of its own, attached.
+	exec(`CREATE TABLE ` + partitionName(f, 4) + ` (LIKE ` + f.Table + `)`)
+	exec(fmt.Sprintf(`ALTER TABLE %s ATTACH PARTITION %s FOR VALUES FROM (%d) TO (%d)`, f.Table, partitionName(f, 4), 3*partitionSize+1, 4*partitionSize+1))
+	want = append(want, insertInPartition(t, f, 4, 3)...)
+	// Detached and dropped right after their rows' commits, before the relay need have read them.
+	exec(`ALTER TABLE ` + f.Table + ` DETACH PARTITION ` + partitionName(f, 1))
+	want = append(want, insertInPartition(t, f, 2, 2)...)
+	exec(`DROP TABLE ` + partitionName(f, 2))
+	want = append(want, insertInPartition(t, f, 3, 2)...)
+
+	recs := cons.WaitFor(t, 60*time.Second, "the rows of every partition", hasAll(want))
+	allNameTable(t, recs, f.Table)
+	recs = e.Settle(t, cons, f.CurrentWAL(t))
+	assertCleanDelivery(t, recs, want, nil)
+	allNameTable(t, recs, f.Table)
+	if n := testenv.EndOffset(t, f.DLQ); n != 0 {
+		t.Errorf("%d rows dead-lettered", n)
+	}
+	if code := p.Stop(t); code != 0 {
+		t.Errorf("run: exit %d after SIGTERM, want 0", code)
+	}
+}
