@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/cdc-relay/cdc-relay/poller"
 	"github.com/cdc-relay/cdc-relay/testkit/build"
 	"github.com/cdc-relay/cdc-relay/testkit/testenv"
 )
@@ -313,6 +314,62 @@ func TestPartitionsAttachedDetachedAndDroppedWhileStreamingLoseNothing(t *testin
 		t.Errorf("%d rows dead-lettered", n)
 	}
 	if code := p.Stop(t); code != 0 {
+		t.Errorf("run: exit %d after SIGTERM, want 0", code)
+	}
+}
+
+// poll and cutover work on a partitioned outbox as on a table: poll (FOR UPDATE SKIP LOCKED
+// through the partitioned table) publishes and marks the rows of every partition, cutover makes
+// the publication through the partition root and publishes what is pending, and the relay then
+// streams the rest; every record names the partitioned table, each row exactly once.
+func TestPollAndCutoverOnAPartitionedOutbox(t *testing.T) {
+	t.Parallel()
+	f := newPartitionedOutbox(t)
+	bin := testenv.Binary(t, false)
+	env := []string{"CDC_RELAY_SLOT=" + f.Slot, "CDC_RELAY_PUBLICATION=" + f.Publication}
+	if out, errOut, code := testenv.Run(t, 30*time.Second, bin, nil, "poll", "--create-index", "--table", f.Table); code != 0 {
+		t.Fatalf("poll --create-index: exit %d\n%s%s", code, out, errOut)
+	}
+	// PostgreSQL builds no index concurrently on a partitioned table: the table's index is
+	// valid once every partition's is built and attached.
+	var valid bool
+	if err := f.Pool.QueryRow(context.Background(), `SELECT i.indisvalid FROM pg_index i
+		WHERE i.indrelid = to_regclass($1) AND i.indexrelid = to_regclass($2)`,
+		f.Table, "app."+poller.IndexName(f.Table)).Scan(&valid); err != nil || !valid {
+		t.Fatalf("poll --create-index: the partitioned table's pending-rows index: valid %v, %v", valid, err)
+	}
+	cons := testenv.Consume(t, f.Topic)
+	polled := append(insertInPartition(t, f, 1, 3), insertInPartition(t, f, 2, 3)...)
+	poller := testenv.Start(t, bin, nil, "poll", "--table", f.Table, "--dlq-topic", f.DLQ, "--interval", "20ms")
+	cons.WaitFor(t, 60*time.Second, "the polled rows of both partitions", hasAll(polled))
+	testenv.Eventually(t, 30*time.Second, "the poller to mark its rows in both partitions", func() bool {
+		var pending int
+		if err := f.Pool.QueryRow(context.Background(), `SELECT count(*) FROM `+f.Table+` WHERE published_at IS NULL`).Scan(&pending); err != nil {
+			t.Fatal(err)
+		}
+		return pending == 0
+	})
+	if code := poller.Stop(t); code != 0 {
+		t.Fatalf("poll: exit %d after SIGTERM, want 0", code)
+	}
+
+	pending := append(insertInPartition(t, f, 1, 2), insertInPartition(t, f, 2, 2)...)
+	out, errOut, code := testenv.Run(t, 120*time.Second, bin, env, "cutover", "--table", f.Table, "--dlq-topic", f.DLQ)
+	if code != 0 {
+		t.Fatalf("cutover: exit %d\n%s%s", code, out, errOut)
+	}
+	if !pubViaRoot(t, f) {
+		t.Fatalf("cutover made publication %s without publish_via_partition_root", f.Publication)
+	}
+	re := &testenv.RelayEnv{F: f, Bin: bin, Env: env}
+	relay := re.Start(t, nil, "--table", f.Table)
+	streamed := append(insertInPartition(t, f, 1, 2), insertInPartition(t, f, 2, 2)...)
+	want := append(append(append([]int64{}, polled...), pending...), streamed...)
+	cons.WaitFor(t, 60*time.Second, "the polled, cut-over and streamed rows", hasAll(want))
+	recs := re.Settle(t, cons, f.CurrentWAL(t))
+	assertCleanDelivery(t, recs, want, nil)
+	allNameTable(t, recs, f.Table)
+	if code := relay.Stop(t); code != 0 {
 		t.Errorf("run: exit %d after SIGTERM, want 0", code)
 	}
 }
