@@ -22,7 +22,7 @@ const (
 )
 
 // ErrNotPartitioned means Options.Partitions was set for a table that is not partitioned.
-var ErrNotPartitioned = errors.New("prune: the table is not partitioned")
+var ErrNotPartitioned = errors.New("table is not partitioned")
 
 // partitionRow is a partition of the outbox table.
 type partitionRow struct {
@@ -46,8 +46,8 @@ func runPartitions(ctx context.Context, conn *pgx.Conn, o Options, t outbox.Tabl
 		return fmt.Errorf("prune: read the kind of %s: %w", t, err)
 	}
 	if kind != "p" {
-		return fmt.Errorf("%w: %s is not partitioned, so it has no partitions to %s; prune its rows without Options.Partitions (--partitions)",
-			ErrNotPartitioned, t, o.Partitions)
+		return fmt.Errorf("prune: %s: %w, so it has no partitions to %s: prune its rows without Options.Partitions",
+			t, ErrNotPartitioned, o.Partitions)
 	}
 	rows, err := conn.Query(ctx, `SELECT n.nspname::text, c.relname::text, pg_get_expr(c.relpartbound, c.oid)
 		FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_namespace n ON n.oid = c.relnamespace

@@ -79,7 +79,10 @@ func cmdOutboxPrune(ctx context.Context, args []string, stdout, stderr io.Writer
 	o.Progress = func(n int64) { log.Debug("pruning", "table", o.Table, "deleted", n) }
 	res, err := prune.Run(ctx, conn, o)
 	if err != nil {
-		if errors.Is(err, slotstore.ErrSlotMissing) || errors.Is(err, prune.ErrNotPartitioned) {
+		if errors.Is(err, prune.ErrNotPartitioned) {
+			return usageErr("%s", pruneFlagNames.Replace(err.Error()))
+		}
+		if errors.Is(err, slotstore.ErrSlotMissing) {
 			return &usageError{err}
 		}
 		return fmt.Errorf("outbox prune: %w", err)
