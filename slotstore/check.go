@@ -69,10 +69,10 @@ func checkRunStatus(st Status, ex statusExtra, publication string) error {
 		return fmt.Errorf("publication %q: %w: it publishes %q; run: ALTER PUBLICATION %s SET (publish = 'insert')",
 			publication, ErrPublicationNoInsert, st.Publication.Publish, publication)
 	}
-	// A FOR ALL TABLES publication names every partitioned table of the database, most of them
-	// none of the relay's business: it is not judged here (docs/configuration.md says to name
-	// the outbox table, or to set the option).
-	if len(ex.PubPartitioned) > 0 && !ex.PubViaRoot && !st.Publication.AllTables {
+	// Only partitioned tables named in the publication are judged: a FOR ALL TABLES (or FOR
+	// TABLES IN SCHEMA) publication covers partitioned tables that are none of the relay's
+	// business (docs/operations.md says to set the option on it, or to name the outbox table).
+	if len(ex.PubPartitioned) > 0 && !ex.PubViaRoot {
 		return fmt.Errorf("publication %q: %w: it holds the partitioned table %s but publishes its rows under each "+
 			"partition's name, so every record's outbox-table would name a partition and consumers would see one table "+
 			"per partition; as the publication's owner run: %s (or `cdc-relay slot create --slot %s --publication %s --table %s`, which does)",

@@ -250,9 +250,8 @@ func (s *Store) planPublication(ctx context.Context, ss session, pub string, tab
 				pgx.Identifier{pub}.Sanitize(), pgx.Identifier{ss.Role}.Sanitize())
 		}
 	}
-	// A FOR ALL TABLES publication is repaired only for a partitioned table asked for: the
-	// database's other partitioned tables are not the relay's business.
-	if found && !row.ViaRoot && (partitioned || (!row.AllTables && len(row.Partitioned) > 0)) {
+	// A partitioned table asked for, or named in the publication: published through its root.
+	if found && !row.ViaRoot && (partitioned || len(row.Partitioned) > 0) {
 		plan.SetViaRoot = true
 		if !row.IsOwner {
 			return pubPlan{}, fmt.Errorf("publication %q: %w: role %q cannot make it publish partitioned tables through their root "+

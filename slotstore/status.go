@@ -168,7 +168,7 @@ type statusExtra struct {
 	PubFound       bool
 	PubPublishes   bool     // the publication publishes inserts
 	PubViaRoot     bool     // publish_via_partition_root
-	PubPartitioned []string // the partitioned tables it publishes (named, or through partitions)
+	PubPartitioned []string // the partitioned tables named in it
 }
 
 func (s *Store) status(ctx context.Context, slot, publication string) (Status, statusExtra, error) {

@@ -119,8 +119,10 @@ type pubRow struct {
 	// without ViaRoot a partitioned member is not in Tables (its partitions are), yet it is
 	// already a member, and adding it again fails with 42710.
 	Members []string
-	// Partitioned are the partitioned tables among Members, and the roots of the partitions
-	// Tables lists, "schema.table", sorted.
+	// Partitioned are the partitioned tables among Members, "schema.table", sorted. (A
+	// partition named on its own is published under its own name whatever the setting; the
+	// partitioned tables of a FOR ALL TABLES or FOR TABLES IN SCHEMA publication are not
+	// named, and not judged.)
 	Partitioned []string
 }
 
@@ -164,25 +166,15 @@ WHERE pubname = $1 ORDER BY schemaname, tablename`, pub)
 		row.Tables = []string{}
 	}
 
-	// The named members, and which of them (or of the published tables' roots) are
-	// partitioned. pg_partition_root is PostgreSQL 12+.
+	// The named members, and which of them are partitioned.
 	if err := s.conn.QueryRow(ctx, `
-WITH pub AS (SELECT oid FROM pg_publication WHERE pubname = $1),
-members AS (
-    SELECT c.oid, n.nspname::text || '.' || c.relname::text AS name, c.relkind
-    FROM pg_publication_rel pr JOIN pub ON pr.prpubid = pub.oid
-    JOIN pg_class c ON c.oid = pr.prrelid JOIN pg_namespace n ON n.oid = c.relnamespace),
-roots AS (
-    SELECT name FROM members WHERE relkind = 'p'
-    UNION
-    SELECT rn.nspname::text || '.' || rc.relname::text
-    FROM pg_publication_tables pt
-    JOIN pg_namespace n ON n.nspname = pt.schemaname
-    JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = pt.tablename AND c.relispartition
-    JOIN pg_class rc ON rc.oid = pg_partition_root(c.oid) JOIN pg_namespace rn ON rn.oid = rc.relnamespace
-    WHERE pt.pubname = $1)
+WITH members AS (
+    SELECT n.nspname::text || '.' || c.relname::text AS name, c.relkind
+    FROM pg_publication p JOIN pg_publication_rel pr ON pr.prpubid = p.oid
+    JOIN pg_class c ON c.oid = pr.prrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+    WHERE p.pubname = $1)
 SELECT coalesce((SELECT array_agg(name ORDER BY name) FROM members), '{}'),
-       coalesce((SELECT array_agg(name ORDER BY name) FROM roots), '{}')`, pub).Scan(&row.Members, &row.Partitioned); err != nil {
+       coalesce((SELECT array_agg(name ORDER BY name) FROM members WHERE relkind = 'p'), '{}')`, pub).Scan(&row.Members, &row.Partitioned); err != nil {
 		return pubRow{}, false, fmt.Errorf("publication %q: read pg_publication_rel: %w", pub, err)
 	}
 	return row, true, nil
