@@ -141,7 +141,9 @@ func IndexName(tableName string) string {
 //
 //	CREATE INDEX CONCURRENTLY IF NOT EXISTS <table>_pending_idx ON <table> (id) WHERE published_at IS NULL
 //
-// CONCURRENTLY lets writers go on while it builds; conn must not be inside a transaction. It
+// CONCURRENTLY lets writers go on while it builds; conn must not be inside a transaction. On
+// a partitioned table (where PostgreSQL builds no index concurrently) it makes the table's index
+// ON ONLY the table and builds each partition's concurrently, attached to it. It
 // reports whether it created the index. An index of that name left invalid by a failed
 // concurrent build is ErrInvalidIndex.
 func CreateIndex(ctx context.Context, conn *pgx.Conn, tableName string, c outbox.Columns) (name string, created bool, err error) {
@@ -164,11 +166,23 @@ func CreateIndex(ctx context.Context, conn *pgx.Conn, tableName string, c outbox
 	if err != nil {
 		return name, false, err
 	}
-	if !exists {
-		sql := fmt.Sprintf(`CREATE INDEX CONCURRENTLY IF NOT EXISTS %s ON %s (%s) WHERE %s IS NULL`,
-			pgx.Identifier{name}.Sanitize(), t.Sanitize(), pgx.Identifier{c.ID}.Sanitize(), pgx.Identifier{c.PublishedAt}.Sanitize())
-		if _, err := conn.Exec(ctx, sql); err != nil && !concurrentCreate(err) {
-			return name, false, fmt.Errorf("poller: create index %s on %s: %w", name, t, err)
+	partitioned, err := isPartitioned(ctx, conn, t)
+	if err != nil {
+		return name, false, err
+	}
+	if partitioned && (!exists || !valid) {
+		// PostgreSQL builds no index concurrently on a partitioned table: each partition's is
+		// built concurrently and attached to the table's, which is valid once every partition's is.
+		if err := createPartitionedIndex(ctx, conn, t, name, c); err != nil {
+			return name, false, err
+		}
+		created = !exists
+		if valid, exists, err = indexState(ctx, conn, t, name); err != nil {
+			return name, false, err
+		}
+	} else if !exists {
+		if err := createIndexConcurrently(ctx, conn, t, name, c); err != nil {
+			return name, false, err
 		}
 		if valid, exists, err = indexState(ctx, conn, t, name); err != nil {
 			return name, false, err
@@ -179,6 +193,109 @@ func CreateIndex(ctx context.Context, conn *pgx.Conn, tableName string, c outbox
 		return name, false, fmt.Errorf("%w: %s on %s (DROP INDEX CONCURRENTLY %s; then create it again)", ErrInvalidIndex, name, t, name)
 	}
 	return name, created, nil
+}
+
+func createIndexConcurrently(ctx context.Context, conn *pgx.Conn, t outbox.Table, name string, c outbox.Columns) error {
+	sql := fmt.Sprintf(`CREATE INDEX CONCURRENTLY IF NOT EXISTS %s ON %s (%s) WHERE %s IS NULL`,
+		pgx.Identifier{name}.Sanitize(), t.Sanitize(), pgx.Identifier{c.ID}.Sanitize(), pgx.Identifier{c.PublishedAt}.Sanitize())
+	if _, err := conn.Exec(ctx, sql); err != nil && !concurrentCreate(err) {
+		return fmt.Errorf("poller: create index %s on %s: %w", name, t, err)
+	}
+	return nil
+}
+
+// createPartitionedIndex makes the pending-rows index of partitioned table t: the table's own
+// (ON ONLY: invalid, and no lock held while the partitions' are built), then each partition's,
+// concurrently (a partitioned partition's the same way), attached to it. A partition created
+// later gets its index from the table's. Running it again finishes what an interrupted run left.
+func createPartitionedIndex(ctx context.Context, conn *pgx.Conn, t outbox.Table, name string, c outbox.Columns) error {
+	sql := fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %s ON ONLY %s (%s) WHERE %s IS NULL`,
+		pgx.Identifier{name}.Sanitize(), t.Sanitize(), pgx.Identifier{c.ID}.Sanitize(), pgx.Identifier{c.PublishedAt}.Sanitize())
+	if _, err := conn.Exec(ctx, sql); err != nil && !concurrentCreate(err) {
+		return fmt.Errorf("poller: create index %s on %s: %w", name, t, err)
+	}
+	rows, err := conn.Query(ctx, `SELECT n.nspname::text, c.relname::text, c.relkind = 'p'
+		FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE i.inhparent = to_regclass($1) ORDER BY 1, 2`, t.Sanitize())
+	if err != nil {
+		return fmt.Errorf("poller: read the partitions of %s: %w", t, err)
+	}
+	type part struct {
+		t           outbox.Table
+		partitioned bool
+	}
+	parts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (part, error) {
+		var p part
+		err := r.Scan(&p.t.Schema, &p.t.Name, &p.partitioned)
+		return p, err
+	})
+	if err != nil {
+		return fmt.Errorf("poller: read the partitions of %s: %w", t, err)
+	}
+	for _, p := range parts {
+		// The partition may have an index of that definition already (made by the table's
+		// when it was created as a partition): attach whichever exists.
+		pname, err := partitionIndex(ctx, conn, p.t, name, c)
+		if err != nil {
+			return err
+		}
+		if pname == "" && p.partitioned {
+			pname = IndexName(p.t.String())
+			err = createPartitionedIndex(ctx, conn, p.t, pname, c)
+		} else if pname == "" {
+			// Unnamed: PostgreSQL picks a name no other index has. Partitions' names share
+			// the table's prefix, so IndexName's shortening could give two of them one name.
+			sql := fmt.Sprintf(`CREATE INDEX CONCURRENTLY ON %s (%s) WHERE %s IS NULL`,
+				p.t.Sanitize(), pgx.Identifier{c.ID}.Sanitize(), pgx.Identifier{c.PublishedAt}.Sanitize())
+			if _, err = conn.Exec(ctx, sql); err != nil {
+				return fmt.Errorf("poller: create the pending-rows index of partition %s: %w", p.t, err)
+			}
+			if pname, err = partitionIndex(ctx, conn, p.t, name, c); err == nil && pname == "" {
+				err = fmt.Errorf("%w: the index built on partition %s (DROP INDEX CONCURRENTLY the invalid one; then create it again)", ErrInvalidIndex, p.t)
+			}
+		}
+		if err != nil {
+			return err
+		}
+		attach := fmt.Sprintf(`ALTER INDEX %s ATTACH PARTITION %s`,
+			pgx.Identifier{t.Schema, name}.Sanitize(), pgx.Identifier{p.t.Schema, pname}.Sanitize())
+		if _, err := conn.Exec(ctx, attach); err != nil {
+			return fmt.Errorf("poller: attach index %s of partition %s to %s: %w", pname, p.t, name, err)
+		}
+	}
+	return nil
+}
+
+// partitionIndex returns the index of partition p attached to the table's index parentIndex,
+// or else a valid unattached pending-rows index of p (on the id column alone, with the predicate
+// "published_at IS NULL"), or "" when neither exists.
+func partitionIndex(ctx context.Context, conn *pgx.Conn, p outbox.Table, parentIndex string, c outbox.Columns) (string, error) {
+	var name string
+	err := conn.QueryRow(ctx, `SELECT c.relname::text FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+		LEFT JOIN pg_inherits h ON h.inhrelid = i.indexrelid
+		LEFT JOIN pg_class pc ON pc.oid = h.inhparent
+		WHERE i.indrelid = to_regclass($1)
+		  AND (pc.relname = $2
+		       OR (h.inhrelid IS NULL AND i.indisvalid AND i.indnatts = 1 AND i.indpred IS NOT NULL
+		           AND pg_get_expr(i.indpred, i.indrelid) = '(' || quote_ident($3) || ' IS NULL)'
+		           AND i.indkey[0] = (SELECT a.attnum FROM pg_attribute a WHERE a.attrelid = i.indrelid AND a.attname = $4)))
+		ORDER BY pc.relname = $2 DESC NULLS LAST, c.relname LIMIT 1`, p.Sanitize(), parentIndex, c.PublishedAt, c.ID).Scan(&name)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("poller: look up the pending-rows index of partition %s: %w", p, err)
+	}
+	return name, nil
+}
+
+// isPartitioned reports whether t is a partitioned table.
+func isPartitioned(ctx context.Context, q querier, t outbox.Table) (bool, error) {
+	var p bool
+	if err := q.QueryRow(ctx, `SELECT relkind = 'p' FROM pg_class WHERE oid = to_regclass($1)`, t.Sanitize()).Scan(&p); err != nil {
+		return false, fmt.Errorf("poller: read the kind of %s: %w", t, err)
+	}
+	return p, nil
 }
 
 // concurrentCreate reports an error from a CREATE INDEX that another session ran at the

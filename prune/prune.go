@@ -44,7 +44,14 @@ type Options struct {
 	// are read; zero fields take the defaults.
 	Columns outbox.Columns
 
-	// Progress, when set, is called after each batch with the rows deleted so far.
+	// Partitions, when set, prunes a partitioned table by whole partitions instead of rows:
+	// each partition (but the default one) that holds rows, all created before OlderThan and
+	// published, is dropped or detached; a partition with one unpublished or newer row is
+	// kept whole. Batch is not used then.
+	Partitions PartitionAction
+
+	// Progress, when set, is called after each batch with the rows deleted so far (with
+	// Partitions: after each partition, with the partitions removed so far).
 	Progress func(deleted int64)
 	// PollInterval is how often the slot is read while waiting; default 200ms.
 	PollInterval time.Duration
@@ -69,6 +76,11 @@ func (o Options) Validate() error {
 	}
 	if o.OlderThan <= 0 {
 		errs = append(errs, errors.New("prune: Options.OlderThan must be positive (e.g. 168h)"))
+	}
+	switch o.Partitions {
+	case "", PartitionsDrop, PartitionsDetach:
+	default:
+		errs = append(errs, fmt.Errorf("prune: Options.Partitions %q: use drop or detach", o.Partitions))
 	}
 	if o.Batch < 0 || o.Wait < 0 {
 		errs = append(errs, errors.New("prune: Options.Batch and Options.Wait must not be negative"))
@@ -101,6 +113,12 @@ type Result struct {
 	// Holder, when Kept > 0, is the oldest transaction open after the deletes: what holds the
 	// kept rows back now. Nil when none is open (the next run deletes them).
 	Holder *Holder
+
+	// With Options.Partitions: the partitions dropped or detached, and those kept (a row in
+	// them unpublished, created after the cutoff or without a creation time; empty; or the
+	// default partition), "schema.table".
+	Partitions     []string
+	PartitionsKept []string
 }
 
 // Holder describes an open transaction.
@@ -153,6 +171,13 @@ func Run(ctx context.Context, conn *pgx.Conn, o Options) (Result, error) {
 		// xmin precedes the mark; a negative age is a row older than 2^31 transactions.
 		published = `(age(xmin) > age($3::text::xid) OR age(xmin) < 0)`
 		args = append(args, strconv.FormatUint(res.MarkXmin&0xFFFFFFFF, 10))
+	}
+	if o.Partitions != "" {
+		// The same judgement, its mark as $2.
+		if o.Mode == ModeRun {
+			published = `(age(xmin) > age($2::text::xid) OR age(xmin) < 0)`
+		}
+		return res, runPartitions(ctx, conn, o, t, published, partitionArgs(o, &res), &res)
 	}
 	q := `WITH batch AS (
     SELECT ` + id + ` FROM ` + tbl + `

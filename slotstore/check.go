@@ -2,15 +2,22 @@ package slotstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 )
+
+// ErrPublicationNotViaRoot means the publication holds a partitioned table without
+// publish_via_partition_root: its rows would be published under the partitions' names.
+var ErrPublicationNotViaRoot = errors.New("publication publishes a partitioned table through its partitions")
 
 // CheckRun verifies what `cdc-relay run` needs before it streams:
 // wal_level = logical (ErrWalLevel), a role that may stream (REPLICATION or
 // SUPERUSER, else ErrPermission), the slot exists (ErrSlotMissing) as a
 // pgoutput slot of this database (ErrSlotWrongPlugin, ErrSlotWrongDatabase)
 // and is not lost (ErrSlotLost), and the publication exists
-// (ErrNoPublication), publishes inserts (ErrPublicationNoInsert) and contains
+// (ErrNoPublication), publishes inserts (ErrPublicationNoInsert), publishes a
+// partitioned table through its root (ErrPublicationNotViaRoot) and contains
 // at least one table (ErrPublicationEmpty).
 //
 // It does not fail on an active slot: Status.Active says whether another
@@ -61,6 +68,16 @@ func checkRunStatus(st Status, ex statusExtra, publication string) error {
 	if !ex.PubPublishes {
 		return fmt.Errorf("publication %q: %w: it publishes %q; run: ALTER PUBLICATION %s SET (publish = 'insert')",
 			publication, ErrPublicationNoInsert, st.Publication.Publish, publication)
+	}
+	// Only partitioned tables named in the publication are judged: a FOR ALL TABLES (or FOR
+	// TABLES IN SCHEMA) publication covers partitioned tables that are none of the relay's
+	// business (docs/operations.md says to set the option on it, or to name the outbox table).
+	if len(ex.PubPartitioned) > 0 && !ex.PubViaRoot {
+		return fmt.Errorf("publication %q: %w: it holds the partitioned table %s but publishes its rows under each "+
+			"partition's name, so every record's outbox-table would name a partition and consumers would see one table "+
+			"per partition; as the publication's owner run: %s (or `cdc-relay slot create --slot %s --publication %s --table %s`, which does)",
+			publication, ErrPublicationNotViaRoot, strings.Join(ex.PubPartitioned, ", "), viaRootDDL(publication),
+			st.Slot, publication, ex.PubPartitioned[0])
 	}
 	if st.Publication == nil || len(st.Publication.Tables) == 0 {
 		return fmt.Errorf("publication %q: %w: add the outbox table with "+

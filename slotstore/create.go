@@ -86,6 +86,11 @@ type CreateResult struct {
 	Snapshot           string        // with CreateOptions.ExportSnapshot: the exported snapshot's name
 	ServerVersion      int           // the server's major version
 	Standby            bool          // the server is a standby (the slot decodes on it; PostgreSQL 16+)
+	// ViaRoot: the publication publishes partitioned tables through their root
+	// (publish_via_partition_root = true), as Create makes it when a table is partitioned.
+	ViaRoot bool
+	// ViaRootSet: Create turned publish_via_partition_root on in an existing publication.
+	ViaRootSet bool
 }
 
 // Create makes the insert-only publication (publish = 'insert') for the
@@ -93,6 +98,12 @@ type CreateResult struct {
 // (ALTER PUBLICATION ... ADD TABLE), then the logical slot with the pgoutput
 // plugin if it is missing. Running it twice is a no-op that the result
 // reports. An existing publication's publish option is left as it is.
+//
+// A partitioned table is published through its root (publish_via_partition_root
+// = true): every change then names the table given, not the partition that holds
+// the row, and partitions attached later are published without a change to the
+// publication. An existing publication that holds a partitioned table without
+// that setting is repaired (ALTER PUBLICATION ... SET).
 //
 // It checks everything before it changes anything: wal_level (ErrWalLevel),
 // the tables (ErrNoTable), an existing slot's plugin and database
@@ -150,16 +161,17 @@ func (s *Store) Create(ctx context.Context, o CreateOptions) (CreateResult, erro
 	if err != nil {
 		return res, err
 	}
-	if res.Standby && len(plan.Missing) > 0 {
+	if res.Standby && (len(plan.Missing) > 0 || plan.SetViaRoot) {
 		return res, fmt.Errorf("publication %q: %w: this server is a standby (read-only), and the publication lacks %s; "+
 			"create or extend it on the primary (cdc-relay slot create against the primary does, or run there: %s), "+
-			"then run slot create on the standby again", o.Publication, ErrStandbyReadOnly, tableList(plan.Missing), publicationDDL(o.Publication, plan))
+			"then run slot create on the standby again", o.Publication, ErrStandbyReadOnly, planWants(plan), publicationDDL(o.Publication, plan))
 	}
 
 	// Checks done: from here on, change things.
-	if res.PublicationCreated, res.TablesAdded, err = s.applyPublication(ctx, ss, o.Publication, tables, plan); err != nil {
+	if res.PublicationCreated, res.TablesAdded, plan, err = s.applyPublication(ctx, ss, o.Publication, tables, plan); err != nil {
 		return res, err
 	}
+	res.ViaRoot, res.ViaRootSet = plan.ViaRoot || plan.SetViaRoot, plan.Exists && plan.SetViaRoot
 	if !slotFound && o.ExportSnapshot != nil {
 		res.ConsistentPoint, res.Snapshot, err = createSlotWithSnapshot(ctx, o.ExportSnapshot, o.Slot, ss.Role)
 		res.SlotCreated = err == nil
@@ -178,6 +190,11 @@ func (s *Store) Create(ctx context.Context, o CreateOptions) (CreateResult, erro
 type pubPlan struct {
 	Exists  bool
 	Missing []outbox.Table // tables to publish: all of them for a new publication
+	// ViaRoot: the publication publishes through partition roots (already, or once created).
+	ViaRoot bool
+	// SetViaRoot: it must be made to (a partitioned table in it or among the tables, and
+	// publish_via_partition_root off or, for a new publication, to be set at creation).
+	SetViaRoot bool
 }
 
 // planPublication reads the publication, checks the tables exist, and
@@ -197,7 +214,11 @@ func (s *Store) planPublication(ctx context.Context, ss session, pub string, tab
 	if err != nil {
 		return pubPlan{}, err
 	}
-	plan := pubPlan{Exists: found}
+	partitioned := false
+	for _, t := range tables {
+		partitioned = partitioned || owned[t].Kind == "p"
+	}
+	plan := pubPlan{Exists: found, ViaRoot: found && row.ViaRoot}
 	switch {
 	case !found:
 		if !ss.CanCreate {
@@ -207,11 +228,14 @@ func (s *Store) planPublication(ctx context.Context, ss session, pub string, tab
 				pgx.Identifier{ss.Database}.Sanitize(), pgx.Identifier{ss.Role}.Sanitize())
 		}
 		plan.Missing = tables
+		plan.SetViaRoot = partitioned
 	case row.AllTables:
 		// FOR ALL TABLES already publishes every table.
 	default:
-		have := make(map[string]bool, len(row.Tables))
-		for _, t := range row.Tables {
+		// A member partitioned table is not in row.Tables while the publication publishes
+		// through the partitions: row.Members has it.
+		have := make(map[string]bool, len(row.Tables)+len(row.Members))
+		for _, t := range append(append([]string(nil), row.Tables...), row.Members...) {
 			have[t] = true
 		}
 		for _, t := range tables {
@@ -224,6 +248,15 @@ func (s *Store) planPublication(ctx context.Context, ss session, pub string, tab
 				"run as %q, or as a superuser run: ALTER PUBLICATION %s OWNER TO %s",
 				pub, ErrPermission, ss.Role, row.Owner, row.Owner,
 				pgx.Identifier{pub}.Sanitize(), pgx.Identifier{ss.Role}.Sanitize())
+		}
+	}
+	// A partitioned table asked for, or named in the publication: published through its root.
+	if found && !row.ViaRoot && (partitioned || len(row.Partitioned) > 0) {
+		plan.SetViaRoot = true
+		if !row.IsOwner {
+			return pubPlan{}, fmt.Errorf("publication %q: %w: role %q cannot make it publish partitioned tables through their root "+
+				"(publish_via_partition_root): it is owned by %q; run as %q, or as %q run: %s",
+				pub, ErrPermission, ss.Role, row.Owner, row.Owner, row.Owner, viaRootDDL(pub))
 		}
 	}
 	for _, t := range plan.Missing {
@@ -239,36 +272,37 @@ func (s *Store) planPublication(ctx context.Context, ss session, pub string, tab
 
 // applyPublication carries out plan. If another session created the
 // publication or added a table since the plan was made, it plans again once.
-func (s *Store) applyPublication(ctx context.Context, ss session, pub string, tables []outbox.Table, plan pubPlan) (created bool, added []string, err error) {
+// It returns the plan it carried out.
+func (s *Store) applyPublication(ctx context.Context, ss session, pub string, tables []outbox.Table, plan pubPlan) (created bool, added []string, done pubPlan, err error) {
 	for attempt := 0; ; attempt++ {
 		created, added, err = s.applyPublicationOnce(ctx, ss, pub, plan)
 		if err == nil || pgCode(err) != pgerrcode.DuplicateObject || attempt > 0 {
-			return created, added, err
+			return created, added, plan, err
 		}
 		if plan, err = s.planPublication(ctx, ss, pub, tables); err != nil {
-			return false, nil, err
+			return false, nil, plan, err
 		}
 	}
 }
 
 func (s *Store) applyPublicationOnce(ctx context.Context, ss session, pub string, plan pubPlan) (created bool, added []string, err error) {
-	if len(plan.Missing) == 0 {
-		return false, nil, nil
-	}
-	list := make([]string, len(plan.Missing))
-	for i, t := range plan.Missing {
-		list[i] = t.Sanitize()
-	}
-	ident := pgx.Identifier{pub}.Sanitize()
 	if !plan.Exists {
-		sql := "CREATE PUBLICATION " + ident + " FOR TABLE " + strings.Join(list, ", ") + " WITH (publish = 'insert')"
-		if _, err := s.conn.Exec(ctx, sql); err != nil {
+		if _, err := s.conn.Exec(ctx, publicationDDL(pub, plan)); err != nil {
 			return false, nil, ddlError("publication", pub, "create publication", ss.Role, err)
 		}
 		return true, nil, nil
 	}
-	sql := "ALTER PUBLICATION " + ident + " ADD TABLE " + strings.Join(list, ", ")
-	if _, err := s.conn.Exec(ctx, sql); err != nil {
+	// Root first: once a partitioned table is added, its changes are published under the
+	// name the setting says.
+	if plan.SetViaRoot {
+		if _, err := s.conn.Exec(ctx, viaRootDDL(pub)); err != nil {
+			return false, nil, ddlError("publication", pub, "set publish_via_partition_root on publication", ss.Role, err)
+		}
+	}
+	if len(plan.Missing) == 0 {
+		return false, nil, nil
+	}
+	if _, err := s.conn.Exec(ctx, addTablesDDL(pub, plan.Missing)); err != nil {
 		return false, nil, ddlError("publication", pub, "add tables to publication", ss.Role, err)
 	}
 	for _, t := range plan.Missing {
@@ -368,14 +402,50 @@ func tableList(ts []outbox.Table) string {
 	return strings.Join(names, ", ")
 }
 
-// publicationDDL is the statement that would carry out plan.
+// publicationDDL is the statement (or statements, separated by "; ") that would carry out plan.
 func publicationDDL(pub string, plan pubPlan) string {
-	list := make([]string, len(plan.Missing))
-	for i, t := range plan.Missing {
+	if !plan.Exists {
+		with := "publish = 'insert'"
+		if plan.SetViaRoot {
+			with += ", publish_via_partition_root = true"
+		}
+		return "CREATE PUBLICATION " + pgx.Identifier{pub}.Sanitize() + " FOR TABLE " + sanitizeList(plan.Missing) + " WITH (" + with + ")"
+	}
+	var stmts []string
+	if plan.SetViaRoot {
+		stmts = append(stmts, viaRootDDL(pub))
+	}
+	if len(plan.Missing) > 0 {
+		stmts = append(stmts, addTablesDDL(pub, plan.Missing))
+	}
+	return strings.Join(stmts, "; ")
+}
+
+// viaRootDDL makes publication pub publish partitioned tables through their root.
+func viaRootDDL(pub string) string {
+	return "ALTER PUBLICATION " + pgx.Identifier{pub}.Sanitize() + " SET (publish_via_partition_root = true)"
+}
+
+func addTablesDDL(pub string, tables []outbox.Table) string {
+	return "ALTER PUBLICATION " + pgx.Identifier{pub}.Sanitize() + " ADD TABLE " + sanitizeList(tables)
+}
+
+func sanitizeList(ts []outbox.Table) string {
+	list := make([]string, len(ts))
+	for i, t := range ts {
 		list[i] = t.Sanitize()
 	}
-	if !plan.Exists {
-		return "CREATE PUBLICATION " + pgx.Identifier{pub}.Sanitize() + " FOR TABLE " + strings.Join(list, ", ") + " WITH (publish = 'insert')"
+	return strings.Join(list, ", ")
+}
+
+// planWants says what plan would change, for a standby's refusal.
+func planWants(plan pubPlan) string {
+	var what []string
+	if len(plan.Missing) > 0 {
+		what = append(what, tableList(plan.Missing))
 	}
-	return "ALTER PUBLICATION " + pgx.Identifier{pub}.Sanitize() + " ADD TABLE " + strings.Join(list, ", ")
+	if plan.SetViaRoot {
+		what = append(what, "publish_via_partition_root = true (it holds a partitioned table)")
+	}
+	return strings.Join(what, " and ")
 }

@@ -162,11 +162,13 @@ func (s *Store) Status(ctx context.Context, slot, publication string) (Status, e
 
 // statusExtra is what status reads besides Status, for CheckRun.
 type statusExtra struct {
-	SlotType     string
-	CurrentDB    string
-	KeepSize     string // max_slot_wal_keep_size as the server shows it
-	PubFound     bool
-	PubPublishes bool // the publication publishes inserts
+	SlotType       string
+	CurrentDB      string
+	KeepSize       string // max_slot_wal_keep_size as the server shows it
+	PubFound       bool
+	PubPublishes   bool     // the publication publishes inserts
+	PubViaRoot     bool     // publish_via_partition_root
+	PubPartitioned []string // the partitioned tables named in it
 }
 
 func (s *Store) status(ctx context.Context, slot, publication string) (Status, statusExtra, error) {
@@ -236,6 +238,7 @@ WHERE s.slot_name = $1`, slot).Scan(
 		}
 		if found {
 			ex.PubFound, ex.PubPublishes = true, row.Insert
+			ex.PubViaRoot, ex.PubPartitioned = row.ViaRoot, row.Partitioned
 			st.Publication = &PublicationStatus{
 				Name:      publication,
 				AllTables: row.AllTables,

@@ -112,6 +112,18 @@ type pubRow struct {
 	Owner     string
 	IsOwner   bool // the current role has the owner's privileges
 	Tables    []string
+	// ViaRoot is publish_via_partition_root: a partitioned table's changes are published
+	// under the root's name (and pg_publication_tables lists the root), not the partition's.
+	ViaRoot bool
+	// Members are the tables named in the publication (FOR TABLE, ADD TABLE), "schema.table":
+	// without ViaRoot a partitioned member is not in Tables (its partitions are), yet it is
+	// already a member, and adding it again fails with 42710.
+	Members []string
+	// Partitioned are the partitioned tables among Members, "schema.table", sorted. (A
+	// partition named on its own is published under its own name whatever the setting; the
+	// partitioned tables of a FOR ALL TABLES or FOR TABLES IN SCHEMA publication are not
+	// named, and not judged.)
+	Partitioned []string
 }
 
 // lookupPublication reads the publication; found is false when it does not exist.
@@ -119,9 +131,9 @@ func (s *Store) lookupPublication(ctx context.Context, pub string) (row pubRow, 
 	var ins, upd, del, trunc bool
 	err = s.conn.QueryRow(ctx, `
 SELECT puballtables, pubinsert, pubupdate, pubdelete, pubtruncate,
-       pg_get_userbyid(pubowner)::text, pg_has_role(pubowner, 'USAGE')
+       pg_get_userbyid(pubowner)::text, pg_has_role(pubowner, 'USAGE'), pubviaroot
 FROM pg_publication WHERE pubname = $1`, pub).Scan(
-		&row.AllTables, &ins, &upd, &del, &trunc, &row.Owner, &row.IsOwner)
+		&row.AllTables, &ins, &upd, &del, &trunc, &row.Owner, &row.IsOwner, &row.ViaRoot)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return pubRow{}, false, nil
 	}
@@ -152,6 +164,18 @@ WHERE pubname = $1 ORDER BY schemaname, tablename`, pub)
 	}
 	if row.Tables == nil {
 		row.Tables = []string{}
+	}
+
+	// The named members, and which of them are partitioned.
+	if err := s.conn.QueryRow(ctx, `
+WITH members AS (
+    SELECT n.nspname::text || '.' || c.relname::text AS name, c.relkind
+    FROM pg_publication p JOIN pg_publication_rel pr ON pr.prpubid = p.oid
+    JOIN pg_class c ON c.oid = pr.prrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+    WHERE p.pubname = $1)
+SELECT coalesce((SELECT array_agg(name ORDER BY name) FROM members), '{}'),
+       coalesce((SELECT array_agg(name ORDER BY name) FROM members WHERE relkind = 'p'), '{}')`, pub).Scan(&row.Members, &row.Partitioned); err != nil {
+		return pubRow{}, false, fmt.Errorf("publication %q: read pg_publication_rel: %w", pub, err)
 	}
 	return row, true, nil
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/cdc-relay/cdc-relay/slotstore"
 )
 
-const pruneSynopsis = "outbox prune --pg-url URL --older-than 168h [--mode run|poll] [--slot NAME] [--table public.outbox] [--batch 1000]"
+const pruneSynopsis = "outbox prune --pg-url URL --older-than 168h [--mode run|poll] [--slot NAME] [--table public.outbox] [--batch 1000] [--partitions drop|detach]"
 
 func cmdOutbox(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
@@ -34,7 +34,7 @@ func cmdOutbox(ctx context.Context, args []string, stdout, stderr io.Writer) err
 }
 
 // pruneFlagNames puts the flags into prune.Options' errors.
-var pruneFlagNames = strings.NewReplacer("prune: ", "", "Options.Slot", "--slot", "Options.Mode", "--mode", "Options.OlderThan", "--older-than",
+var pruneFlagNames = strings.NewReplacer("prune: ", "", "Options.Slot", "--slot", "Options.Mode", "--mode", "Options.OlderThan", "--older-than", "Options.Partitions", "--partitions",
 	"Options.Batch", "--batch", "Options.Wait", "--wait")
 
 // cmdOutboxPrune is `cdc-relay outbox prune`: delete published rows older than --older-than.
@@ -54,6 +54,8 @@ func cmdOutboxPrune(ctx context.Context, args []string, stdout, stderr io.Writer
 	fs.StringVar(&o.Columns.ID, "column-id", "id", "outbox id column (batches delete the lowest ids first)")
 	fs.StringVar(&o.Columns.CreatedAt, "column-created-at", "created_at", "creation time column")
 	fs.StringVar(&o.Columns.PublishedAt, "column-published-at", "published_at", "publication time column (mode poll)")
+	fs.StringVar((*string)(&o.Partitions), "partitions", "", "a partitioned --table: drop (or detach) each partition whose rows are all older than --older-than and published, instead of deleting rows; "+
+		"one unpublished or newer row keeps its partition whole, as do an empty partition and the default one")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -77,10 +79,22 @@ func cmdOutboxPrune(ctx context.Context, args []string, stdout, stderr io.Writer
 	o.Progress = func(n int64) { log.Debug("pruning", "table", o.Table, "deleted", n) }
 	res, err := prune.Run(ctx, conn, o)
 	if err != nil {
+		if errors.Is(err, prune.ErrNotPartitioned) {
+			return usageErr("%s", pruneFlagNames.Replace(err.Error()))
+		}
 		if errors.Is(err, slotstore.ErrSlotMissing) {
 			return &usageError{err}
 		}
 		return fmt.Errorf("outbox prune: %w", err)
+	}
+	if o.Partitions != "" {
+		done := map[prune.PartitionAction]string{prune.PartitionsDrop: "dropped", prune.PartitionsDetach: "detached"}[o.Partitions]
+		for _, p := range res.Partitions {
+			fmt.Fprintf(stdout, "%s partition %s of %s: every row created before %s and published\n", done, p, o.Table, res.Cutoff.UTC().Format(time.RFC3339))
+		}
+		fmt.Fprintf(stdout, "%s %d partitions of %s; kept %d whole (a row unpublished or newer, empty, or the default partition): %s\n",
+			done, len(res.Partitions), o.Table, len(res.PartitionsKept), strings.Join(res.PartitionsKept, ", "))
+		return nil
 	}
 	switch o.Mode {
 	case prune.ModeRun:

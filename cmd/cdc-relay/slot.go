@@ -69,7 +69,7 @@ func slotErr(err error) error {
 		errors.Is(err, slotstore.ErrSlotMissing), errors.Is(err, slotstore.ErrSlotWrongPlugin),
 		errors.Is(err, slotstore.ErrSlotWrongDatabase), errors.Is(err, slotstore.ErrPermission),
 		errors.Is(err, slotstore.ErrFailoverUnsupported), errors.Is(err, slotstore.ErrSlotNotFailover),
-		errors.Is(err, slotstore.ErrStandbyReadOnly):
+		errors.Is(err, slotstore.ErrStandbyReadOnly), errors.Is(err, slotstore.ErrPublicationNotViaRoot):
 		return &usageError{err}
 	}
 	return err
@@ -89,7 +89,8 @@ func cmdSlotCreate(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs.StringVar(&standbyURL, "standby-url", "", "with --failover: a standby's URL; its slot-sync settings are checked and create waits until the standby has the slot")
 	fs.DurationVar(&syncWait, "sync-timeout", 60*time.Second, "with --standby-url: how long to wait for the standby to have the slot")
 	fs.StringVar(&primaryURL, "primary-url", "", "when --pg-url is a standby (decoding on a standby, PostgreSQL 16+): the primary's URL, where create logs the running-transactions record the standby's slot creation waits for")
-	fs.Var(&tables, "table", "outbox table(s) to publish, schema.table, comma-separated or repeated (default public.outbox)")
+	fs.Var(&tables, "table", "outbox table(s) to publish, schema.table, comma-separated or repeated; a partitioned table is published through its root "+
+		"(publish_via_partition_root = true): every record names it, never a partition, and partitions attached later need nothing (default public.outbox)")
 	fs.StringVar(&deadTable, "dead-letter-table", deadletters.DefaultTable, deadLetterTableUsage)
 	if err := parse(fs, args); err != nil {
 		return err
@@ -125,9 +126,16 @@ func cmdSlotCreate(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err != nil {
 		return slotErr(err)
 	}
-	if res.PublicationCreated {
-		fmt.Fprintf(stdout, "created publication %s (insert only)\n", pub)
-	} else {
+	viaRoot := ""
+	if res.ViaRoot {
+		viaRoot = ", partitioned tables published through their root"
+	}
+	switch {
+	case res.PublicationCreated:
+		fmt.Fprintf(stdout, "created publication %s (insert only%s)\n", pub, viaRoot)
+	case res.ViaRootSet:
+		fmt.Fprintf(stdout, "publication %s now publishes partitioned tables through their root (publish_via_partition_root = true): records name the table, not the partition\n", pub)
+	default:
 		fmt.Fprintf(stdout, "publication %s already exists\n", pub)
 	}
 	if len(res.TablesAdded) > 0 {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -241,6 +242,14 @@ func failoverPreflight(ctx context.Context, conn *pgx.Conn, st slotstore.Status,
 	}
 }
 
+// promotedServer is the server serverTimeline last found promoted: promotedSlotMissing reads
+// there which tables the publications publish, so that its advice names the table the lost slot
+// streamed rather than a flag's default. run asks serverTimeline just before promotedSlotMissing.
+var promotedServer struct {
+	sync.Mutex
+	c *common
+}
+
 // serverTimeline returns the server's current timeline (IDENTIFY_SYSTEM over a replication
 // connection, as the stream asks it): above 1, the server was promoted at some point.
 func serverTimeline(ctx context.Context, c *common) (int32, error) {
@@ -260,25 +269,81 @@ func serverTimeline(ctx context.Context, c *common) (int32, error) {
 	if err != nil {
 		return 0, err
 	}
+	if sys.Timeline > 1 {
+		promotedServer.Lock()
+		promotedServer.c = c
+		promotedServer.Unlock()
+	}
 	return sys.Timeline, nil
 }
+
+// failoverSection is where the recovery after a promotion below PostgreSQL 17 is described.
+const failoverSection = `docs/failover.md, "Failover: a standby promoted, and decoding from a standby", "Before PostgreSQL 17"`
 
 // promotedSlotMissing is run's answer to a missing slot on a server whose timeline is above 1:
 // it has been promoted, and the slot most likely stayed on the old primary (a supervisor
 // restarting the relay after the stream's own recovery message lands here). `slot create` would
 // start a new slot now and lose every row committed between the old slot's confirmed position and
-// now; cutover loses nothing (DESIGN.md, "Every session starts").
+// now; cutover loses nothing (DESIGN.md, "Every session starts"). tables are run's --table
+// (none: every table of the publications, read on the promoted server serverTimeline found).
 func promotedSlotMissing(slot string, pubs, tables []string, timeline int32) error {
-	table := "public.outbox"
-	if len(tables) > 0 {
-		table = strings.Join(tables, ",")
+	promotedServer.Lock()
+	c := promotedServer.c
+	promotedServer.Unlock()
+	return promotedSlotAdvice(context.Background(), c, slot, pubs, tables, timeline)
+}
+
+// promotedSlotAdvice is promotedSlotMissing with the promoted server's connection settings c
+// (nil: not known): the cutover it advises names --table as run was given it or, without one,
+// the tables the publications publish on that server, each partitioned table by its root.
+func promotedSlotAdvice(ctx context.Context, c *common, slot string, pubs, tables []string, timeline int32) error {
+	table := strings.Join(tables, ",")
+	if table == "" {
+		table = "TABLE"
+		published, err := publishedTables(ctx, c, pubs)
+		switch {
+		case err == nil && len(published) > 0:
+			table = strings.Join(published, ",")
+		case err == nil:
+			err = errors.New("it publishes no table")
+		}
+		if err != nil {
+			table += fmt.Sprintf(" (the outbox table publication %s publishes; reading it on this server failed: %v)", pubs[0], err)
+		}
 	}
 	return usageErr("slot %q: %w on this server, which has been promoted (timeline %d, IDENTIFY_SYSTEM): a standby became the primary and the slot "+
 		"stayed on the old primary (before PostgreSQL 17 no logical slot moves to a standby; on 17+ only a slot made with "+
 		"`cdc-relay slot create --failover`, on a standby with slot sync). Do NOT run `cdc-relay slot create`: a new slot "+
 		"starts now, and the rows committed between the old slot's confirmed position and now would never be published. "+
-		"To recover without loss (README, \"Failover\"): 1. run `cdc-relay cutover --slot %s --publication %s --table %s` against "+
+		"To recover without loss (%s): 1. run `cdc-relay cutover --slot %s --publication %s --table %s` against "+
 		"this server: it creates the slot and publishes every pending outbox row committed before it (duplicates, never loss); "+
 		"2. then start `cdc-relay run` again (never before cutover finished)",
-		slot, slotstore.ErrSlotMissing, timeline, slot, pubs[0], table)
+		slot, slotstore.ErrSlotMissing, timeline, failoverSection, slot, pubs[0], table)
+}
+
+// publishedTables returns the tables the publications publish on the server c names,
+// "schema.table", a partition by its root.
+func publishedTables(ctx context.Context, c *common, pubs []string) ([]string, error) {
+	if c == nil {
+		return nil, errors.New("the server is not known")
+	}
+	conn, err := connectPG(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(context.Background())
+	qctx, cancel := context.WithTimeout(ctx, c.pgTimeout)
+	defer cancel()
+	rows, err := conn.Query(qctx, `
+SELECT DISTINCT rn.nspname::text || '.' || rc.relname::text
+FROM pg_publication_tables pt
+JOIN pg_namespace n ON n.nspname = pt.schemaname
+JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = pt.tablename
+JOIN pg_class rc ON rc.oid = CASE WHEN c.relispartition THEN pg_partition_root(c.oid) ELSE c.oid END
+JOIN pg_namespace rn ON rn.oid = rc.relnamespace
+WHERE pt.pubname = ANY($1) ORDER BY 1`, pubs)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
