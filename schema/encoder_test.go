@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -120,6 +121,33 @@ func TestEachSubjectIsLookedUpOnceNotPerRecord(t *testing.T) {
 	}
 	if n := f.requests.Load(); n != 2 {
 		t.Errorf("200 records of 2 subjects made %d registry requests, want 2 (one a subject)", n)
+	}
+}
+
+func TestConcurrentEncodesShareOneLookup(t *testing.T) {
+	f := newFake(t)
+	f.register(t, "orders-value", sr.Schema{Schema: orderAvro, Type: sr.TypeAvro})
+	e := newEncoder(t, Config{URLs: []string{f.URL()}, Format: FormatAvro})
+	f.requests.Store(0)
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for range 8 {
+		wg.Go(func() {
+			for range 50 {
+				if _, err := e.Encode(t.Context(), "orders", "", []byte(`{"id":1,"customer":"c","lines":[]}`)); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if n := f.requests.Load(); n != 1 {
+		t.Errorf("8 goroutines encoding 400 records of one subject made %d requests, want 1", n)
 	}
 }
 
@@ -247,6 +275,23 @@ func TestRegistryDownIsUnavailableAndEncodingResumesWhenItAnswers(t *testing.T) 
 	down.Store(false)
 	if _, err := e.Encode(t.Context(), "orders", "", payload); err != nil {
 		t.Fatalf("Encode once the registry answers again: %v", err)
+	}
+
+	// Too slow: the request's timeout is a fault, not a verdict on the row.
+	f.Intercept(func(w http.ResponseWriter, r *http.Request) bool {
+		if strings.Contains(r.URL.Path, "slow-value") {
+			select {
+			case <-r.Context().Done():
+			case <-time.After(5 * time.Second):
+			}
+			return true
+		}
+		return false
+	})
+	f.register(t, "slow-value", sr.Schema{Schema: orderAvro, Type: sr.TypeAvro})
+	slow := newEncoder(t, Config{URLs: []string{f.URL()}, Format: FormatAvro, Timeout: 200 * time.Millisecond})
+	if _, err := slow.Encode(t.Context(), "slow", "", payload); !errors.As(err, &ue) {
+		t.Fatalf("Encode while the registry takes longer than the timeout = %v, want an *UnavailableError", err)
 	}
 
 	// Nothing listening at all.
