@@ -1,10 +1,16 @@
 package schema
 
 import (
+	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/linkedin/goavro/v2"
 	"github.com/twmb/franz-go/pkg/sr"
@@ -76,6 +82,49 @@ func TestRealRegistryAvroValueDecodesWithGoavro(t *testing.T) {
 	var pe *PayloadError
 	if !errors.As(err, &pe) || pe.SchemaID != id || pe.Subject != topic+"-value" {
 		t.Fatalf("a payload without its required fields = %v, want a *PayloadError with id %d", err, id)
+	}
+}
+
+func TestRealRegistryAvroValueDecodesWithApacheAvroJava(t *testing.T) {
+	url := testenv.RegistryURL(t)
+	jars := testenv.RegistryJars(t)
+	java, err := exec.LookPath("java")
+	if err != nil {
+		t.Fatalf("java is not on PATH (the registry needs it too): %v", err)
+	}
+	topic := testenv.Name(t)
+	id := registerReal(t, url, topic+"-value", sr.Schema{Schema: allTypesAvro, Type: sr.TypeAvro})
+	e := newEncoder(t, Config{URLs: []string{url}, Format: FormatAvro})
+	val, err := e.Encode(t.Context(), topic, "", []byte(`{"b":true,"i":-7,"l":9007199254740993,"f":1.5,"d":-2.25,"s":"héllo",
+		"by":"AB","fx":"ab","ts":1700000000123,"day":19700,"m":{"k":3},"u":"text","uj":{"long":5},"un":null,"nested":{"x":4}}`))
+	if err != nil {
+		t.Fatalf("Encode: %v", err)
+	}
+	if got, _ := wireID(t, val); got != id {
+		t.Fatalf("value's schema id %d, the registry gave %d", got, id)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, java, "-cp", filepath.Join(jars, "*"), filepath.Join("testdata", "AvroRead.java"), url, hex.EncodeToString(val))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("Apache Avro (Java) could not read the value: %v\n%s", err, stderr.String())
+	}
+	d := json.NewDecoder(strings.NewReader(string(out)))
+	d.UseNumber()
+	var got map[string]any
+	if err := d.Decode(&got); err != nil {
+		t.Fatalf("Java's output %q: %v", out, err)
+	}
+	want := map[string]string{"b": "true", "i": "-7", "l": "9007199254740993", "f": "1.5", "d": "-2.25", "s": "héllo",
+		"by": "AB", "fx": "[97 98]", "ts": "1700000000123", "day": "19700", "m": "map[k:3]", "u": "text", "uj": "5",
+		"un": "<nil>", "nested": "map[x:4]", "withDefault": "dflt"}
+	for k, w := range want {
+		if g := fmt.Sprint(got[k]); g != w {
+			t.Errorf("Java read %s = %s, want %s (all: %s)", k, g, w, out)
+		}
 	}
 }
 

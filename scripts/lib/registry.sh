@@ -159,4 +159,6 @@ print_registry_exports() {
 	printf "export CDC_RELAY_REGISTRY_URL='%s'\n" "$REGISTRY_URL"
 	printf "export CDC_RELAY_REGISTRY_TLS_URL='%s'\n" "$REGISTRY_TLS_URL"
 	printf "export CDC_RELAY_REGISTRY_TLS_CA='%s'\n" "$TLS_DIR/ca.crt"
+	# The registry's jars hold Apache Avro's Java library: the tests read values back with it.
+	printf "export CDC_RELAY_REGISTRY_JARS='%s'\n" "$REGISTRY_APP/lib"
 }

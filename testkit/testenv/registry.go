@@ -11,6 +11,7 @@ const (
 	RegistryURLEnv    = "CDC_RELAY_REGISTRY_URL"     // the Confluent-compatible API over HTTP
 	RegistryTLSURLEnv = "CDC_RELAY_REGISTRY_TLS_URL" // the same over HTTPS, certificate signed by ...
 	RegistryTLSCAEnv  = "CDC_RELAY_REGISTRY_TLS_CA"  // ... this CA (the dev CA of scripts/lib/tls.sh)
+	RegistryJarsEnv   = "CDC_RELAY_REGISTRY_JARS"    // the registry's jars, Apache Avro's Java library among them
 )
 
 const registryHint = `run: eval "$(scripts/registry-up.sh)"`
@@ -48,4 +49,12 @@ func RegistryTLS(t testing.TB) (url, caFile string) {
 	t.Helper()
 	requireRegistry(t, RegistryTLSURLEnv, RegistryTLSCAEnv)
 	return os.Getenv(RegistryTLSURLEnv), os.Getenv(RegistryTLSCAEnv)
+}
+
+// RegistryJars returns the directory of the registry's jars (a Java classpath: dir/*), which
+// hold Apache Avro's Java library, for reading values back with a library of another language.
+func RegistryJars(t testing.TB) string {
+	t.Helper()
+	requireRegistry(t, RegistryJarsEnv)
+	return os.Getenv(RegistryJarsEnv)
 }
