@@ -72,8 +72,8 @@ type Config struct {
 	CertFile, KeyFile  string // PEM client certificate and key, for mutual TLS
 	InsecureSkipVerify bool   // do not verify the registry's certificate (testing only)
 
-	Format   Format
-	Strategy Strategy
+	Format   Format   // required
+	Strategy Strategy // StrategyTopic when ""
 
 	// Register, when set, registers Schemas[subject] (idempotent in the registry) the first time
 	// a subject is met, instead of looking up its latest version. Off by default.
@@ -88,8 +88,8 @@ type Config struct {
 	MaxAge  time.Duration // a subject's latest version is looked up again after this; 5 min when 0
 }
 
-// client checks c and builds the registry client. Errors are a *ConfigError without the password.
-func (c Config) client() (*sr.Client, error) {
+// Validate checks c without reading its files or calling the registry: a *ConfigError, or nil.
+func (c Config) Validate() error {
 	var errs []error
 	if len(c.URLs) == 0 {
 		errs = append(errs, errors.New("no registry URL"))
@@ -100,19 +100,33 @@ func (c Config) client() (*sr.Client, error) {
 	if _, err := ParseStrategy(string(c.Strategy)); err != nil {
 		errs = append(errs, err)
 	}
-	opts := []sr.ClientOpt{sr.URLs(c.URLs...), sr.UserAgent("cdc-relay")}
 	switch {
-	case c.User != "" && c.PasswordFile != "":
+	case c.User != "" && c.PasswordFile == "":
+		errs = append(errs, errors.New("a registry user needs a password file"))
+	case c.User == "" && c.PasswordFile != "":
+		errs = append(errs, errors.New("a registry password file needs a user"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return &ConfigError{Err: err}
+	}
+	return nil
+}
+
+// client checks c, reads its files and builds the registry client. Errors are a *ConfigError
+// without the password.
+func (c Config) client() (*sr.Client, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	var errs []error
+	opts := []sr.ClientOpt{sr.URLs(c.URLs...), sr.UserAgent("cdc-relay")}
+	if c.User != "" {
 		pw, err := os.ReadFile(c.PasswordFile)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("registry password file: %w", err))
 		} else {
 			opts = append(opts, sr.BasicAuth(c.User, strings.TrimRight(string(pw), "\r\n")))
 		}
-	case c.User != "":
-		errs = append(errs, errors.New("a registry user needs a password file"))
-	case c.PasswordFile != "":
-		errs = append(errs, errors.New("a registry password file needs a user"))
 	}
 	tc, err := c.tlsConfig()
 	if err != nil {

@@ -16,13 +16,14 @@
 // Encode's errors are one of three kinds, for the caller to act on:
 //   - *PayloadError: the payload does not fit (subject, schema id, what does not fit). A bad row:
 //     dead-letter it; retrying cannot help.
-//   - *UnavailableError: the registry is unreachable, timed out or answered 5xx/429. A fault:
-//     pause and retry; nothing about the row is known.
+//   - *UnavailableError: the registry is unreachable, timed out or answered 5xx/429. A fault
+//     (Retriable): pause and retry; nothing about the row is known.
 //   - *ConfigError: refused credentials (401/403), an unknown subject, an untrusted certificate,
 //     a registered schema of another format or with references. Stop (exit code 2 at start).
 //
-// # Credentials
+// # Context and credentials
 //
-// The basic auth password is read from a file at New and never appears in an error. TLS takes a
-// CA file and an optional client certificate, like the relay's Kafka settings.
+// Encode and Check send requests only on a cache miss, bound by ctx and Config.Timeout. The basic
+// auth password is read from a file at New and never appears in an error; TLS takes a CA file
+// and an optional client certificate, like the relay's Kafka settings.
 package schema

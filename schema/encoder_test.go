@@ -269,8 +269,8 @@ func TestRegistryDownIsUnavailableAndEncodingResumesWhenItAnswers(t *testing.T) 
 	payload := []byte(`{"id":1,"customer":"c","lines":[]}`)
 	_, err := e.Encode(t.Context(), "orders", "", payload)
 	var ue *UnavailableError
-	if !errors.As(err, &ue) || ue.Subject != "orders-value" {
-		t.Fatalf("Encode while the registry answers 502 = %v, want an *UnavailableError", err)
+	if !errors.As(err, &ue) || ue.Subject != "orders-value" || !Retriable(err) {
+		t.Fatalf("Encode while the registry answers 502 = %v, want a retriable *UnavailableError", err)
 	}
 	down.Store(false)
 	if _, err := e.Encode(t.Context(), "orders", "", payload); err != nil {
@@ -334,8 +334,8 @@ func TestPayloadThatDoesNotFitIsPayloadErrorWithSubjectAndID(t *testing.T) {
 		e := newEncoder(t, Config{URLs: []string{f.URL()}, Format: tc.format})
 		_, err := e.Encode(t.Context(), tc.topic, "", []byte(tc.payload))
 		var pe *PayloadError
-		if !errors.As(err, &pe) {
-			t.Errorf("%s: Encode = %v, want a *PayloadError", tc.name, err)
+		if !errors.As(err, &pe) || Retriable(err) {
+			t.Errorf("%s: Encode = %v, want a *PayloadError, not retriable", tc.name, err)
 			continue
 		}
 		if pe.Subject != tc.topic+"-value" || pe.SchemaID != tc.id || pe.Format != tc.format || !strings.Contains(pe.Error(), tc.want) {

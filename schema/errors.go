@@ -61,6 +61,13 @@ func (e *ConfigError) Error() string {
 }
 func (e *ConfigError) Unwrap() error { return e.Err }
 
+// Retriable reports whether err is a registry fault that the same call may get past later
+// (an *UnavailableError): pause and retry. A *PayloadError or *ConfigError never is.
+func Retriable(err error) bool {
+	var ue *UnavailableError
+	return errors.As(err, &ue)
+}
+
 var tlsWords = tlshint.Words{Peer: "schema registry", CA: "the registry CA file",
 	Name:   "registry URL: use a name the certificate lists, or fix the certificate",
 	NotTLS: "this address answers plain HTTP: use an http:// URL or the registry's HTTPS port"}

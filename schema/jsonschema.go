@@ -2,7 +2,6 @@ package schema
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -32,6 +31,13 @@ func newJSONSchemaCodec(text string) (*jsonSchemaCodec, error) {
 	return &jsonSchemaCodec{schema: s}, nil
 }
 
+// oneLine is a validation error on one line (the library writes one line a finding), for a
+// dead letter's reason.
+type oneLine struct{ err error }
+
+func (e oneLine) Error() string { return strings.Join(strings.Fields(e.err.Error()), " ") }
+func (e oneLine) Unwrap() error { return e.err }
+
 // noLoader refuses every document outside the registered schema: no file or network reads.
 type noLoader struct{}
 
@@ -45,11 +51,7 @@ func (c *jsonSchemaCodec) encode(dst, payload []byte) ([]byte, error) {
 		return nil, fmt.Errorf("not JSON: %w", err)
 	}
 	if err := c.schema.Validate(v); err != nil {
-		var ve *jsonschema.ValidationError
-		if errors.As(err, &ve) {
-			return nil, errors.New(strings.Join(strings.Fields(ve.Error()), " "))
-		}
-		return nil, err
+		return nil, oneLine{err}
 	}
 	return append(dst, payload...), nil
 }
