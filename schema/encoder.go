@@ -110,6 +110,10 @@ func (e *Encoder) Check(ctx context.Context, subjects ...string) error {
 // *PayloadError (a bad row), an *UnavailableError (a fault: retry later) or a *ConfigError.
 func (e *Encoder) Encode(ctx context.Context, topic, eventType string, payload []byte) ([]byte, error) {
 	subject := e.Subject(topic, eventType)
+	if subject == "" {
+		return nil, &PayloadError{Format: e.cfg.Format,
+			Err: errors.New("the row has no event type, which names the subject under the record name strategy")}
+	}
 	if e.cfg.Format == FormatWire {
 		return e.checkWire(ctx, subject, payload)
 	}

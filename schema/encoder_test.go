@@ -393,6 +393,12 @@ func TestRecordStrategyNamesSubjectByEventTypeAndPicksItsMessage(t *testing.T) {
 	if s := e.Subject("orders", "shop.Refund"); s != "shop.Refund" {
 		t.Fatalf("Subject = %q, want the event type", s)
 	}
+	f.requests.Store(0)
+	_, err := e.Encode(t.Context(), "orders", "", []byte(`{"orderId":"7"}`))
+	var pe *PayloadError
+	if !errors.As(err, &pe) || !strings.Contains(err.Error(), "no event type") || f.requests.Load() != 0 {
+		t.Fatalf("a row without an event type = %v (%d requests), want a *PayloadError and no request", err, f.requests.Load())
+	}
 	val, err := e.Encode(t.Context(), "orders", "shop.Refund", []byte(`{"orderId":"7","reason":"late"}`))
 	if err != nil {
 		t.Fatal(err)
