@@ -21,7 +21,10 @@ type PayloadError struct {
 }
 
 func (e *PayloadError) Error() string {
-	if e.SchemaID == 0 {
+	switch {
+	case e.Subject == "":
+		return fmt.Sprintf("payload has no subject (%s): %v", e.Format, e.Err)
+	case e.SchemaID == 0:
 		return fmt.Sprintf("payload does not fit subject %s (%s): %v", e.Subject, e.Format, e.Err)
 	}
 	return fmt.Sprintf("payload does not fit subject %s, schema id %d (%s): %v", e.Subject, e.SchemaID, e.Format, e.Err)
