@@ -16,6 +16,7 @@ import (
 // Format is how a value is written.
 type Format string
 
+// The formats.
 const (
 	FormatAvro       Format = "avro"        // the JSON payload encoded as Avro binary
 	FormatProtobuf   Format = "protobuf"    // the JSON payload (protojson) encoded as a Protobuf message
@@ -45,6 +46,7 @@ func (f Format) srType() sr.SchemaType {
 // Strategy names a value's subject.
 type Strategy string
 
+// The subject name strategies.
 const (
 	StrategyTopic  Strategy = "topic"  // <topic>-value (the default)
 	StrategyRecord Strategy = "record" // the row's event type, as the record's full name
