@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	neturl "net/url"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -303,5 +304,31 @@ func TestRealRegistryOverTLS(t *testing.T) {
 	var ce *ConfigError
 	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "not signed by a CA the relay trusts") {
 		t.Fatalf("Check over TLS without the CA = %v, want a *ConfigError saying to set the CA", err)
+	}
+}
+
+func TestRealRegistrySilentIsUnavailableAndEncodingResumes(t *testing.T) {
+	url := testenv.RegistryURL(t)
+	topic := testenv.Name(t)
+	registerReal(t, url, topic+"-value", sr.Schema{Schema: orderAvro, Type: sr.TypeAvro})
+	u, err := neturl.Parse(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := testenv.NewProxy(t, u.Host)
+	viaProxy := *u
+	viaProxy.Host = proxy.Addr()
+	e := newEncoder(t, Config{URLs: []string{viaProxy.String()}, Format: FormatAvro, Timeout: 500 * time.Millisecond})
+	payload := []byte(`{"id":1,"customer":"c","lines":[]}`)
+
+	proxy.Stall() // a partition: connections open, nothing answers
+	_, err = e.Encode(t.Context(), topic, "", payload)
+	var ue *UnavailableError
+	if !errors.As(err, &ue) || !Retriable(err) {
+		t.Fatalf("Encode while the registry does not answer = %v, want a retriable *UnavailableError", err)
+	}
+	proxy.Resume()
+	if _, err := e.Encode(t.Context(), topic, "", payload); err != nil {
+		t.Fatalf("Encode once the registry answers again: %v", err)
 	}
 }
