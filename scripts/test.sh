@@ -29,6 +29,8 @@ go test -count=1 -timeout 15m -run 'SimVirtual$' ./relay -vsim.n 10000
 go test -count=1 -timeout 5m -run 'SimVirtualDeterministic$' ./relay
 (
 	eval "$(scripts/dev-up.sh)"
+	# The schema registry (Apicurio, from Maven Central) for schema/'s tests against a real one.
+	eval "$(scripts/registry-up.sh)"
 	mapfile -t quiet < <(go list ./... | grep -Ev "$faults|$failover")
 	go test -race -count=1 -timeout 40m "${quiet[@]}"
 	# The benchmark's quick run compares latencies: alone, so the other tests' load does not
