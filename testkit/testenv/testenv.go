@@ -183,6 +183,17 @@ func (f *Fixture) CurrentWAL(t testing.TB) pglogrepl.LSN {
 	return lsn
 }
 
+// Begin starts a transaction on the fixture's pool; an error ends the test. The caller commits
+// or rolls it back.
+func (f *Fixture) Begin(t testing.TB) pgx.Tx {
+	t.Helper()
+	tx, err := f.Pool.Begin(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tx
+}
+
 // Row is one outbox row to insert.
 type Row struct {
 	Key       string
