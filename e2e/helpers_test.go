@@ -3,6 +3,7 @@ package e2e
 import (
 	"cmp"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"testing"
@@ -135,4 +136,14 @@ func insertInterleavedTxns(t *testing.T, f *testenv.Fixture) []int64 {
 		all = append(all, f.Insert(t, false, rows...)...)
 	}
 	return all
+}
+
+// repoRoot is the repository's root, the parent of this package's directory.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
 }
