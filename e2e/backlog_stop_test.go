@@ -72,6 +72,14 @@ func assertOrderedAndComplete(t *testing.T, first, committed []int64) {
 	}
 }
 
+// writeBacklog commits n one-row transactions on key k before any relay runs, and returns
+// their ids, the WAL position after them and a consumer of the topic.
+func writeBacklog(t *testing.T, f *testenv.Fixture, n int) ([]int64, pglogrepl.LSN, *testenv.Consumer) {
+	t.Helper()
+	committed := f.InsertOneRowTxns(t, n, "k", "", 0)
+	return committed, f.CurrentWAL(t), testenv.Consume(t, f.Topic)
+}
+
 // stopMidBacklog waits until the consumer holds at least atLeast records, sends SIGTERM, and
 // returns the exit code and the position the `stopped` line reports. It fails the test if that
 // position is already past the backlog's end (the stop would not be in its middle).
@@ -99,10 +107,7 @@ func stopMidBacklog(t *testing.T, e *testenv.RelayEnv, p *testenv.Proc, cons *te
 func TestSIGTERMWithFullProducerBufferExitsCleanlyWithoutAGap(t *testing.T) {
 	t.Parallel()
 	e := testenv.NewRelayEnv(t, true)
-	const backlog = 30_000
-	committed := e.F.InsertOneRowTxns(t, backlog, "k", "", 0)
-	end := e.F.CurrentWAL(t)
-	cons := testenv.Consume(t, e.F.Topic)
+	committed, end, cons := writeBacklog(t, e.F, 30_000)
 
 	p := e.Start(t, nil, "--max-buffered-records", "50")
 	code, x := stopMidBacklog(t, e, p, cons, 2_000, end)
@@ -130,9 +135,7 @@ func TestCleanStopMidBacklogLeavesTheSlotAtTheLoggedPosition(t *testing.T) {
 	t.Parallel()
 	e := testenv.NewRelayEnv(t, true)
 	const backlog = 30_000
-	committed := e.F.InsertOneRowTxns(t, backlog, "k", "", 0)
-	end := e.F.CurrentWAL(t)
-	cons := testenv.Consume(t, e.F.Topic)
+	committed, end, cons := writeBacklog(t, e.F, backlog)
 
 	var confirmed []pglogrepl.LSN // what each stop logged
 	var offsets []int64           // the topic's end offset once each stopped relay was gone
@@ -273,9 +276,7 @@ func TestRelayIsIdleAfterDrainingABacklog(t *testing.T) {
 	t.Parallel()
 	e := testenv.NewPrivateRelayEnv(t, false)
 	const backlog = 20_000
-	committed := e.F.InsertOneRowTxns(t, backlog, "k", "", 0)
-	end := e.F.CurrentWAL(t)
-	cons := testenv.Consume(t, e.F.Topic)
+	committed, end, cons := writeBacklog(t, e.F, backlog)
 	p := e.Start(t, nil, "--metrics-addr", "")
 	recs := e.Settle(t, cons, end)
 	first, _ := firstDeliveries(t, recs)

@@ -34,16 +34,8 @@ func TestBadRowsAreDeadLetteredAndTheStreamGoesOn(t *testing.T) {
 	cons := testenv.Consume(t, f.Topic)
 	dlq := testenv.Consume(t, f.DLQ)
 
-	insert := func(table, cols, vals string, args ...any) int64 {
-		t.Helper()
-		var id int64
-		if err := f.Pool.QueryRow(ctx, `INSERT INTO `+table+` (`+cols+`) VALUES (`+vals+`) RETURNING id`, args...).Scan(&id); err != nil {
-			t.Fatalf("insert into %s: %v", table, err)
-		}
-		return id
-	}
 	row := `aggregate_id, topic, payload, headers`
-	good1 := insert(f.Table, row, `'k1', $1, '{"n": 1}', NULL`, f.Topic)
+	good1 := f.InsertValues(t, f.Table, row, `'k1', $1, '{"n": 1}', NULL`, f.Topic)
 	type bad struct {
 		id     int64
 		key    string
@@ -51,14 +43,14 @@ func TestBadRowsAreDeadLetteredAndTheStreamGoesOn(t *testing.T) {
 		reason string
 	}
 	bads := []bad{
-		{insert(f.Table, row, `NULL, $1, '{"n": 2}', '{"correlation-id": "c-2"}'`, f.Topic), "", `{"n": 2}`, `column "aggregate_id": aggregate_id is NULL`},
-		{insert(f.Table, row, `'', $1, '{"n": 3}', NULL`, f.Topic), "", `{"n": 3}`, `column "aggregate_id": aggregate_id is empty`},
-		{insert(f.Table, row, `'k3', NULL, '{"n": 4}', NULL`), "k3", `{"n": 4}`, `column "topic": topic is NULL`},
-		{insert(f.Table, row, `'k4', $1, NULL, NULL`, f.Topic), "k4", "", `column "payload": payload is NULL`},
-		{insert(f.Table, row, `'k5', $1, '{"n": 6}', '[1, 2]'`, f.Topic), "k5", `{"n": 6}`, `column "headers": headers is not a JSON object`},
-		{insert(odd, `key, body`, `'k6', '{"n": 7}'`), "", "", `column "aggregate_id": mapped column is not in the relation`},
+		{f.InsertValues(t, f.Table, row, `NULL, $1, '{"n": 2}', '{"correlation-id": "c-2"}'`, f.Topic), "", `{"n": 2}`, `column "aggregate_id": aggregate_id is NULL`},
+		{f.InsertValues(t, f.Table, row, `'', $1, '{"n": 3}', NULL`, f.Topic), "", `{"n": 3}`, `column "aggregate_id": aggregate_id is empty`},
+		{f.InsertValues(t, f.Table, row, `'k3', NULL, '{"n": 4}', NULL`), "k3", `{"n": 4}`, `column "topic": topic is NULL`},
+		{f.InsertValues(t, f.Table, row, `'k4', $1, NULL, NULL`, f.Topic), "k4", "", `column "payload": payload is NULL`},
+		{f.InsertValues(t, f.Table, row, `'k5', $1, '{"n": 6}', '[1, 2]'`, f.Topic), "k5", `{"n": 6}`, `column "headers": headers is not a JSON object`},
+		{f.InsertValues(t, odd, `key, body`, `'k6', '{"n": 7}'`), "", "", `column "aggregate_id": mapped column is not in the relation`},
 	}
-	good2 := insert(f.Table, row, `'k1', $1, '{"n": 8}', NULL`, f.Topic)
+	good2 := f.InsertValues(t, f.Table, row, `'k1', $1, '{"n": 8}', NULL`, f.Topic)
 	end := f.CurrentWAL(t)
 
 	recs := dlq.WaitFor(t, 60*time.Second, "every bad row on the dead-letter topic", func(r []*kgo.Record) bool { return len(r) >= len(bads) })

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"fmt"
 	"strconv"
 	"syscall"
 	"testing"
@@ -18,14 +17,7 @@ import (
 func TestKill9AfterKafkaAckReplaysWithoutLoss(t *testing.T) {
 	t.Parallel()
 	e := testenv.NewRelayEnv(t, true)
-	var all []int64
-	for i := 0; i < 40; i++ {
-		var rows []testenv.Row
-		for j := 0; j < 5; j++ {
-			rows = append(rows, testenv.Row{Key: fmt.Sprintf("agg-%d", (i+j)%7), Payload: fmt.Sprintf(`{"tx": %d, "row": %d}`, i, j)})
-		}
-		all = append(all, e.F.Insert(t, false, rows...)...)
-	}
+	all := insertInterleavedTxns(t, e.F)
 	before := e.F.SlotConfirmed(t)
 	written := e.F.CurrentWAL(t)
 

@@ -38,6 +38,27 @@ func lineWith(out string, frags ...string) string {
 	return ""
 }
 
+// marksTable is the name of a marks table of the test's own, dropped when it ends.
+func marksTable(t *testing.T, f *testenv.Fixture) string {
+	marks := "public." + f.Name + "_marks"
+	t.Cleanup(func() { _, _ = f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+marks) })
+	return marks
+}
+
+// topicEnv is the environment of `dead-letters` for the letters on the topic dlq, marked in
+// the table marks.
+func topicEnv(dlq, marks string) []string {
+	return []string{"CDC_RELAY_DLQ_TOPIC=" + dlq, "CDC_RELAY_MARKS_TABLE=" + marks}
+}
+
+// wantNoLettersWaiting reports an error unless `dead-letters list` says none is waiting.
+func wantNoLettersWaiting(t *testing.T, bin string, env []string, after string) {
+	t.Helper()
+	if out, _ := dlCLI(t, bin, env, "list"); !strings.Contains(out, "no dead letters waiting") {
+		t.Errorf("list after %s shows letters", after)
+	}
+}
+
 // Letters the relay parked on the dead-letter topic (a record too large for its topic, one for
 // a topic that does not exist) are listed, refused while their cause holds, replayed once it is
 // fixed (original key, value and headers plus cdc-replayed-at, without dlq-*), not sent again by
@@ -52,8 +73,7 @@ func TestDeadLettersFromTopicListReplayDiscard(t *testing.T) {
 	testenv.CreateTopicWithConfig(t, small, 1, map[string]string{"max.message.bytes": "2048"})
 	adm := kadm.NewClient(testenv.Kafka(t))
 	t.Cleanup(func() { _, _ = adm.DeleteTopics(context.Background(), later) })
-	marks := "public." + f.Name + "_marks"
-	t.Cleanup(func() { _, _ = f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+marks) })
+	marks := marksTable(t, f)
 
 	p := e.Start(t, nil)
 	dlq := testenv.Consume(t, f.DLQ)
@@ -67,7 +87,7 @@ func TestDeadLettersFromTopicListReplayDiscard(t *testing.T) {
 		t.Fatalf("relay exit %d:\n%s", code, p.Output())
 	}
 
-	env := append(append([]string{}, e.Env...), "CDC_RELAY_DLQ_TOPIC="+f.DLQ, "CDC_RELAY_MARKS_TABLE="+marks)
+	env := append(append([]string{}, e.Env...), topicEnv(f.DLQ, marks)...)
 	out, code := dlCLI(t, e.Bin, env, "list")
 	if code != 0 {
 		t.Fatalf("list: exit %d", code)
@@ -227,9 +247,7 @@ func TestDeadLettersFromTableReplayDiscard(t *testing.T) {
 	if err != nil || replayed != 1 || discarded != 1 {
 		t.Errorf("replayed_at %d, discarded_at %d (%v): want 1 and 1", replayed, discarded, err)
 	}
-	if out, _ := dlCLI(t, bin, env, "list"); !strings.Contains(out, "no dead letters waiting") {
-		t.Errorf("list after replay and discard shows letters")
-	}
+	wantNoLettersWaiting(t, bin, env, "replay and discard")
 }
 
 // A logical message without a payload whose id reads like a Kafka error code is a bad row.
@@ -242,8 +260,7 @@ func TestDeadLetterReplayNeverPublishesABadRowWhoseIDLooksLikeAnErrorCode(t *tes
 	e := testenv.NewRelayEnv(t, false)
 	f := e.F
 	ctx := context.Background()
-	marks := "public." + f.Name + "_marks"
-	t.Cleanup(func() { _, _ = f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+marks) })
+	marks := marksTable(t, f)
 	prefix := f.Name // logical messages reach every slot (DESIGN.md, "Logical messages")
 	p := e.Start(t, nil, "--message-prefix", prefix)
 	dlq := testenv.Consume(t, f.DLQ)
@@ -258,7 +275,7 @@ func TestDeadLetterReplayNeverPublishesABadRowWhoseIDLooksLikeAnErrorCode(t *tes
 	if c := testenv.Header(letter, "dlq-class"); c != "bad-row" {
 		t.Errorf("the letter's dlq-class is %q, want bad-row (headers %v)", c, letter.Headers)
 	}
-	env := append(append([]string{}, e.Env...), "CDC_RELAY_DLQ_TOPIC="+f.DLQ, "CDC_RELAY_MARKS_TABLE="+marks)
+	env := append(append([]string{}, e.Env...), topicEnv(f.DLQ, marks)...)
 	if out, code := dlCLI(t, e.Bin, env, "list"); code != 0 || lineWith(out, "ORDER_42_CREATED", "bad row") == "" {
 		t.Errorf("list: exit %d, want the letter listed as a bad row", code)
 	}
@@ -333,9 +350,8 @@ func TestDeadLetterMarksDoNotPassToARecreatedTopic(t *testing.T) {
 	t.Parallel()
 	f := testenv.NewFixture(t)
 	bin := testenv.Binary(t, false)
-	marks := "public." + f.Name + "_marks"
-	t.Cleanup(func() { _, _ = f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+marks) })
-	env := []string{"CDC_RELAY_DLQ_TOPIC=" + f.DLQ, "CDC_RELAY_MARKS_TABLE=" + marks}
+	marks := marksTable(t, f)
+	env := topicEnv(f.DLQ, marks)
 	parkLetter(t, f.DLQ, "1", "0/16B3748", `{"n": 1}`, "bad-row", f.Topic)
 	if out, code := dlCLI(t, bin, env, "discard", "--all"); code != 0 || !strings.Contains(out, "discarded 1") {
 		t.Fatalf("discard --all: exit %d", code)
@@ -364,8 +380,7 @@ func TestDeadLetterMarksOfTheOlderTableStillApply(t *testing.T) {
 	f := testenv.NewFixture(t)
 	bin := testenv.Binary(t, false)
 	ctx := context.Background()
-	marks := "public." + f.Name + "_marks"
-	t.Cleanup(func() { _, _ = f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+marks) })
+	marks := marksTable(t, f)
 	// The DDL of the version before topic_id and letter_time.
 	if _, err := f.Pool.Exec(ctx, `CREATE TABLE `+marks+` (
     topic        text         NOT NULL,
@@ -387,10 +402,10 @@ func TestDeadLetterMarksOfTheOlderTableStillApply(t *testing.T) {
 		VALUES ($1, 0, 0, '1', 'discarded', now()), ($2, 0, 0, '1', 'discarded', now() - interval '1 hour')`, f.DLQ, stale); err != nil {
 		t.Fatal(err)
 	}
-	if out, code := dlCLI(t, bin, []string{"CDC_RELAY_DLQ_TOPIC=" + f.DLQ, "CDC_RELAY_MARKS_TABLE=" + marks}, "list", "--all"); code != 0 || lineWith(out, " 1 ", "discarded") == "" {
+	if out, code := dlCLI(t, bin, topicEnv(f.DLQ, marks), "list", "--all"); code != 0 || lineWith(out, " 1 ", "discarded") == "" {
 		t.Errorf("list --all of %s: exit %d, want its letter discarded by the old mark", f.DLQ, code)
 	}
-	if out, code := dlCLI(t, bin, []string{"CDC_RELAY_DLQ_TOPIC=" + stale, "CDC_RELAY_MARKS_TABLE=" + marks}, "list"); code != 0 || lineWith(out, " 1 ", "pending") == "" {
+	if out, code := dlCLI(t, bin, topicEnv(stale, marks), "list"); code != 0 || lineWith(out, " 1 ", "pending") == "" {
 		t.Errorf("list of %s: exit %d, want its letter waiting: the old mark predates it", stale, code)
 	}
 }
@@ -402,12 +417,11 @@ func TestDeadLetterReplaySendsAnEventWithAReusedOutboxID(t *testing.T) {
 	t.Parallel()
 	f := testenv.NewFixture(t)
 	bin := testenv.Binary(t, false)
-	marks := "public." + f.Name + "_marks"
-	t.Cleanup(func() { _, _ = f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+marks) })
+	marks := marksTable(t, f)
 	parkLetter(t, f.DLQ, "1", "0/16B3748", `{"n": "before the truncate"}`, "MESSAGE_TOO_LARGE", f.Topic)
 	parkLetter(t, f.DLQ, "1", "0/16B3748", `{"n": "before the truncate"}`, "MESSAGE_TOO_LARGE", f.Topic) // the same event, parked again
 	parkLetter(t, f.DLQ, "1", "0/2000000", `{"n": "after the truncate"}`, "MESSAGE_TOO_LARGE", f.Topic)
-	env := []string{"CDC_RELAY_DLQ_TOPIC=" + f.DLQ, "CDC_RELAY_MARKS_TABLE=" + marks}
+	env := topicEnv(f.DLQ, marks)
 	out, code := dlCLI(t, bin, env, "replay", "--all")
 	if code != 0 || !strings.Contains(out, "replayed 2, refused 0, skipped 1") {
 		t.Errorf("replay --all: exit %d, want two events replayed and the duplicate marked with the first", code)
@@ -416,9 +430,7 @@ func TestDeadLetterReplaySendsAnEventWithAReusedOutboxID(t *testing.T) {
 	if n := testenv.EndOffset(t, f.Topic); n != 2 {
 		t.Errorf("%d records on %s, want 2: %v", n, f.Topic, recs)
 	}
-	if out, _ := dlCLI(t, bin, env, "list"); !strings.Contains(out, "no dead letters waiting") {
-		t.Errorf("list after the replay shows letters")
-	}
+	wantNoLettersWaiting(t, bin, env, "the replay")
 }
 
 // An event the relay parks again after a restart replayed its transaction (same cdc-lsn, key
@@ -428,9 +440,8 @@ func TestDeadLetterReplayDoesNotSendAReplayedEventAgain(t *testing.T) {
 	t.Parallel()
 	f := testenv.NewFixture(t)
 	bin := testenv.Binary(t, false)
-	marks := "public." + f.Name + "_marks"
-	t.Cleanup(func() { _, _ = f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+marks) })
-	env := []string{"CDC_RELAY_DLQ_TOPIC=" + f.DLQ, "CDC_RELAY_MARKS_TABLE=" + marks}
+	marks := marksTable(t, f)
+	env := topicEnv(f.DLQ, marks)
 	parkLetter(t, f.DLQ, "1", "0/16B3748", `{"n": 1}`, "MESSAGE_TOO_LARGE", f.Topic)
 	if out, code := dlCLI(t, bin, env, "replay", "--all"); code != 0 || !strings.Contains(out, "replayed 1, refused 0, skipped 0") {
 		t.Fatalf("first replay: exit %d", code)
@@ -446,9 +457,7 @@ func TestDeadLetterReplayDoesNotSendAReplayedEventAgain(t *testing.T) {
 	if n := testenv.EndOffset(t, f.Topic); n != 1 {
 		t.Errorf("%d records on %s, want the event once", n, f.Topic)
 	}
-	if out, _ := dlCLI(t, bin, env, "list"); !strings.Contains(out, "no dead letters waiting") {
-		t.Errorf("list after the replays shows letters")
-	}
+	wantNoLettersWaiting(t, bin, env, "the replays")
 }
 
 // The relay parks into a dead-letter table made by a version before the class column (a role

@@ -58,8 +58,7 @@ func TestDeliversEveryCommittedRowInCommitOrderPerKey(t *testing.T) {
 
 	// Contract fields, against the table.
 	lsnOfTx := map[int]string{}
-	lastByKey := map[string]int64{}
-	partOfKey := map[string]int32{}
+	order := newKeyOrder()
 	for _, r := range recs {
 		id, _ := strconv.ParseInt(testenv.Header(r, "outbox-id"), 10, 64)
 		var key, payload string
@@ -89,15 +88,7 @@ func TestDeliversEveryCommittedRowInCommitOrderPerKey(t *testing.T) {
 			t.Errorf("rows of one transaction carry different cdc-lsn: %s and %s", prev, lsn)
 		}
 		lsnOfTx[txOf[id]] = lsn
-		// Per key: one partition, ids in commit order.
-		if p, ok := partOfKey[key]; ok && p != r.Partition {
-			t.Errorf("key %s in partitions %d and %d", key, p, r.Partition)
-		}
-		partOfKey[key] = r.Partition
-		if id <= lastByKey[key] {
-			t.Errorf("key %s: id %d arrived after %d", key, id, lastByKey[key])
-		}
-		lastByKey[key] = id
+		order.check(t, key, id, r) // per key: one partition, ids in commit order
 	}
 	// The row's own headers become Kafka headers; non-string values keep their JSON text.
 	for _, r := range recs {

@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"cmp"
+	"fmt"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"testing"
@@ -95,4 +97,53 @@ func landedAfterNewHolder(recs []*kgo.Record, old, holder string) (byOld int, la
 		}
 	}
 	return byOld, late
+}
+
+// keyOrder checks the records of each key as they are read: one partition per key, and its
+// ids in commit order.
+type keyOrder struct {
+	partition map[string]int32
+	last      map[string]int64
+}
+
+func newKeyOrder() *keyOrder {
+	return &keyOrder{partition: map[string]int32{}, last: map[string]int64{}}
+}
+
+// check takes r, the record of row id with key key.
+func (o *keyOrder) check(t *testing.T, key string, id int64, r *kgo.Record) {
+	t.Helper()
+	if p, ok := o.partition[key]; ok && p != r.Partition {
+		t.Errorf("key %s in partitions %d and %d", key, p, r.Partition)
+	}
+	o.partition[key] = r.Partition
+	if id <= o.last[key] {
+		t.Errorf("key %s: id %d arrived after %d", key, id, o.last[key])
+	}
+	o.last[key] = id
+}
+
+// insertInterleavedTxns commits 40 transactions of 5 rows each over 7 keys, so that every
+// transaction holds several keys and every key spans transactions, and returns their ids.
+func insertInterleavedTxns(t *testing.T, f *testenv.Fixture) []int64 {
+	t.Helper()
+	var all []int64
+	for i := 0; i < 40; i++ {
+		var rows []testenv.Row
+		for j := 0; j < 5; j++ {
+			rows = append(rows, testenv.Row{Key: fmt.Sprintf("agg-%d", (i+j)%7), Payload: fmt.Sprintf(`{"tx": %d, "row": %d}`, i, j)})
+		}
+		all = append(all, f.Insert(t, false, rows...)...)
+	}
+	return all
+}
+
+// repoRoot is the repository's root, the parent of this package's directory.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
 }

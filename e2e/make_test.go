@@ -12,9 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/twmb/franz-go/pkg/kadm"
-
 	"github.com/cdc-relay/cdc-relay/testkit/testenv"
 )
 
@@ -90,10 +87,7 @@ func cleanMakeEnv(extra ...string) []string {
 // TestReadmeMakeTargetsExist fails when README.md or a page of docs/ shows a make command that
 // the Makefile cannot run (make -n: the recipe is printed, nothing is executed).
 func TestReadmeMakeTargetsExist(t *testing.T) {
-	root, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := repoRoot(t)
 	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
 	if err != nil {
 		t.Fatal(err)
@@ -152,10 +146,7 @@ func TestMakeUnitNeedsNoServices(t *testing.T) {
 		t.Skip("this test runs make unit: not again inside it")
 	}
 	t.Parallel()
-	root, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := repoRoot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "make", "--no-print-directory", "unit")
@@ -188,25 +179,11 @@ func TestMakeUnitNeedsNoServices(t *testing.T) {
 func TestSeedMakeTargets(t *testing.T) {
 	t.Parallel()
 	name := testenv.Name(t)
-	pool := testenv.Pool(t)
-	root, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := repoRoot(t)
 	topic := name + ".orders"
 	vars := []string{"MODE=cdc", "SEED_SCHEMA=" + name, "SEED_TOPIC=" + topic, "SEED_SLOT=" + name,
 		"SEED_GROUP=" + name, "SEED_BIN=" + t.TempDir(), "TIMEOUT=1m"}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		_, _ = pool.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1 AND NOT active`, name)
-		_, _ = pool.Exec(ctx, `DROP PUBLICATION IF EXISTS `+pgx.Identifier{name}.Sanitize())
-		_, _ = pool.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{name}.Sanitize()+` CASCADE`)
-		adm := kadm.NewClient(testenv.Kafka(t))
-		_, _ = adm.DeleteTopics(ctx, topic, topic+".dlq")
-		_, _ = adm.DeleteGroups(ctx, name)
-		_ = os.Remove(filepath.Join(root, ".dev", "seed-"+name+"-publisher.log"))
-	})
+	cleanUpSeedDemo(t, root, name, topic)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 
@@ -274,10 +251,7 @@ func finalLine(s string) string {
 func TestMakeTestMatrix(t *testing.T) {
 	t.Parallel()
 	pool := testenv.Pool(t)
-	root, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := repoRoot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	matrix := func(vars ...string) (string, string, error) {

@@ -24,24 +24,10 @@ func TestSeedDemoAbsorbsDuplicates(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
 			name := testenv.Name(t)
-			pool := testenv.Pool(t)
-			root, err := filepath.Abs("..")
-			if err != nil {
-				t.Fatal(err)
-			}
+			root := repoRoot(t)
 			env := []string{"MODE=" + mode, "COUNT=20", "BATCH_SIZE=5", "SEED_SCHEMA=" + name, "SEED_TOPIC=" + name + ".orders",
 				"SEED_SLOT=" + name, "SEED_GROUP=" + name, "SEED_BIN=" + t.TempDir()}
-			t.Cleanup(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-				defer cancel()
-				_, _ = pool.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1 AND NOT active`, name)
-				_, _ = pool.Exec(ctx, `DROP PUBLICATION IF EXISTS `+pgx.Identifier{name}.Sanitize())
-				_, _ = pool.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{name}.Sanitize()+` CASCADE`)
-				adm := kadm.NewClient(testenv.Kafka(t))
-				_, _ = adm.DeleteTopics(ctx, name+".orders", name+".orders.dlq")
-				_, _ = adm.DeleteGroups(ctx, name)
-				_ = os.Remove(filepath.Join(root, ".dev", "seed-"+name+"-publisher.log"))
-			})
+			cleanUpSeedDemo(t, root, name, name+".orders")
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
 			cmd := exec.CommandContext(ctx, filepath.Join(root, "scripts", "seed-demo.sh"), "all")
@@ -62,4 +48,24 @@ func TestSeedDemoAbsorbsDuplicates(t *testing.T) {
 			}
 		})
 	}
+}
+
+// cleanUpSeedDemo removes, when the test ends, what scripts/seed-demo.sh made for a test whose
+// SEED_SCHEMA, SEED_SLOT and SEED_GROUP are name and SEED_TOPIC topic: the slot (once inactive),
+// the publication and schema, the topic and its dead-letter topic, the group, and the
+// publisher's log under root/.dev.
+func cleanUpSeedDemo(t *testing.T, root, name, topic string) {
+	t.Helper()
+	pool := testenv.Pool(t)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_, _ = pool.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1 AND NOT active`, name)
+		_, _ = pool.Exec(ctx, `DROP PUBLICATION IF EXISTS `+pgx.Identifier{name}.Sanitize())
+		_, _ = pool.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{name}.Sanitize()+` CASCADE`)
+		adm := kadm.NewClient(testenv.Kafka(t))
+		_, _ = adm.DeleteTopics(ctx, topic, topic+".dlq")
+		_, _ = adm.DeleteGroups(ctx, name)
+		_ = os.Remove(filepath.Join(root, ".dev", "seed-"+name+"-publisher.log"))
+	})
 }

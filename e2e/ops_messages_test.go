@@ -29,10 +29,7 @@ func TestLogicalMessagesSurviveARestartWithoutLoss(t *testing.T) {
 	ctx := context.Background()
 	var want []string
 	for i := 0; i < 60; i++ {
-		tx, err := e.F.Pool.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		tx := e.F.Begin(t)
 		for j := 0; j < 3; j++ {
 			id := fmt.Sprintf("msg-%d-%d", i, j)
 			content, _ := json.Marshal(map[string]any{
@@ -49,10 +46,7 @@ func TestLogicalMessagesSurviveARestartWithoutLoss(t *testing.T) {
 		}
 	}
 	// Rolled back: never published.
-	tx, err := e.F.Pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tx := e.F.Begin(t)
 	if _, err := tx.Exec(ctx, `SELECT pg_logical_emit_message(true, $1, $2::text)`, prefix,
 		fmt.Sprintf(`{"id": "rolled-back", "key": "agg-0", "topic": %q, "payload": {}}`, e.F.Topic)); err != nil {
 		t.Fatal(err)

@@ -81,10 +81,7 @@ func TestPruneRunDeletesOnlyRowsTheSlotConfirmed(t *testing.T) {
 
 	// An old row in a transaction still open while prune runs.
 	ctx := context.Background()
-	tx, err := e.F.Pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tx := e.F.Begin(t)
 	defer tx.Rollback(ctx)
 	var late int64
 	if err := tx.QueryRow(ctx, `INSERT INTO `+e.F.Table+` (aggregate_id, topic, payload, created_at) VALUES ('late', $1, '{}', now() - interval '30 days') RETURNING id`, e.F.Topic).Scan(&late); err != nil {
@@ -132,10 +129,7 @@ func TestPruneRunReportsWhatHoldsRowsBack(t *testing.T) {
 	e := testenv.NewRelayEnv(t, true)
 	ctx := context.Background()
 	// A transaction with an xid, open while the old rows are written and first pruned.
-	tx, err := e.F.Pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tx := e.F.Begin(t)
 	defer tx.Rollback(ctx)
 	var pid int32
 	var xid string
@@ -221,10 +215,7 @@ func TestInsertAndDeleteInOneTransactionIsPublished(t *testing.T) {
 	ctx := context.Background()
 	var ids []int64
 	for i := 0; i < 5; i++ {
-		tx, err := e.F.Pool.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		tx := e.F.Begin(t)
 		var id int64
 		if err := tx.QueryRow(ctx, `INSERT INTO `+e.F.Table+` (aggregate_id, topic, payload, event_type) VALUES ($1, $2, $3, 'order.created') RETURNING id`,
 			fmt.Sprintf("order-%d", i), e.F.Topic, fmt.Sprintf(`{"order": %d}`, i)).Scan(&id); err != nil {

@@ -104,8 +104,7 @@ func TestPollDeliversEveryRowWithTheRunRecord(t *testing.T) {
 
 	got := assertCleanDelivery(t, recs, committed, rolledBack)
 
-	lastByKey := map[string]int64{}
-	partOfKey := map[string]int32{}
+	order := newKeyOrder()
 	for _, r := range recs {
 		id, _ := strconv.ParseInt(testenv.Header(r, "outbox-id"), 10, 64)
 		var key, payload string
@@ -133,14 +132,7 @@ func TestPollDeliversEveryRowWithTheRunRecord(t *testing.T) {
 		if want, got := created.UTC().Format(sink.CommitTimeLayout), testenv.Header(r, "cdc-commit-time"); got != want {
 			t.Errorf("row %d: cdc-commit-time %q, want created_at %q", id, got, want)
 		}
-		if p, ok := partOfKey[key]; ok && p != r.Partition {
-			t.Errorf("key %s in partitions %d and %d", key, p, r.Partition)
-		}
-		partOfKey[key] = r.Partition
-		if id <= lastByKey[key] {
-			t.Errorf("key %s: id %d arrived after %d", key, id, lastByKey[key])
-		}
-		lastByKey[key] = id
+		order.check(t, key, id, r)
 	}
 	for _, r := range recs {
 		if testenv.Header(r, "outbox-id") != strconv.FormatInt(special[0], 10) {
@@ -185,14 +177,7 @@ func TestPollDeliversEveryRowWithTheRunRecord(t *testing.T) {
 func TestPollKill9MidRunLosesNothing(t *testing.T) {
 	t.Parallel()
 	e := newPollEnv(t)
-	var all []int64
-	for i := 0; i < 40; i++ {
-		var rows []testenv.Row
-		for j := 0; j < 5; j++ {
-			rows = append(rows, testenv.Row{Key: fmt.Sprintf("agg-%d", (i+j)%7), Payload: fmt.Sprintf(`{"tx": %d, "row": %d}`, i, j)})
-		}
-		all = append(all, e.F.Insert(t, false, rows...)...)
-	}
+	all := insertInterleavedTxns(t, e.F)
 	const batch = 20
 	p := e.Start(t, []string{"CDC_RELAY_TEST_CRASH_AFTER_BATCHES=3"}, "--batch", strconv.Itoa(batch))
 	_, sig := p.Wait(t, 60*time.Second)

@@ -71,10 +71,7 @@ lines:
 //
 // Not parallel: the tour uses fixed names (public.outbox, orders_relay, orders_outbox).
 func TestReadmeTourRunsVerbatim(t *testing.T) {
-	root, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := repoRoot(t)
 	md, err := os.ReadFile(filepath.Join(root, "README.md"))
 	if err != nil {
 		t.Fatal(err)

@@ -28,14 +28,6 @@ func TestSchemaChangesMidStream(t *testing.T) {
 			t.Fatalf("%s: %v", sql, err)
 		}
 	}
-	insert := func(table, cols, vals string, args ...any) int64 {
-		t.Helper()
-		var id int64
-		if err := f.Pool.QueryRow(ctx, `INSERT INTO `+table+` (`+cols+`) VALUES (`+vals+`) RETURNING id`, args...).Scan(&id); err != nil {
-			t.Fatalf("insert into %s: %v", table, err)
-		}
-		return id
-	}
 	exec(`ALTER TABLE ` + f.Table + ` DROP COLUMN event_type`)
 	p := e.Start(t, nil)
 	cons := testenv.Consume(t, f.Topic)
@@ -49,12 +41,12 @@ func TestSchemaChangesMidStream(t *testing.T) {
 		return nil
 	}
 
-	before := insert(f.Table, `aggregate_id, topic, payload`, `'k1', $1, '{"n": 1}'`, f.Topic)
+	before := f.InsertValues(t, f.Table, `aggregate_id, topic, payload`, `'k1', $1, '{"n": 1}'`, f.Topic)
 	cons.WaitFor(t, 30*time.Second, "a row before any change", hasAll([]int64{before}))
 
 	// ADD COLUMN: the mapped optional event_type, and a column the relay does not know.
 	exec(`ALTER TABLE ` + f.Table + ` ADD COLUMN event_type text, ADD COLUMN tenant text`)
-	added := insert(f.Table, `aggregate_id, topic, payload, event_type, tenant`, `'k1', $1, '{"n": 2}', 'order.created', 'acme'`, f.Topic)
+	added := f.InsertValues(t, f.Table, `aggregate_id, topic, payload, event_type, tenant`, `'k1', $1, '{"n": 2}', 'order.created', 'acme'`, f.Topic)
 	recs := cons.WaitFor(t, 30*time.Second, "a row using the added columns", hasAll([]int64{added}))
 	if r := byID(recs, added); testenv.Header(r, "event-type") != "order.created" {
 		t.Errorf("the added event_type column was not mapped: headers %v", r.Headers)
@@ -65,9 +57,9 @@ func TestSchemaChangesMidStream(t *testing.T) {
 
 	// RENAME a mapped column away: bad rows, dead-lettered with the reason; then back.
 	exec(`ALTER TABLE ` + f.Table + ` RENAME COLUMN aggregate_id TO agg_id`)
-	renamed := insert(f.Table, `agg_id, topic, payload`, `'k1', $1, '{"n": 3}'`, f.Topic)
+	renamed := f.InsertValues(t, f.Table, `agg_id, topic, payload`, `'k1', $1, '{"n": 3}'`, f.Topic)
 	exec(`ALTER TABLE ` + f.Table + ` RENAME COLUMN agg_id TO aggregate_id`)
-	back := insert(f.Table, `aggregate_id, topic, payload`, `'k1', $1, '{"n": 4}'`, f.Topic)
+	back := f.InsertValues(t, f.Table, `aggregate_id, topic, payload`, `'k1', $1, '{"n": 4}'`, f.Topic)
 	dl := dlq.WaitFor(t, 30*time.Second, "the row written while aggregate_id was renamed", hasAll([]int64{renamed}))
 	if r := byID(dl, renamed); !strings.Contains(testenv.Header(r, "dlq-error"), `column "aggregate_id": mapped column is not in the relation`) {
 		t.Errorf("dlq-error %q", testenv.Header(r, "dlq-error"))
@@ -82,8 +74,8 @@ func TestSchemaChangesMidStream(t *testing.T) {
 		!strings.Contains(out, "added to publication") {
 		t.Fatalf("slot create --table %s: exit %d\n%s%s", second, code, out, errOut)
 	}
-	fromSecond := insert(second, `aggregate_id, topic, payload`, `'k9', $1, '{"n": 5}'`, f.Topic)
-	after := insert(f.Table, `aggregate_id, topic, payload`, `'k1', $1, '{"n": 6}'`, f.Topic)
+	fromSecond := f.InsertValues(t, second, `aggregate_id, topic, payload`, `'k9', $1, '{"n": 5}'`, f.Topic)
+	after := f.InsertValues(t, f.Table, `aggregate_id, topic, payload`, `'k1', $1, '{"n": 6}'`, f.Topic)
 
 	recs = cons.WaitFor(t, 30*time.Second, "rows after every change", hasAll([]int64{back, fromSecond, after}))
 	if byID(recs, renamed) != nil {

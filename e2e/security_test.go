@@ -88,6 +88,14 @@ func walsender(t *testing.T, f *testenv.Fixture) (role string, ssl, ok bool) {
 	return role, ssl, true
 }
 
+// wantEncryptedWalsender reports an error unless the fixture's slot is streamed by role over TLS.
+func wantEncryptedWalsender(t *testing.T, f *testenv.Fixture, role string) {
+	t.Helper()
+	if got, ssl, ok := walsender(t, f); !ok || got != role || !ssl {
+		t.Errorf("walsender of the slot: role %q, ssl %v, active %v; want %q over TLS", got, ssl, ok, role)
+	}
+}
+
 // requireLeastPrivilege fails unless role has LOGIN and REPLICATION and no other attribute.
 func requireLeastPrivilege(t *testing.T, f *testenv.Fixture, role string) {
 	t.Helper()
@@ -163,10 +171,7 @@ func TestSecureRun(t *testing.T) {
 			want := r.F.Insert(t, false, testenv.Row{Key: "a", Payload: `{"n":1}`}, testenv.Row{Key: "b", Payload: `{"n":2}`})
 			want = append(want, r.F.Insert(t, false, testenv.Row{Key: "a", Payload: `{"n":3}`})...)
 			c.WaitFor(t, 60*time.Second, "rows published over SASL_SSL", hasAll(want))
-			role, ssl, ok := walsender(t, r.F)
-			if !ok || role != r.s.PGRole || !ssl {
-				t.Errorf("walsender of the slot: role %q, ssl %v, active %v; want %q over TLS", role, ssl, ok, r.s.PGRole)
-			}
+			wantEncryptedWalsender(t, r.F, r.s.PGRole)
 			if code := p.Stop(t); code != 0 {
 				t.Errorf("exit %d after SIGTERM, want 0\n%s", code, p.Output())
 			}
@@ -188,10 +193,7 @@ func TestSecureRunMutualTLS(t *testing.T) {
 		"--metrics-addr", freeAddr(t))
 	want := r.F.Insert(t, false, testenv.Row{Key: "k", Payload: `{"mtls":true}`})
 	c.WaitFor(t, 60*time.Second, "rows published over mutual TLS", hasAll(want))
-	role, ssl, ok := walsender(t, r.F)
-	if !ok || role != r.s.PGCertRole || !ssl {
-		t.Errorf("walsender of the slot: role %q, ssl %v, active %v; want %q over TLS", role, ssl, ok, r.s.PGCertRole)
-	}
+	wantEncryptedWalsender(t, r.F, r.s.PGCertRole)
 	if code := p.Stop(t); code != 0 {
 		t.Errorf("exit %d after SIGTERM, want 0\n%s", code, p.Output())
 	}

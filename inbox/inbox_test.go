@@ -92,6 +92,39 @@ func (f *fixture) processFrom(t *testing.T, in *inbox.Inbox, consumer, table, id
 	return ran
 }
 
+// createPreHeaderTable creates the processed table ident (an SQL identifier) as the inbox
+// made it before the outbox-table header: keyed by (consumer, outbox_id).
+func (f *fixture) createPreHeaderTable(t *testing.T, ident string) {
+	t.Helper()
+	if _, err := f.pool.Exec(context.Background(), `CREATE TABLE `+ident+` (
+    consumer     text,
+    outbox_id    text,
+    processed_at timestamptz DEFAULT now(),
+    PRIMARY KEY (consumer, outbox_id)
+)`); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// wantEffects reports an error unless the effects table has want rows; note, if any, says why.
+func (f *fixture) wantEffects(t *testing.T, want int, note string) {
+	t.Helper()
+	n := f.count(t, `SELECT count(*) FROM `+f.effects)
+	switch {
+	case n != want && note != "":
+		t.Errorf("%d effects, want %d (%s)", n, want, note)
+	case n != want:
+		t.Errorf("%d effects, want %d", n, want)
+	}
+}
+
+// processedOnce runs Process twice for the same id of table: the handler runs the first
+// time and not the second.
+func (f *fixture) processedOnce(t *testing.T, in *inbox.Inbox, consumer, table, id string) bool {
+	t.Helper()
+	return f.processFrom(t, in, consumer, table, id) && !f.processFrom(t, in, consumer, table, id)
+}
+
 // Injected duplicates, in any order: the handler runs once per id, and the effect table has
 // one row per id.
 func TestProcessRunsTheHandlerOncePerID(t *testing.T) {
@@ -108,9 +141,7 @@ func TestProcessRunsTheHandlerOncePerID(t *testing.T) {
 	if ran != 4 {
 		t.Errorf("handler ran %d times for %d deliveries of 4 ids, want 4", ran, len(seq))
 	}
-	if n := f.count(t, `SELECT count(*) FROM `+f.effects); n != 4 {
-		t.Errorf("%d effects, want 4", n)
-	}
+	f.wantEffects(t, 4, "")
 	if n := f.count(t, `SELECT count(DISTINCT outbox_id) FROM `+f.effects); n != 4 {
 		t.Errorf("%d distinct effects, want 4", n)
 	}
@@ -173,14 +204,7 @@ func TestCreateTableMigratesAnOldTable(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	if _, err := f.pool.Exec(ctx, `CREATE TABLE `+f.table+` (
-    consumer     text,
-    outbox_id    text,
-    processed_at timestamptz DEFAULT now(),
-    PRIMARY KEY (consumer, outbox_id)
-)`); err != nil {
-		t.Fatal(err)
-	}
+	f.createPreHeaderTable(t, f.table)
 	if _, err := f.pool.Exec(ctx, `INSERT INTO `+f.table+` (consumer, outbox_id) VALUES ('billing', '5'), ('billing', '6')`); err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +244,7 @@ func TestCreateTableMigratesAnOldTable(t *testing.T) {
 	if f.processFrom(t, in, "billing", "", "5") {
 		t.Error("a record without outbox-table ran again although an old mark has its id")
 	}
-	if !f.processFrom(t, in, "billing", "a.outbox", "5") || f.processFrom(t, in, "billing", "a.outbox", "5") {
+	if !f.processedOnce(t, in, "billing", "a.outbox", "5") {
 		t.Error("a.outbox's id 5 is not processed exactly once after the migration")
 	}
 }
@@ -240,14 +264,7 @@ func TestRollingUpgradeOldAndNewConsumersSideBySide(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	if _, err := f.pool.Exec(ctx, `CREATE TABLE `+f.table+` (
-    consumer     text,
-    outbox_id    text,
-    processed_at timestamptz DEFAULT now(),
-    PRIMARY KEY (consumer, outbox_id)
-)`); err != nil {
-		t.Fatal(err)
-	}
+	f.createPreHeaderTable(t, f.table)
 	old := func(id string) bool { // the old consumer's mark; true when it was new
 		t.Helper()
 		tag, err := f.pool.Exec(ctx, fmt.Sprintf(oldConsumerInsert, f.table), "billing", id)
@@ -283,15 +300,13 @@ func TestRollingUpgradeOldAndNewConsumersSideBySide(t *testing.T) {
 	if err := in.FinishMigration(ctx, f.pool); err != nil {
 		t.Fatal(err)
 	}
-	if !f.processFrom(t, in, "billing", "public.other", "8") || f.processFrom(t, in, "billing", "public.other", "8") {
+	if !f.processedOnce(t, in, "billing", "public.other", "8") {
 		t.Error("after FinishMigration, id 8 of public.other is not processed exactly once")
 	}
 	if f.processFrom(t, in, "billing", "", "5") {
 		t.Error("a record without outbox-table ran again although an old mark has its id")
 	}
-	if n := f.count(t, `SELECT count(*) FROM `+f.effects); n != 2 {
-		t.Errorf("%d effects, want 2 (public.outbox 8, public.other 8)", n)
-	}
+	f.wantEffects(t, 2, "public.outbox 8, public.other 8")
 }
 
 // The table's name is quoted everywhere, also inside CreateTable's migration block.
@@ -307,22 +322,19 @@ func TestCreateTableWithAnOddName(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A table of the version before outbox-table: both migration steps quote the name.
-	if _, err := f.pool.Exec(context.Background(), `CREATE TABLE `+pgx.Identifier{odd}.Sanitize()+` (
-    consumer text, outbox_id text, processed_at timestamptz DEFAULT now(), PRIMARY KEY (consumer, outbox_id))`); err != nil {
-		t.Fatal(err)
-	}
+	f.createPreHeaderTable(t, pgx.Identifier{odd}.Sanitize())
 	for range 2 {
 		if err := in.CreateTable(context.Background(), f.pool); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if !f.processFrom(t, in, "billing", "a.outbox", "1") || f.processFrom(t, in, "billing", "a.outbox", "1") {
+	if !f.processedOnce(t, in, "billing", "a.outbox", "1") {
 		t.Error("id 1 not processed exactly once")
 	}
 	if err := in.FinishMigration(context.Background(), f.pool); err != nil {
 		t.Fatal(err)
 	}
-	if !f.processFrom(t, in, "billing", "b.outbox", "1") || f.processFrom(t, in, "billing", "b.outbox", "1") {
+	if !f.processedOnce(t, in, "billing", "b.outbox", "1") {
 		t.Error("id 1 of b.outbox not processed exactly once after FinishMigration")
 	}
 }
@@ -457,9 +469,7 @@ func TestHandlerFailureLeavesTheIDUnprocessed(t *testing.T) {
 	if !f.process(t, in, "billing", "9") {
 		t.Fatal("the redelivery did not run the handler")
 	}
-	if n := f.count(t, `SELECT count(*) FROM `+f.effects); n != 1 {
-		t.Errorf("%d effects, want 1 (the failed attempt's write rolled back)", n)
-	}
+	f.wantEffects(t, 1, "the failed attempt's write rolled back")
 }
 
 func TestRecordWithoutOutboxIDIsRefused(t *testing.T) {
@@ -553,9 +563,7 @@ func TestDuplicatesOnARealTopicAreAbsorbed(t *testing.T) {
 	if processed != 50 || inserted.Load() != 20 || skipped.Load() != 30 {
 		t.Errorf("processed=%d inserted=%d skipped=%d; want 50, 20, 30 (2 readers x 25 records, 20 unique)", processed, inserted.Load(), skipped.Load())
 	}
-	if n := f.count(t, `SELECT count(*) FROM `+f.effects); n != 20 {
-		t.Errorf("%d effects, want 20", n)
-	}
+	f.wantEffects(t, 20, "")
 	if n := f.count(t, `SELECT count(DISTINCT outbox_id) FROM `+f.effects); n != 20 {
 		t.Errorf("%d distinct effects, want 20", n)
 	}

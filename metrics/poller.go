@@ -50,13 +50,8 @@ func NewPoller(reg prometheus.Registerer) *Poller {
 		cycles:       desc("poll_cycles_total", "Polling cycles that selected rows."),
 		rolledBack:   desc("poll_rolled_back_total", "Polling cycles rolled back because Kafka or PostgreSQL was unavailable (the rows stay pending)."),
 	}
-	errs := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: Namespace, Name: "produce_errors_total",
-		Help: "Produce failures by class: broker_unavailable (retried), rejected and bad_row (dead-lettered), dead_letter_refused and undelivered.",
-	}, []string{"class"})
-	for cl := range numClasses {
-		p.errors[cl] = errs.WithLabelValues(cl.String())
-	}
+	var errs *prometheus.CounterVec
+	errs, p.errors = newProduceErrors("Produce failures by class: broker_unavailable (retried), rejected and bad_row (dead-lettered), dead_letter_refused and undelivered.")
 	reg.MustRegister(p.bytes, p.latency, errs, p.pending, p.oldestAge, p.lastOK, p)
 	return p
 }

@@ -39,3 +39,14 @@ func newCounter(name, help string) prometheus.Counter {
 func newHistogram(name, help string) prometheus.Histogram {
 	return prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Name: name, Help: help, Buckets: latencyBuckets})
 }
+
+// newProduceErrors is the produce_errors_total counter by class with the help text help, and
+// its counter of each class, resolved once so that the hot path only adds.
+func newProduceErrors(help string) (*prometheus.CounterVec, [numClasses]prometheus.Counter) {
+	vec := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "produce_errors_total", Help: help}, []string{"class"})
+	var byClass [numClasses]prometheus.Counter
+	for c := range numClasses {
+		byClass[c] = vec.WithLabelValues(c.String())
+	}
+	return vec, byClass
+}

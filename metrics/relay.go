@@ -122,13 +122,8 @@ func NewRelay(reg prometheus.Registerer) *Relay {
 		state:        prometheus.NewDesc(Namespace+"_replication_state", "1 for the replication state the relay is in.", []string{"state"}, nil),
 		active:       desc("active", "1 when this relay holds the slot and streams; 0 when standby, connecting or stopped."),
 	}
-	errs := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: Namespace, Name: "produce_errors_total",
-		Help: "Produce failures by class: broker_unavailable (retried), rejected and bad_row (dead-lettered), dead_letter_refused and undelivered (the relay stops and replays).",
-	}, []string{"class"})
-	for c := range numClasses {
-		m.errors[c] = errs.WithLabelValues(c.String()) // resolved once: the hot path only adds
-	}
+	var errs *prometheus.CounterVec
+	errs, m.errors = newProduceErrors("Produce failures by class: broker_unavailable (retried), rejected and bad_row (dead-lettered), dead_letter_refused and undelivered (the relay stops and replays).")
 	reg.MustRegister(m.latency, m.toSend, errs, m.txnCommits, m.txnAborts, m.txnCommit, m)
 	return m
 }

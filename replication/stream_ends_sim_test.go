@@ -75,13 +75,7 @@ func TestSimStreamLeavesDrainModeWhenTheBacklogEnds(t *testing.T) {
 		t.Fatalf("the backlog lagged %s at most, want over %s: the test does not reach the drain mode", lag, behindLag)
 	}
 	s.Ack(last.EndLSN) // confirmed: the walsender has no reason to send keepalives now
-	deadline := time.Now().Add(5 * time.Second)
-	for srv.Confirmed() != last.EndLSN {
-		if time.Now().After(deadline) {
-			t.Fatalf("slot at %s, want %s", srv.Confirmed(), last.EndLSN)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	awaitConfirmed(t, srv, last.EndLSN, 5*time.Second)
 	time.Sleep(10 * idleAfter) // quiet: no message at all
 	cancel()
 	if err := <-errc; err != nil {

@@ -65,6 +65,40 @@ func collect(t *testing.T, ch <-chan []Message, want int, kinds map[Kind]int) []
 	return got
 }
 
+// awaitConfirmed waits until the server's slot is confirmed at want.
+func awaitConfirmed(t *testing.T, srv *simwal.Server, want pglogrepl.LSN, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for srv.Confirmed() != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("slot confirmed at %s, want %s", srv.Confirmed(), want)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// awaitState waits until the stream is in state want.
+func awaitState(t *testing.T, s *Stream, want State) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for s.State() != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("state %s, want %s", s.State(), want)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// stopSim cancels a Run started by runSim, which must return nil, and closes the stream.
+func stopSim(t *testing.T, cancel context.CancelFunc, errc <-chan error, s *Stream) {
+	t.Helper()
+	cancel()
+	if err := <-errc; err != nil {
+		t.Errorf("Run = %v", err)
+	}
+	_ = s.Close(context.Background())
+}
+
 // The stream reads the slot, starts from its confirmed position, forwards every message in
 // server order and reports the acknowledged position.
 func TestSimStreamForwardsAndConfirms(t *testing.T) {
@@ -76,22 +110,14 @@ func TestSimStreamForwardsAndConfirms(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	ch := make(chan []Message, 16)
-	errc := make(chan error, 1)
-	go func() { errc <- s.Run(ctx, ch) }()
+	ch, errc := runSim(ctx, s, 16)
 	kinds := map[Kind]int{}
 	got := collect(t, ch, 3*3+1, kinds) // Begin, Insert, Commit each, one Relation
 	if got[0].Kind != KindData || got[0].Data[0] != 'B' {
 		t.Fatalf("first message %+v", got[0])
 	}
 	s.Ack(last.EndLSN)
-	deadline := time.Now().Add(5 * time.Second)
-	for srv.Confirmed() != last.EndLSN {
-		if time.Now().After(deadline) {
-			t.Fatalf("slot at %s, want %s", srv.Confirmed(), last.EndLSN)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	awaitConfirmed(t, srv, last.EndLSN, 5*time.Second)
 	if s.State() != StateStreaming {
 		t.Errorf("state %s", s.State())
 	}
@@ -188,9 +214,7 @@ func TestSimStreamReconnectsAndReplays(t *testing.T) {
 	srv.Commit(0, []simwal.Change{row(rel, "1"), row(rel, "2")})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	ch := make(chan []Message, 16)
-	errc := make(chan error, 1)
-	go func() { errc <- s.Run(ctx, ch) }()
+	ch, errc := runSim(ctx, s, 16)
 	kinds := map[Kind]int{}
 	// Session 1's two messages may or may not have been forwarded before the read failed.
 	reset, committed := false, false
@@ -206,11 +230,7 @@ func TestSimStreamReconnectsAndReplays(t *testing.T) {
 	if s.Reconnects() != 1 {
 		t.Errorf("reconnects %d", s.Reconnects())
 	}
-	cancel()
-	if err := <-errc; err != nil {
-		t.Errorf("Run = %v", err)
-	}
-	_ = s.Close(context.Background())
+	stopSim(t, cancel, errc, s)
 }
 
 // A slot held by another process makes the stream a standby until it is released.
@@ -220,23 +240,11 @@ func TestSimStreamWaitsAsStandby(t *testing.T) {
 	srv.Commit(0, []simwal.Change{row(simwal.OutboxRelation(1), "1")})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	ch := make(chan []Message, 16)
-	errc := make(chan error, 1)
-	go func() { errc <- s.Run(ctx, ch) }()
-	deadline := time.Now().Add(5 * time.Second)
-	for s.State() != StateStandby {
-		if time.Now().After(deadline) {
-			t.Fatalf("state %s, want standby", s.State())
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	ch, errc := runSim(ctx, s, 16)
+	awaitState(t, s, StateStandby)
 	srv.HoldSlot(0)
 	collect(t, ch, 4, map[Kind]int{})
-	cancel()
-	if err := <-errc; err != nil {
-		t.Errorf("Run = %v", err)
-	}
-	_ = s.Close(context.Background())
+	stopSim(t, cancel, errc, s)
 }
 
 // Nothing listening: the stream waits for PostgreSQL, retrying, as a relay (re)started during
@@ -245,15 +253,8 @@ func TestSimStreamNoServerWaits(t *testing.T) {
 	srv, s := simStream(t, Config{MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond}, time.Second)
 	srv.Close()
 	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { errc <- s.Run(ctx, make(chan []Message, 1)) }()
-	deadline := time.Now().Add(5 * time.Second)
-	for s.State() != StateReconnecting {
-		if time.Now().After(deadline) {
-			t.Fatalf("state %s, want reconnecting", s.State())
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	_, errc := runSim(ctx, s, 1)
+	awaitState(t, s, StateReconnecting)
 	select {
 	case err := <-errc:
 		t.Fatalf("Run returned %v while PostgreSQL was unreachable; want it to keep retrying", err)
@@ -280,19 +281,11 @@ func TestSimStreamRestartsFromTheSlotWhenItIsBehind(t *testing.T) {
 	t2 := srv.Commit(0, []simwal.Change{row(rel, "2")})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	ch := make(chan []Message, 64)
-	errc := make(chan error, 1)
-	go func() { errc <- s.Run(ctx, ch) }()
+	ch, errc := runSim(ctx, s, 64)
 	kinds := map[Kind]int{}
 	collect(t, ch, 6, kinds) // Begin, Relation, Insert, Commit; Begin, Insert, Commit
 	s.Ack(t2.EndLSN)
-	deadline := time.Now().Add(10 * time.Second)
-	for srv.Confirmed() != t2.EndLSN {
-		if time.Now().After(deadline) {
-			t.Fatalf("the server never heard %s (confirmed %s)", t2.EndLSN, srv.Confirmed())
-		}
-		time.Sleep(time.Millisecond)
-	}
+	awaitConfirmed(t, srv, t2.EndLSN, 10*time.Second)
 	srv.RewindSlot(t1.EndLSN) // the promoted standby's slot: behind by t2
 	srv.DropAll()
 	got := collect(t, ch, kinds[KindData]+3, kinds) // t2 again: Begin, (Relation,) Insert, Commit
@@ -310,11 +303,7 @@ func TestSimStreamRestartsFromTheSlotWhenItIsBehind(t *testing.T) {
 	if f := s.Flushed(); f != t1.EndLSN {
 		t.Errorf("flush position after the reconnect %s, want the slot's %s", f, t1.EndLSN)
 	}
-	cancel()
-	if err := <-errc; err != nil {
-		t.Errorf("Run = %v", err)
-	}
-	_ = s.Close(context.Background())
+	stopSim(t, cancel, errc, s)
 }
 
 // A server older than 14 ends Run at once with ErrServerTooOld, which names the version and the

@@ -70,10 +70,7 @@ func TestCreateTwiceIsNoop(t *testing.T) {
 	if second.SlotCreated || second.PublicationCreated || second.ConsistentPoint != 0 || len(second.TablesAdded) != 0 {
 		t.Errorf("second Create = %+v, want a no-op (nothing created, no consistent point, no tables added)", second)
 	}
-	st, err := store.Status(ctx, e.Slot, "")
-	if err != nil {
-		t.Fatalf("Status: %v", err)
-	}
+	st := status(t, ctx, store, e.Slot, "")
 	if st.ConfirmedFlushLSN != first.ConsistentPoint {
 		t.Errorf("confirmed_flush_lsn = %s after the second Create, want it untouched at %s",
 			st.ConfirmedFlushLSN, first.ConsistentPoint)

@@ -78,10 +78,7 @@ func TestDropActiveSlot(t *testing.T) {
 		t.Fatalf("StartReplication: %v", err)
 	}
 
-	st, err := store.Status(ctx, e.Slot, "")
-	if err != nil {
-		t.Fatalf("Status: %v", err)
-	}
+	st := status(t, ctx, store, e.Slot, "")
 	if !st.Active || st.ActivePID == 0 {
 		t.Fatalf("status of a streamed slot: active=%v pid=%d, want active with a pid", st.Active, st.ActivePID)
 	}
@@ -105,10 +102,7 @@ func TestDropActiveSlot(t *testing.T) {
 	closeRepl()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		st, err := store.Status(ctx, e.Slot, "")
-		if err != nil {
-			t.Fatalf("Status: %v", err)
-		}
+		st := status(t, ctx, store, e.Slot, "")
 		if !st.Active {
 			break
 		}

@@ -257,3 +257,13 @@ func created(t *testing.T) (*env, context.Context, *slotstore.Store, slotstore.C
 	}
 	return e, ctx, store, res
 }
+
+// status is store.Status of slot and publication; an error ends the test.
+func status(t *testing.T, ctx context.Context, store *slotstore.Store, slot, publication string) slotstore.Status {
+	t.Helper()
+	st, err := store.Status(ctx, slot, publication)
+	if err != nil {
+		t.Fatalf("Status: %v", err)
+	}
+	return st
+}

@@ -19,10 +19,7 @@ func TestStatusFields(t *testing.T) {
 	t.Parallel()
 	e, ctx, store, res := created(t)
 
-	before, err := store.Status(ctx, e.Slot, e.Pub)
-	if err != nil {
-		t.Fatalf("Status: %v", err)
-	}
+	before := status(t, ctx, store, e.Slot, e.Pub)
 	var curDB, keepSize string
 	if err := e.admin.QueryRow(ctx, `SELECT current_database(), current_setting('max_slot_wal_keep_size')`).Scan(&curDB, &keepSize); err != nil {
 		t.Fatal(err)
@@ -127,10 +124,7 @@ func TestStatusMissingSlot(t *testing.T) {
 func TestStatusJSONFromServer(t *testing.T) {
 	t.Parallel()
 	e, ctx, store, _ := created(t)
-	st, err := store.Status(ctx, e.Slot, e.Pub)
-	if err != nil {
-		t.Fatalf("Status: %v", err)
-	}
+	st := status(t, ctx, store, e.Slot, e.Pub)
 	b, err := json.Marshal(st)
 	if err != nil {
 		t.Fatalf("marshal: %v", err)

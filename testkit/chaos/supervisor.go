@@ -261,27 +261,28 @@ func (p *supervisor) awaitOpenTransaction(ctx context.Context) string {
 	return fmt.Sprintf(", no Kafka transaction seen open within %s", openWait)
 }
 
-// holderToFault waits for the slot's holder and marks its exit expected; nil if it exited
-// meanwhile. The caller holds p.faults.
-func (p *supervisor) holderToFault(ctx context.Context) (*relayProc, error) {
+// holderToFault waits for an open Kafka transaction (awaitOpenTransaction) and for the
+// slot's holder, and marks its exit expected; nil if it exited meanwhile. open is what the
+// fault's log line says about the transaction. The caller holds p.faults.
+func (p *supervisor) holderToFault(ctx context.Context) (rp *relayProc, open string, err error) {
+	open = p.awaitOpenTransaction(ctx)
 	gen, err := p.waitHolder(ctx, 0)
 	if err != nil {
-		return nil, err
+		return nil, open, err
 	}
-	rp := p.process(gen)
+	rp = p.process(gen)
 	if rp != nil {
 		p.mu.Lock()
 		p.expected[gen] = true
 		p.mu.Unlock()
 	}
-	return rp, nil
+	return rp, open, nil
 }
 
 func (p *supervisor) killHolder(ctx context.Context) error {
 	p.faults.Lock()
 	defer p.faults.Unlock()
-	open := p.awaitOpenTransaction(ctx)
-	rp, err := p.holderToFault(ctx)
+	rp, open, err := p.holderToFault(ctx)
 	if rp == nil || err != nil {
 		return err // none, or it exited meanwhile: the next round finds the next holder
 	}
@@ -318,8 +319,7 @@ func (p *supervisor) killHolder(ctx context.Context) error {
 func (p *supervisor) zombie(ctx context.Context) error {
 	p.faults.Lock()
 	defer p.faults.Unlock()
-	open := p.awaitOpenTransaction(ctx)
-	rp, err := p.holderToFault(ctx)
+	rp, open, err := p.holderToFault(ctx)
 	if rp == nil || err != nil {
 		p.s.logf("zombie: the slot's holder exited before it could be paused (%v)", err)
 		return err

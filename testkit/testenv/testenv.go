@@ -183,6 +183,28 @@ func (f *Fixture) CurrentWAL(t testing.TB) pglogrepl.LSN {
 	return lsn
 }
 
+// Begin starts a transaction on the fixture's pool; an error ends the test. The caller commits
+// or rolls it back.
+func (f *Fixture) Begin(t testing.TB) pgx.Tx {
+	t.Helper()
+	tx, err := f.Pool.Begin(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tx
+}
+
+// InsertValues runs INSERT INTO table (cols) VALUES (vals) RETURNING id with args and returns
+// the id: for rows Insert cannot write (bad values, other tables, other columns).
+func (f *Fixture) InsertValues(t testing.TB, table, cols, vals string, args ...any) int64 {
+	t.Helper()
+	var id int64
+	if err := f.Pool.QueryRow(context.Background(), `INSERT INTO `+table+` (`+cols+`) VALUES (`+vals+`) RETURNING id`, args...).Scan(&id); err != nil {
+		t.Fatalf("insert into %s: %v", table, err)
+	}
+	return id
+}
+
 // Row is one outbox row to insert.
 type Row struct {
 	Key       string

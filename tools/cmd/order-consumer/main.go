@@ -17,7 +17,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -31,21 +30,17 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdc-relay/cdc-relay/inbox"
+	"github.com/cdc-relay/cdc-relay/tools/internal/demo"
 )
 
 func main() {
-	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: order-consumer run|dup-count|end-offsets|topic-create [flags]")
-		os.Exit(2)
-	}
-	cmd := os.Args[1]
-	fs := flag.NewFlagSet("order-consumer "+cmd, flag.ExitOnError)
+	cmd, fs := demo.Subcommand("order-consumer", "usage: order-consumer run|dup-count|end-offsets|topic-create [flags]")
 	c := &consumer{}
 	fs.StringVar(&c.pgURL, "pg-url", os.Getenv("CDC_RELAY_PG_URL"), "PostgreSQL URL")
 	brokers := fs.String("brokers", os.Getenv("CDC_RELAY_BROKERS"), "Kafka brokers, comma-separated")
-	fs.StringVar(&c.schema, "schema", envOr("SEED_SCHEMA", "seed_cdc"), "schema holding inbox_processed and reservations")
-	fs.StringVar(&c.topic, "topic", envOr("SEED_TOPIC", "brew.orders.v1"), "topic to read")
-	fs.StringVar(&c.group, "group", envOr("SEED_GROUP", "order-consumer"), "consumer group, also the inbox's consumer name")
+	fs.StringVar(&c.schema, "schema", demo.EnvOr("SEED_SCHEMA", "seed_cdc"), "schema holding inbox_processed and reservations")
+	fs.StringVar(&c.topic, "topic", demo.EnvOr("SEED_TOPIC", "brew.orders.v1"), "topic to read")
+	fs.StringVar(&c.group, "group", demo.EnvOr("SEED_GROUP", "order-consumer"), "consumer group, also the inbox's consumer name")
 	reset := fs.Bool("reset", false, "topic-create: delete the topic and the group first")
 	timeout := fs.Duration("timeout", 2*time.Minute, "how long run waits to catch up")
 	_ = fs.Parse(os.Args[2:])
@@ -74,13 +69,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, "order-consumer:", err)
 		os.Exit(1)
 	}
-}
-
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
 }
 
 type consumer struct {

@@ -20,7 +20,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -29,18 +28,15 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/cdc-relay/cdc-relay/tools/internal/demo"
 )
 
 func main() {
-	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: order-service init|orders|count|wait-pending|wait-confirmed [flags]")
-		os.Exit(2)
-	}
-	cmd := os.Args[1]
-	fs := flag.NewFlagSet("order-service "+cmd, flag.ExitOnError)
+	cmd, fs := demo.Subcommand("order-service", "usage: order-service init|orders|count|wait-pending|wait-confirmed [flags]")
 	pgURL := fs.String("pg-url", os.Getenv("CDC_RELAY_PG_URL"), "PostgreSQL URL")
-	schema := fs.String("schema", envOr("SEED_SCHEMA", "seed_cdc"), "schema holding the demo's tables")
-	topic := fs.String("topic", envOr("SEED_TOPIC", "brew.orders.v1"), "topic the outbox rows name")
+	schema := fs.String("schema", demo.EnvOr("SEED_SCHEMA", "seed_cdc"), "schema holding the demo's tables")
+	topic := fs.String("topic", demo.EnvOr("SEED_TOPIC", "brew.orders.v1"), "topic the outbox rows name")
 	count := fs.Int("count", 20, "orders to write")
 	slot := fs.String("slot", "", "replication slot (wait-confirmed; count pending of cdc-relay run)")
 	publication := fs.String("publication", "", "publication of --slot (count pending; default: the slot's name)")
@@ -96,13 +92,6 @@ func main() {
 	}
 }
 
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
-}
-
 type service struct {
 	pool   *pgxpool.Pool
 	schema string // quoted
@@ -117,23 +106,7 @@ func (s *service) init(ctx context.Context, reset bool) error {
 		}
 	}
 	_, err := s.pool.Exec(ctx, `
-CREATE SCHEMA IF NOT EXISTS `+s.schema+`;
-CREATE TABLE IF NOT EXISTS `+s.t("orders")+` (
-    id          BIGSERIAL   PRIMARY KEY,
-    customer_id TEXT        NOT NULL,
-    amount      NUMERIC     NOT NULL,
-    created_at  TIMESTAMPTZ NOT NULL DEFAULT now()
-);
-CREATE TABLE IF NOT EXISTS `+s.t("outbox")+` (
-    id            BIGSERIAL    PRIMARY KEY,
-    aggregate_id  TEXT         NOT NULL,
-    topic         TEXT         NOT NULL,
-    payload       JSONB        NOT NULL,
-    event_type    TEXT,
-    headers       JSONB,
-    created_at    TIMESTAMPTZ  NOT NULL DEFAULT now(),
-    published_at  TIMESTAMPTZ  NULL
-);
+CREATE SCHEMA IF NOT EXISTS `+s.schema+`;`+demo.OrdersTables(s.t("orders"), s.t("outbox"))+`
 CREATE INDEX IF NOT EXISTS outbox_pending_idx ON `+s.t("outbox")+` (id) WHERE published_at IS NULL;
 CREATE TABLE IF NOT EXISTS `+s.t("reservations")+` (
     order_id    TEXT        NOT NULL,

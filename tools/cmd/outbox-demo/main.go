@@ -31,25 +31,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cdc-relay/cdc-relay/tools/internal/demo"
 )
 
-const schema = `
-CREATE TABLE IF NOT EXISTS orders (
-    id          BIGSERIAL   PRIMARY KEY,
-    customer_id TEXT        NOT NULL,
-    amount      NUMERIC     NOT NULL,
-    created_at  TIMESTAMPTZ NOT NULL DEFAULT now()
-);
-CREATE TABLE IF NOT EXISTS outbox (
-    id            BIGSERIAL    PRIMARY KEY,
-    aggregate_id  TEXT         NOT NULL,
-    topic         TEXT         NOT NULL,
-    payload       JSONB        NOT NULL,
-    event_type    TEXT,
-    headers       JSONB,
-    created_at    TIMESTAMPTZ  NOT NULL DEFAULT now(),
-    published_at  TIMESTAMPTZ  NULL
-);`
+var schema = demo.OrdersTables("orders", "outbox")
 
 func main() {
 	if len(os.Args) < 2 {
