@@ -187,10 +187,7 @@ func (r *Relay) halted() bool { return r.lost.discard.Load() || r.track.broken.L
 // the buffer to the garbage collector, so that nothing can read it after the stream reused it.
 func (r *Relay) produce(ctx context.Context, x *txn, stamp *sink.Stamp, out decoder.Output, badRow error, lease replication.Lease) {
 	ev := out.Event
-	rec := sink.NewRecord(sink.Event{
-		ID: ev.ID, Table: ev.Relation, AggregateID: ev.AggregateID, Topic: ev.Topic, Payload: ev.Payload,
-		EventType: ev.EventType, Headers: ev.Headers, Stamp: stamp, CloudEvents: r.cfg.Sink.CloudEvents,
-	})
+	rec := sink.NewRecord(ev, stamp, r.cfg.Sink.CloudEvents)
 	r.track.add(x) // first: x stays unacknowledged if the wait below is cut short
 	if !r.letters.wait(ctx, rec, r.log, r.lost.discard.Load) {
 		return // shutdown or a lost session while reading was paused: nothing after this is produced
@@ -202,15 +199,15 @@ func (r *Relay) produce(ctx context.Context, x *txn, stamp *sink.Stamp, out deco
 		r.park(deadLetter{rec: sink.DeadLetter(r.cfg.DLQTopic, rec, ev.Relation, badRow), txn: x})
 		return
 	}
-	relation, commitAt := ev.Relation, out.CommitTime
+	id, relation, commitAt := ev.ID, ev.Relation, out.CommitTime // what the promise reads of the event
 	r.produced++
 	seq := r.produced
 	if err := r.sink.CheckSize(rec); err != nil {
 		// Larger than the producer may buffer, with its headers: franz-go would fail it at once,
 		// after Produce returned; parked now, it counts against the budget before the next record.
 		r.cfg.Metrics.ProduceError(metrics.ClassRejected)
-		r.log.Error("Kafka rejected a record for good: dead-lettering it", "topic", rec.Topic, "outbox_id", string(sink.Header(rec, sink.HeaderOutboxID)), "cause", err)
-		r.park(deadLetter{rec: sink.DeadLetter(r.cfg.DLQTopic, rec, relation, err), txn: x, ordered: true, seq: seq})
+		r.log.Error("Kafka rejected a record for good: dead-lettering it", "topic", rec.Topic, "outbox_id", ev.ID, "cause", err)
+		r.park(deadLetter{rec: sink.DeadLetter(r.cfg.DLQTopic, rec, ev.Relation, err), txn: x, ordered: true, seq: seq})
 		return
 	}
 	// A letter of its key not parked yet: its replay must not come after this record (letterorder.go).
@@ -258,7 +255,7 @@ func (r *Relay) produce(ctx context.Context, x *txn, stamp *sink.Stamp, out deco
 			sink.TraceFailed(rec, err)
 		case sink.Refused:
 			r.cfg.Metrics.ProduceError(metrics.ClassRejected)
-			r.log.Error("Kafka rejected a record for good: dead-lettering it", "topic", rec.Topic, "outbox_id", string(sink.Header(rec, sink.HeaderOutboxID)), "cause", err)
+			r.log.Error("Kafka rejected a record for good: dead-lettering it", "topic", rec.Topic, "outbox_id", id, "cause", err)
 			dl := deadLetter{rec: sink.DeadLetter(r.cfg.DLQTopic, rec, relation, err), txn: x, ordered: true, seq: seq}
 			if r.eos != nil {
 				dl.sent = rec // the open transaction may hold it (eosHeld)
@@ -271,7 +268,7 @@ func (r *Relay) produce(ctx context.Context, x *txn, stamp *sink.Stamp, out deco
 			r.cfg.Metrics.ProduceError(metrics.ClassUndelivered)
 			sink.TraceFailed(rec, err)
 			r.lost.stopProduce() // nothing buffered after it is sent (lost.go)
-			r.track.fail(fmt.Errorf("relay: record for %s (outbox id %s) not delivered: %w", rec.Topic, sink.Header(rec, sink.HeaderOutboxID), err))
+			r.track.fail(fmt.Errorf("relay: record for %s (outbox id %s) not delivered: %w", rec.Topic, id, err))
 		}
 	})
 }
