@@ -127,11 +127,11 @@ func (l *lostSession) stopProducing() {
 }
 
 // sessionLost is the stream's OnSessionLost.
-func (r *Relay) sessionLost(cause error) {
-	if r.eos != nil {
-		r.eosSessionLost(cause)
-		return
-	}
+func (r *Relay) sessionLost(cause error) { r.delivery.sessionLost(cause) }
+
+// abandonSession is sessionLost in at-least-once mode: the relay forgets the session's
+// transactions, aborts what the producer buffers and replays from the slot (lostSession).
+func (r *Relay) abandonSession(cause error) {
 	r.lost.mu.Lock()
 	r.lost.discard.Store(true)
 	r.lost.losses.Add(1)

@@ -288,7 +288,7 @@ func TestSimVirtualSeedsThatFoundDefects(t *testing.T) {
 	}
 }
 
-// An exactly-once stop that cut short the read of a refused record's partition (eosHeld) ended
+// An exactly-once stop that cut short the read of a refused record's partition (exactlyOnce.held) ended
 // Run with the read's "context canceled" as its error, a failure of the run after a clean stop
 // (seed 9406: invariant g). Whether the stop meets the read depends on the goroutines'
 // interleaving, about one run in thirty, so the seed runs 150 times (about 5 s; with the fix
