@@ -205,7 +205,7 @@ func (r *Relay) produce(ctx context.Context, x *txn, stamp *sink.Stamp, out deco
 		r.park(deadLetter{rec: sink.DeadLetter(r.cfg.DLQTopic, rec, ev.Relation, err), txn: x, ordered: true, seq: seq})
 		return
 	}
-	// A letter of its key not parked yet: its replay must not come after this record (letterorder.go).
+	// A letter of its key not parked yet: its replay must not come after this record (deadletter_order.go).
 	if r.letters.holdsKey(rec) && !r.letters.waitKey(ctx, rec, r.log, r.halted) {
 		return // shutdown, a lost session or a failure while it waited: nothing after this is produced
 	}

@@ -34,7 +34,7 @@ type Stats struct {
 	KafkaOutages atomic.Int64
 	KafkaProbes  atomic.Int64
 	// KeyOrderAtRisk counts records acknowledged ahead of the dead letter of an earlier record
-	// of their key (letterorder.go): the key's order then rests on that letter being parked.
+	// of their key (deadletter_order.go): the key's order then rests on that letter being parked.
 	KeyOrderAtRisk atomic.Int64
 }
 
@@ -73,7 +73,7 @@ type Relay struct {
 	// wait for (the final flush, an exactly-once commit in flight) ends then (afterStop).
 	shutdown context.Context
 	// produced numbers the records the pipeline makes past a bad row (its goroutine alone), so
-	// that an acknowledgement can tell whether it passed a letter of its key (letterorder.go).
+	// that an acknowledgement can tell whether it passed a letter of its key (deadletter_order.go).
 	produced uint64
 	// onPassed, if set (tests), hears of each record that passed its key's letter.
 	onPassed func(rec *kgo.Record, letters []*kgo.Record)

@@ -18,7 +18,7 @@ import (
 type deadLetter struct {
 	rec *kgo.Record
 	txn *txn
-	// ordered: until it is parked, the later records of its topic and key wait (letterorder.go);
+	// ordered: until it is parked, the later records of its topic and key wait (deadletter_order.go);
 	// not for a bad row, which never reaches its topic. Read by park alone.
 	ordered bool
 	seq     uint64 // the produce sequence number of the record (Relay.produced), if ordered
