@@ -15,29 +15,15 @@ import (
 	"github.com/cdc-relay/cdc-relay/sink"
 )
 
-// Exactly-once delivery (`run --delivery exactly-once`; DESIGN.md, "Exactly-once"). The
-// pipeline's goroutine owns the open Kafka transaction, and this file is all it does with it:
-//
-//   - At the first messages of the session (the slot is taken: the stream streams) it takes
-//     the slot's transactional id, which fences every earlier holder and aborts the transaction
-//     one left open, and only then reads the checkpoint (E3).
-//   - It feeds txn.Progress each Begin, record and Commit in the decoder's order, so that a
-//     replay drops what a committed Kafka transaction has (E7), and begins a Kafka transaction
-//     at the first record it produces after a commit.
-//   - It commits once the transaction is Interval old, after the PostgreSQL transaction being
-//     decoded then, or at once when it holds MaxRecords or is twice Interval old (inside a
-//     PostgreSQL transaction: a split, E6). A commit waits until every record in the
-//     transaction is acknowledged or replaced by its acknowledged dead letter (E8).
-//   - After a Commit that returned nil, and only then, it hands the checkpoint's Position to the
-//     stream (E5). The tracker confirms nothing in this mode; an idle keepalive's WAL end is
-//     confirmed only while no Kafka transaction is open and nothing is tracked (rule 3).
-//
-// Whatever keeps a transaction from committing ends the run (exit 1) without confirming it: a
-// fence (another relay took the transactional id), a commit that failed or whose outcome is
-// unknown, a record that failed, a lost replication session. Its restart takes the slot, fences,
-// reads the checkpoint again and replays from the slot, skipping what the newest committed
-// checkpoint covers; an in-process replay would need the stream to restart its session and the
-// producer its epoch, which a restart does with less to get wrong.
+// exactlyOnce is the delivery of `run --delivery exactly-once`: the pipeline's goroutine owns
+// the open Kafka transaction. At a session's first message it takes the slot's transactional
+// id, fencing every earlier holder, and only then reads the checkpoint (ready); it feeds
+// Progress each Begin, record and Commit, so that a replay drops what a committed transaction
+// has; it commits when the transaction is due (commitIfDue), once all of it is settled, and only
+// then confirms the checkpoint's position (commit). Whatever keeps a transaction from
+// committing (a fence, a failed commit or record, a lost session) ends the run unconfirmed: the
+// restart fences, reads the checkpoint and replays from the slot, which an in-process replay
+// would need a new session and producer epoch for. (DESIGN.md, "Exactly-once")
 type exactlyOnce struct {
 	r        *Relay
 	cfg      ExactlyOnce
@@ -45,10 +31,10 @@ type exactlyOnce struct {
 
 	prod     *kafkatxn.Producer // nil until start
 	progress *kafkatxn.Progress
-	open     bool      // a Kafka transaction is begun
-	began    time.Time // when it began
-	records  int       // records and dead letters produced in it
-	timer    *time.Timer
+	open     bool        // a Kafka transaction is begun
+	began    time.Time   // when it began
+	records  int         // records and dead letters produced in it
+	timer    *time.Timer // fires when the open Kafka transaction may be due (due)
 }
 
 // newExactlyOnce returns the exactly-once delivery of cfg, its relay to be set. The checkpoint's
@@ -172,7 +158,7 @@ func (e *exactlyOnce) retry(ctx context.Context, what string, op func() error) e
 }
 
 // begin starts a PostgreSQL transaction, named by the start of its commit record, for
-// Progress: a replay drops what a committed checkpoint covers.
+// Progress: a replay drops what a committed checkpoint covers (E7).
 func (e *exactlyOnce) begin(finalLSN pglogrepl.LSN) { e.progress.Begin(finalLSN) }
 
 // committed ends the PostgreSQL transaction at endLSN for Progress, and commits the Kafka
@@ -218,9 +204,10 @@ func (e *exactlyOnce) due() <-chan time.Time {
 }
 
 // commitIfDue commits the open Kafka transaction if it is due: it holds MaxRecords, or it is
-// twice Interval old, or Interval old and no PostgreSQL transaction is being decoded (inTxn
-// false). Otherwise, when the timer fired (fired), it sets the timer for the next of those
-// moments. A stop while it waits for the records is no error: Run's finish commits or aborts.
+// twice Interval old (inside a PostgreSQL transaction: a split, E6), or Interval old and no
+// PostgreSQL transaction is being decoded (inTxn false). Otherwise, when the timer fired
+// (fired), it sets the timer for the next of those moments. A stop while it waits for the
+// records is no error: Run's finish commits or aborts.
 func (e *exactlyOnce) commitIfDue(ctx context.Context, inTxn, fired bool) error {
 	if !e.open {
 		return nil
@@ -240,8 +227,7 @@ func (e *exactlyOnce) commitIfDue(ctx context.Context, inTxn, fired bool) error 
 	// open, and finish ends it). A commit that was sent and failed is one whatever ctx says:
 	// its transaction is closed and none of it is committed, and the pipeline, which may still
 	// take a batch before it sees the stop, must not confirm an idle keepalive's WAL end past it
-	// (the slot was confirmed past records that the fence had aborted: the virtual-time
-	// simulation's exactly-once seed 3815).
+	// (the slot would be confirmed past records that the fence had aborted).
 	if err := e.commit(ctx); err != nil && (ctx.Err() == nil || !e.open) {
 		return err
 	}
@@ -261,9 +247,8 @@ func (e *exactlyOnce) commit(ctx context.Context) error {
 	cp.SystemID, cp.Timeline = sys.ID, sys.Timeline
 	// Not ctx: a commit canceled midway has an unknown outcome. Kafka aborts a transaction
 	// open longer than its timeout anyway. But a stop bounds it (r.shutdown): a stop during a
-	// commit whose answers Kafka held kept Run past the shutdown timeout (the virtual-time
-	// simulation's exactly-once seeds 11305, 18800 and 24212); cut short, its outcome is
-	// unknown, and the restart reads the checkpoint to learn it.
+	// commit whose answers Kafka held would keep Run past the shutdown timeout; cut short, its
+	// outcome is unknown, and the restart reads the checkpoint to learn it.
 	cctx, cancel := context.WithTimeout(r.shutdown, e.cfg.TransactionTimeout)
 	defer cancel()
 	began := time.Now()
@@ -394,8 +379,7 @@ func (e *exactlyOnce) held(ctx context.Context, rec *kgo.Record) error {
 	if held {
 		// Its first produce is in the transaction, but franz-go, told the batch failed, gave its
 		// sequence numbers to the partition's next batch, which Kafka then took for a duplicate
-		// of this one: acknowledged, never written (the virtual-time simulation's exactly-once
-		// seed 159630). Nothing acknowledged on the partition since can be trusted: the
+		// of this one: acknowledged, never written. Nothing acknowledged on the partition since can be trusted: the
 		// transaction must not commit. The restart replays from the checkpoint.
 		r.lost.stopProduce()
 		err := fmt.Errorf("relay: exactly-once: Kafka refused a record on a retry (outbox id %s, %s partition %d) whose first produce is in the open transaction, "+

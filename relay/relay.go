@@ -182,8 +182,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	runErr = r.delivery.finish(fctx, runErr)
 	// The final status gets at least finalStatusTimeout of its own, after Kafka's deadline: a
 	// flush or an exactly-once abort that used the whole shutdown timeout (Kafka down) left it
-	// none, and the session ended without CopyDone, its last position maybe not taken
-	// (invariant (i) of the virtual-time simulation, exactly-once seeds 10192 and 16798).
+	// none, and the session would end without CopyDone, its last position maybe not taken.
 	closeBy := time.Now().Add(finalStatusTimeout)
 	if d, ok := fctx.Deadline(); ok && d.After(closeBy) {
 		closeBy = d
