@@ -36,10 +36,10 @@ func (b *letterBudget) holdsKey(rec *kgo.Record) bool {
 // reports the session lost first (rec is not produced; the pipeline produces nothing after it).
 // Delivered ahead of a letter not parked yet, rec would outlive a stop, failure or crash that
 // forgot the letter, and the refused record's replay would land after it: its key out of commit
-// order, nothing dead-lettered to say why. Reading pauses behind it (said after heldLogAfter,
-// with the topic and key, and every heldLogEvery). A bad row holds nothing: it never reaches its
-// topic. (DESIGN.md, "A key's later records wait for its dead letter")
-func (b *letterBudget) waitKey(ctx context.Context, rec *kgo.Record, log *slog.Logger, lost func() bool) bool {
+// order, nothing dead-lettered to say why. Reading pauses behind it (said, with the topic, key
+// and id, rec's outbox id, after heldLogAfter and every heldLogEvery). A bad row holds nothing:
+// it never reaches its topic. (DESIGN.md, "A key's later records wait for its dead letter")
+func (b *letterBudget) waitKey(ctx context.Context, rec *kgo.Record, id string, log *slog.Logger, lost func() bool) bool {
 	if !b.holdsKey(rec) {
 		return true
 	}
@@ -50,7 +50,7 @@ func (b *letterBudget) waitKey(ctx context.Context, rec *kgo.Record, log *slog.L
 		said = true
 		if n == 0 {
 			log.Warn("reading paused: a dead letter of this record's topic and key is not parked yet, and the key's later records wait for it, in order",
-				"topic", rec.Topic, "key", string(rec.Key), "outbox_id", string(sink.Header(rec, sink.HeaderOutboxID)), "paused_for", paused.Round(time.Second))
+				"topic", rec.Topic, "key", string(rec.Key), "outbox_id", id, "paused_for", paused.Round(time.Second))
 			return
 		}
 		log.Warn("reading still paused: the dead letter of the key is not parked yet", "topic", rec.Topic, "key", string(rec.Key), "paused_for", paused.Round(time.Second))
@@ -81,16 +81,16 @@ func (b *letterBudget) passed(rec *kgo.Record, seq uint64) []*kgo.Record {
 	return passed
 }
 
-// passedLetters says that rec was acknowledged ahead of letters, the dead letters of earlier
-// records of its topic and key: the key's order rests on them now (DESIGN.md, "A key's later
-// records wait for its dead letter").
-func (r *Relay) passedLetters(rec *kgo.Record, letters []*kgo.Record) {
+// passedLetters says that rec (outbox id id) was acknowledged ahead of letters, the dead
+// letters of earlier records of its topic and key: the key's order rests on them now
+// (DESIGN.md, "A key's later records wait for its dead letter").
+func (r *Relay) passedLetters(rec *kgo.Record, id string, letters []*kgo.Record) {
 	r.stats.KeyOrderAtRisk.Add(1)
 	r.log.Error("a record was acknowledged ahead of the dead letter of an earlier record of its key: franz-go failed the earlier "+
 		"record (its batch refused, or the record too large for a batch) and took this one before the relay heard of the failure; "+
 		"the key stays in order only if that letter is parked before the relay stops, or the earlier record is refused again "+
 		"on the replay (a crash or a shutdown timeout before the letter is parked, and a refusal that ended, put it after this one)",
-		"topic", rec.Topic, "key", string(rec.Key), "outbox_id", string(sink.Header(rec, sink.HeaderOutboxID)),
+		"topic", rec.Topic, "key", string(rec.Key), "outbox_id", id,
 		"letter_outbox_id", string(sink.Header(letters[0], sink.HeaderOutboxID)), "letters", len(letters))
 	if r.onPassed != nil {
 		r.onPassed(rec, letters)

@@ -206,7 +206,7 @@ func (r *Relay) produce(ctx context.Context, x *txn, stamp *sink.Stamp, out deco
 		return
 	}
 	// A letter of its key not parked yet: its replay must not come after this record (deadletter_order.go).
-	if r.letters.holdsKey(rec) && !r.letters.waitKey(ctx, rec, r.log, r.halted) {
+	if r.letters.holdsKey(rec) && !r.letters.waitKey(ctx, rec, ev.ID, r.log, r.halted) {
 		return // shutdown, a lost session or a failure while it waited: nothing after this is produced
 	}
 	r.lost.produce.RLock()
@@ -223,7 +223,7 @@ func (r *Relay) produce(ctx context.Context, x *txn, stamp *sink.Stamp, out deco
 	r.sink.Produce(pctx, rec, func(rec *kgo.Record, err error) {
 		if err == nil {
 			if passed := r.letters.passed(rec, seq); passed != nil {
-				r.passedLetters(rec, passed)
+				r.passedLetters(rec, id, passed)
 			}
 			r.letters.signal()
 			r.stats.Published.Add(1)
