@@ -288,11 +288,11 @@ func TestSimVirtualSeedsThatFoundDefects(t *testing.T) {
 	}
 }
 
-// An exactly-once stop that cut short the read of a refused record's partition (exactlyOnce.held) ended
-// Run with the read's "context canceled" as its error, a failure of the run after a clean stop
-// (seed 9406: invariant g). Whether the stop meets the read depends on the goroutines'
-// interleaving, about one run in thirty, so the seed runs 150 times (about 5 s; with the fix
-// reverted, 150 runs miss it about once in 200).
+// An exactly-once stop that cut short the read of a refused record's partition
+// (exactlyOnce.held) ended Run with the read's "context canceled" as its error, a failure of
+// the run after a clean stop (seed 9406: invariant g). Whether the stop meets the read depends
+// on the goroutines' interleaving, about one run in thirty, so the seed runs 150 times (about
+// 5 s; with the fix reverted, 150 runs miss it about once in 200).
 func TestSimVirtualStopDuringTheReadOfARefusedRecord(t *testing.T) {
 	vsimSetup(t)
 	for i := range 150 {
