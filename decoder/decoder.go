@@ -35,17 +35,6 @@ func (k Kind) String() string {
 	return "Kind(" + strconv.Itoa(int(k)) + ")"
 }
 
-// Event is one outbox event.
-type Event struct {
-	ID          string          // outbox id: the id column's decimal text; for a logical message the content's "id" or, absent, the message LSN as "X/Y"
-	AggregateID string          // the Kafka key
-	Topic       string          // the row's topic, or Config.Topic
-	Payload     []byte          // the record value: the payload column's text (aliases Decode's data), or a message's raw "payload" JSON
-	EventType   string          // "" when absent/NULL
-	Headers     []outbox.Header // string values of the headers jsonb object (non-string values: their JSON text), sorted by key
-	Relation    string          // "schema.table", or "message:<prefix>" for logical messages
-}
-
 // Output is what one pgoutput message means for the relay.
 type Output struct {
 	Kind      Kind
@@ -60,7 +49,7 @@ type Output struct {
 	// Event is set for KindEvent. It is also set, as far as it could be read, with KindNone and a
 	// *outbox.RowError for a non-transactional logical message with the outbox prefix, so that it can be
 	// dead-lettered.
-	Event Event
+	Event outbox.Event
 }
 
 // Decoder turns pgoutput messages into Outputs. It holds the relation cache and the open

@@ -77,14 +77,14 @@ func TestTransaction(t *testing.T) {
 	rows := []struct {
 		lsn  pglogrepl.LSN
 		data []byte
-		want Event
+		want outbox.Event
 	}{
 		{0x16B3748, outboxRow(txt("42"), txt("order-1"), txt("orders"), txt(`{"total": 10}`), txt("OrderPlaced"),
 			txt(`{"traceparent": "00-abc-01", "correlation_id": "c-1"}`)),
-			Event{ID: "42", AggregateID: "order-1", Topic: "orders", Payload: []byte(`{"total": 10}`), EventType: "OrderPlaced",
+			outbox.Event{ID: "42", AggregateID: "order-1", Topic: "orders", Payload: []byte(`{"total": 10}`), EventType: "OrderPlaced",
 				Headers: []outbox.Header{{Key: "correlation_id", Value: []byte("c-1")}, {Key: "traceparent", Value: []byte("00-abc-01")}}, Relation: "public.outbox"}},
 		{0x16B3790, outboxRow(txt("43"), txt("order-2"), txt("payments"), txt(`[1, 2]`), null, null),
-			Event{ID: "43", AggregateID: "order-2", Topic: "payments", Payload: []byte(`[1, 2]`), Relation: "public.outbox"}},
+			outbox.Event{ID: "43", AggregateID: "order-2", Topic: "payments", Payload: []byte(`[1, 2]`), Relation: "public.outbox"}},
 	}
 	for _, r := range rows {
 		out := decode(t, d, r.lsn, r.data)
@@ -112,7 +112,7 @@ func TestRequiredColumnsOnly(t *testing.T) {
 		col{"created_at", oidTS}, col{"published_at", oidTS}))
 	decode(t, d, 1, beginMsg(10, commitAt, 1))
 	out := decode(t, d, 2, insertMsg(7, txt("1"), txt("a"), txt("t"), txt(`{}`), txt("now"), null))
-	want := Event{ID: "1", AggregateID: "a", Topic: "t", Payload: []byte(`{}`), Relation: "public.outbox"}
+	want := outbox.Event{ID: "1", AggregateID: "a", Topic: "t", Payload: []byte(`{}`), Relation: "public.outbox"}
 	if !reflect.DeepEqual(out.Event, want) {
 		t.Errorf("Event = %+v, want %+v", out.Event, want)
 	}
@@ -182,7 +182,7 @@ func TestCustomColumns(t *testing.T) {
 	decode(t, d, 1, beginMsg(10, commitAt, 1))
 	out := decode(t, d, 2, insertMsg(9, txt("hello"), txt("Greeted"), txt("5"), txt(`{"h": "v"}`),
 		txt("user-9"), txt("greetings"), txt("not the key"), txt("not the payload")))
-	want := Event{ID: "5", AggregateID: "user-9", Topic: "greetings", Payload: []byte("hello"), EventType: "Greeted",
+	want := outbox.Event{ID: "5", AggregateID: "user-9", Topic: "greetings", Payload: []byte("hello"), EventType: "Greeted",
 		Headers: []outbox.Header{{Key: "h", Value: []byte("v")}}, Relation: "events.out"}
 	if !reflect.DeepEqual(out.Event, want) {
 		t.Errorf("Event = %+v\nwant %+v", out.Event, want)
@@ -403,7 +403,7 @@ func TestAlterTable(t *testing.T) {
 		t.Fatal("a Relation message ended the transaction")
 	}
 	out := decode(t, d, 4, insertMsg(outboxID, txt("acme"), txt(`{"v": 2}`), txt("t2"), txt("2"), txt(`{"h": "1"}`), txt("k2"), txt("E2")))
-	want := Event{ID: "2", AggregateID: "k2", Topic: "t2", Payload: []byte(`{"v": 2}`), EventType: "E2",
+	want := outbox.Event{ID: "2", AggregateID: "k2", Topic: "t2", Payload: []byte(`{"v": 2}`), EventType: "E2",
 		Headers: []outbox.Header{{Key: "h", Value: []byte("1")}}, Relation: "public.outbox"}
 	if !reflect.DeepEqual(out.Event, want) {
 		t.Errorf("after ALTER: %+v\nwant %+v", out.Event, want)
@@ -711,7 +711,7 @@ func TestDecodeKeepsNothingOfDataButThePayload(t *testing.T) {
 		decode(t, d, 0x16B3700, m)
 		garbage(m)
 	}
-	want := Event{ID: "42", AggregateID: "order-1", Topic: "orders", EventType: "OrderPlaced",
+	want := outbox.Event{ID: "42", AggregateID: "order-1", Topic: "orders", EventType: "OrderPlaced",
 		Headers: []outbox.Header{{Key: "correlation_id", Value: []byte("c-1")}}, Relation: "public.outbox"}
 	for i := range 2 { // the second row meets the interned topic and event type of the first
 		row := outboxRow(txt("42"), txt("order-1"), txt("orders"), txt(`{"total": 10}`), txt("OrderPlaced"), txt(`{"correlation_id": "c-1"}`))
@@ -731,7 +731,7 @@ func TestDecodeKeepsNothingOfDataButThePayload(t *testing.T) {
 	msg := logicalMsg(true, 0x16B3790, defaultMessagePrefix, `{"id": "m-1", "key": "k", "topic": "t", "event_type": "E", "headers": {"h": "v"}, "payload": {"a": 1}}`)
 	out := decode(t, d, 0x16B3790, msg)
 	garbage(msg)
-	wantMsg := Event{ID: "m-1", AggregateID: "k", Topic: "t", Payload: []byte(`{"a": 1}`), EventType: "E",
+	wantMsg := outbox.Event{ID: "m-1", AggregateID: "k", Topic: "t", Payload: []byte(`{"a": 1}`), EventType: "E",
 		Headers: []outbox.Header{{Key: "h", Value: []byte("v")}}, Relation: "message:" + defaultMessagePrefix}
 	if !reflect.DeepEqual(out.Event, wantMsg) {
 		t.Errorf("logical message, overwritten: Event = %+v\nwant %+v", out.Event, wantMsg)

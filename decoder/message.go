@@ -64,7 +64,7 @@ func (d *Decoder) logicalMessage(walStart pglogrepl.LSN, r *reader) (Output, err
 
 // messageEvent fills ev from a message's content and returns the first problem: the field at
 // fault and the reason.
-func (d *Decoder) messageEvent(ev *Event, lsn pglogrepl.LSN, content []byte) (string, error) {
+func (d *Decoder) messageEvent(ev *outbox.Event, lsn pglogrepl.LSN, content []byte) (string, error) {
 	ev.Relation = d.msgRelation
 	ev.ID = lsn.String()
 	var c messageContent

@@ -18,7 +18,7 @@ func TestLogicalMessage(t *testing.T) {
 		"headers": {"traceparent": "00-abc-01", "retry": 2},
 		"payload": {"b": 1, "a": [1.50, "x"]}}`
 	out := decode(t, d, 0x16B3748, logicalMsg(true, 0x16B3748, "outbox", content))
-	want := Output{Kind: KindEvent, Xid: 777, CommitLSN: 0x16B3800, CommitTime: commitAt, Event: Event{
+	want := Output{Kind: KindEvent, Xid: 777, CommitLSN: 0x16B3800, CommitTime: commitAt, Event: outbox.Event{
 		ID: "evt-1", AggregateID: "order-1", Topic: "orders", Payload: []byte(`{"b": 1, "a": [1.50, "x"]}`),
 		EventType: "OrderPlaced", Headers: []outbox.Header{{Key: "retry", Value: []byte("2")}, {Key: "traceparent", Value: []byte("00-abc-01")}},
 		Relation: "message:outbox",
@@ -37,24 +37,24 @@ func TestLogicalMessageFields(t *testing.T) {
 		name    string
 		cfg     Config
 		content string
-		want    Event
+		want    outbox.Event
 	}{
 		{"minimal: id from the message LSN", Config{}, `{"key": "k", "topic": "t", "payload": 1}`,
-			Event{ID: "0/16B3748", AggregateID: "k", Topic: "t", Payload: []byte("1"), Relation: "message:outbox"}},
+			outbox.Event{ID: "0/16B3748", AggregateID: "k", Topic: "t", Payload: []byte("1"), Relation: "message:outbox"}},
 		{"empty id: the message LSN", Config{}, `{"id": "", "key": "k", "topic": "t", "payload": "s"}`,
-			Event{ID: "0/16B3748", AggregateID: "k", Topic: "t", Payload: []byte(`"s"`), Relation: "message:outbox"}},
+			outbox.Event{ID: "0/16B3748", AggregateID: "k", Topic: "t", Payload: []byte(`"s"`), Relation: "message:outbox"}},
 		{"numeric id", Config{}, `{"id": 42, "key": "k", "topic": "t", "payload": [true]}`,
-			Event{ID: "42", AggregateID: "k", Topic: "t", Payload: []byte("[true]"), Relation: "message:outbox"}},
+			outbox.Event{ID: "42", AggregateID: "k", Topic: "t", Payload: []byte("[true]"), Relation: "message:outbox"}},
 		{"null payload is the JSON text null", Config{}, `{"key": "k", "topic": "t", "payload": null}`,
-			Event{ID: "0/16B3748", AggregateID: "k", Topic: "t", Payload: []byte("null"), Relation: "message:outbox"}},
+			outbox.Event{ID: "0/16B3748", AggregateID: "k", Topic: "t", Payload: []byte("null"), Relation: "message:outbox"}},
 		{"null optional fields", Config{}, `{"key": "k", "topic": "t", "payload": {}, "event_type": null, "headers": null, "id": null}`,
-			Event{ID: "0/16B3748", AggregateID: "k", Topic: "t", Payload: []byte("{}"), Relation: "message:outbox"}},
+			outbox.Event{ID: "0/16B3748", AggregateID: "k", Topic: "t", Payload: []byte("{}"), Relation: "message:outbox"}},
 		{"Config.Topic wins", Config{Topic: "fixed"}, `{"key": "k", "topic": "t", "payload": 1}`,
-			Event{ID: "0/16B3748", AggregateID: "k", Topic: "fixed", Payload: []byte("1"), Relation: "message:outbox"}},
+			outbox.Event{ID: "0/16B3748", AggregateID: "k", Topic: "fixed", Payload: []byte("1"), Relation: "message:outbox"}},
 		{"Config.Topic, no topic", Config{Topic: "fixed"}, `{"key": "k", "payload": 1}`,
-			Event{ID: "0/16B3748", AggregateID: "k", Topic: "fixed", Payload: []byte("1"), Relation: "message:outbox"}},
+			outbox.Event{ID: "0/16B3748", AggregateID: "k", Topic: "fixed", Payload: []byte("1"), Relation: "message:outbox"}},
 		{"custom prefix", Config{MessagePrefix: "events"}, `{"key": "k", "topic": "t", "payload": 1, "extra": "ignored"}`,
-			Event{ID: "0/16B3748", AggregateID: "k", Topic: "t", Payload: []byte("1"), Relation: "message:events"}},
+			outbox.Event{ID: "0/16B3748", AggregateID: "k", Topic: "t", Payload: []byte("1"), Relation: "message:events"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -133,7 +133,7 @@ func TestNonTransactionalMessage(t *testing.T) {
 		t.Errorf("Error() = %q, want it to say how to emit the message", err)
 	}
 	// Where it is comes along, so that the relay can dead-letter it and confirm past it.
-	want := Output{Kind: KindNone, EndLSN: 0x16B3748, Event: Event{ID: "e1", AggregateID: "k", Topic: "t", Payload: []byte("1"), Relation: "message:outbox"}}
+	want := Output{Kind: KindNone, EndLSN: 0x16B3748, Event: outbox.Event{ID: "e1", AggregateID: "k", Topic: "t", Payload: []byte("1"), Relation: "message:outbox"}}
 	if !reflect.DeepEqual(out, want) {
 		t.Errorf("Output = %+v\nwant %+v", out, want)
 	}

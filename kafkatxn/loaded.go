@@ -15,10 +15,9 @@ import (
 // Those records can be sent and acknowledged, and the transaction ended, before the store: the
 // epoch bump then misses their partition, whose next batch goes out under the new epoch with
 // its old sequence, and Kafka refuses it with OUT_OF_ORDER_SEQUENCE_NUMBER. That record fails,
-// and with it the next transaction (the relay exits and replays; the virtual-time simulation's
-// exactly-once seed 18800 under -race met it about once in 300 runs, always on a topic the
-// client first wrote to in the transaction just committed). The window is a few instructions
-// of franz-go's metadata goroutine, so it is met under load.
+// and with it the next transaction (the relay exits and replays), always on a topic the client
+// first wrote to in the transaction just committed. The window is a few instructions of
+// franz-go's metadata goroutine, so it is met under load.
 //
 // loadWatch closes it: it notes every acknowledged record whose partition the client does not
 // list yet (kgo.Client.PartitionLeader says -1 with no error), and the Producer waits, before

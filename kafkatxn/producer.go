@@ -215,8 +215,8 @@ func (p *Producer) commit(ctx context.Context, cp Checkpoint) error {
 // produceWithin produces rec and waits for its outcome until ctx ends. franz-go's ProduceSync
 // waits for an answer Kafka holds even once the record's context ended (a record in flight can
 // fail only with its request, and that request may be another record's), so a stop during a
-// commit waited as long as Kafka held the answer (the virtual-time simulation's exactly-once
-// seeds 11305, 18800 and 24212: past the shutdown timeout). Its promise may come later.
+// commit waited as long as Kafka held the answer, past the relay's shutdown timeout. Its
+// promise may come later.
 func produceWithin(ctx context.Context, cl *kgo.Client, rec *kgo.Record) error {
 	done := make(chan error, 1)
 	cl.Produce(ctx, rec, func(_ *kgo.Record, err error) { done <- err })

@@ -336,7 +336,7 @@ func (p *Poller) selectRows(ctx context.Context, tx pgx.Tx) ([]pending, error) {
 // record maps a row to its record, or to its dead-letter record when the row is bad.
 func (p *Poller) record(id string, key, topic, payload, evType, headers *string, created *time.Time) pending {
 	c := p.cfg.Columns
-	ev := sink.Event{ID: id, Table: p.tbl.String(), Topic: p.cfg.Topic, CloudEvents: p.cfg.Sink.CloudEvents}
+	ev := outbox.Event{ID: id, Relation: p.tbl.String(), Topic: p.cfg.Topic}
 	var bad *outbox.RowError
 	setBad := func(col string, err error) {
 		if bad == nil {
@@ -380,8 +380,7 @@ func (p *Poller) record(id string, key, topic, payload, evType, headers *string,
 	if created != nil {
 		commitTime = *created
 	}
-	ev.Stamp = sink.NewStamp(0, commitTime)
-	rec := sink.NewRecord(ev)
+	rec := sink.NewRecord(ev, sink.NewStamp(0, commitTime), p.cfg.Sink.CloudEvents)
 	if bad != nil {
 		p.stats.BadRows.Add(1)
 		p.cfg.Metrics.ProduceError(metrics.ClassBadRow)

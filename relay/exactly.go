@@ -15,48 +15,87 @@ import (
 	"github.com/cdc-relay/cdc-relay/sink"
 )
 
-// Exactly-once delivery (`run --delivery exactly-once`; DESIGN.md, "Exactly-once"). The
-// pipeline's goroutine owns the open Kafka transaction, and this file is all it does with it:
-//
-//   - At the first messages of the session (the slot is taken: the stream streams) it takes
-//     the slot's transactional id, which fences every earlier holder and aborts the transaction
-//     one left open, and only then reads the checkpoint (E3).
-//   - It feeds txn.Progress each Begin, record and Commit in the decoder's order, so that a
-//     replay drops what a committed Kafka transaction has (E7), and begins a Kafka transaction
-//     at the first record it produces after a commit.
-//   - It commits once the transaction is Interval old, after the PostgreSQL transaction being
-//     decoded then, or at once when it holds MaxRecords or is twice Interval old (inside a
-//     PostgreSQL transaction: a split, E6). A commit waits until every record in the
-//     transaction is acknowledged or replaced by its acknowledged dead letter (E8).
-//   - After a Commit that returned nil, and only then, it hands the checkpoint's Position to the
-//     stream (E5). The tracker confirms nothing in this mode; an idle keepalive's WAL end is
-//     confirmed only while no Kafka transaction is open and nothing is tracked (rule 3).
-//
-// Whatever keeps a transaction from committing ends the run (exit 1) without confirming it: a
-// fence (another relay took the transactional id), a commit that failed or whose outcome is
-// unknown, a record that failed, a lost replication session. Its restart takes the slot, fences,
-// reads the checkpoint again and replays from the slot, skipping what the newest committed
-// checkpoint covers; an in-process replay would need the stream to restart its session and the
-// producer its epoch, which a restart does with less to get wrong.
-type exactly struct {
+// exactlyOnce is the delivery of `run --delivery exactly-once`: the pipeline's goroutine owns
+// the open Kafka transaction. At a session's first message it takes the slot's transactional
+// id, fencing every earlier holder, and only then reads the checkpoint (ready); it feeds
+// Progress each Begin, record and Commit, so that a replay drops what a committed transaction
+// has; it commits when the transaction is due (commitIfDue), once all of it is settled, and only
+// then confirms the checkpoint's position (commit). Whatever keeps a transaction from
+// committing (a fence, a failed commit or record, a lost session) ends the run unconfirmed: the
+// restart fences, reads the checkpoint and replays from the slot, which an in-process replay
+// would need a new session and producer epoch for. (DESIGN.md, "Exactly-once")
+type exactlyOnce struct {
+	r        *Relay
 	cfg      ExactlyOnce
 	readOpts []kgo.Opt // the checkpoint reader's client: the seeds, TLS and SASL of the sink's
 
 	prod     *kafkatxn.Producer // nil until start
 	progress *kafkatxn.Progress
-	open     bool      // a Kafka transaction is begun
-	began    time.Time // when it began
-	records  int       // records and dead letters produced in it
-	timer    *time.Timer
+	open     bool        // a Kafka transaction is begun
+	began    time.Time   // when it began
+	records  int         // records and dead letters produced in it
+	timer    *time.Timer // fires when the open Kafka transaction may be due (due)
 }
 
-// eosStart takes the slot's transactional id and reads the checkpoint. It runs on the
+// newExactlyOnce returns the exactly-once delivery of cfg, its relay to be set. The checkpoint's
+// reader connects as the producer does (seeds, TLS, SASL): sinkOpts are the sink's options
+// before the transactional id's.
+func newExactlyOnce(cfg ExactlyOnce, brokers []string, sinkOpts []kgo.Opt) *exactlyOnce {
+	return &exactlyOnce{cfg: cfg, readOpts: append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, sinkOpts...)}
+}
+
+// prepare creates the checkpoint topic, or checks the one that exists.
+func (e *exactlyOnce) prepare(ctx context.Context) error {
+	if err := kafkatxn.EnsureCheckpointTopic(ctx, e.r.sink.Client(), e.cfg.CheckpointTopic, -1); err != nil {
+		return fmt.Errorf("relay: exactly-once: %w", err)
+	}
+	return nil
+}
+
+// ready starts the session at its first message: the session streams, so the slot is this
+// relay's: fence, then read the checkpoint, before anything of it is decoded (DESIGN.md, "Take
+// the slot, fence"). A reset comes before a session's handshake (one that never streamed:
+// PostgreSQL was away).
+func (e *exactlyOnce) ready(ctx context.Context) (bool, error) {
+	if e.prod != nil {
+		return true, nil
+	}
+	if err := e.start(ctx); err != nil && ctx.Err() == nil {
+		return false, err
+	}
+	return ctx.Err() == nil, nil
+}
+
+// reset ends the run when a session that streamed was lost (see exactlyOnce).
+func (e *exactlyOnce) reset() error {
+	if e.prod == nil {
+		return nil
+	}
+	if err := e.r.track.err(); err != nil {
+		return err
+	}
+	return errors.New("relay: exactly-once: a new replication session within the run")
+}
+
+// produced commits the open Kafka transaction if it is due, inside a PostgreSQL transaction.
+func (e *exactlyOnce) produced(ctx context.Context) error { return e.commitIfDue(ctx, true, false) }
+
+// tick commits the open Kafka transaction if it is due, or sets the timer for when it may be.
+func (e *exactlyOnce) tick(ctx context.Context, inTxn bool) error {
+	return e.commitIfDue(ctx, inTxn, true)
+}
+
+// caughtUp changes nothing: a commit waits for its moment (commitIfDue) whether or not more is
+// decoded.
+func (e *exactlyOnce) caughtUp(context.Context, bool) error { return nil }
+
+// start takes the slot's transactional id and reads the checkpoint. It runs on the
 // pipeline's goroutine at the session's first messages: the slot is this relay's, and nothing
 // of the session is decoded yet.
-func (r *Relay) eosStart(ctx context.Context) error {
-	e, slot := r.eos, r.cfg.Replication.Slot
+func (e *exactlyOnce) start(ctx context.Context) error {
+	r, slot := e.r, e.r.cfg.Replication.Slot
 	var prod *kafkatxn.Producer
-	err := r.eosRetry(ctx, "taking the slot's transactional id", func() (err error) {
+	err := e.retry(ctx, "taking the slot's transactional id", func() (err error) {
 		prod, err = kafkatxn.New(ctx, r.sink.Client(), kafkatxn.Config{Slot: slot, TransactionalID: e.cfg.TransactionalID,
 			CheckpointTopic: e.cfg.CheckpointTopic, TransactionTimeout: e.cfg.TransactionTimeout})
 		return err
@@ -66,7 +105,7 @@ func (r *Relay) eosStart(ctx context.Context) error {
 	}
 	var cp kafkatxn.Checkpoint
 	var found bool
-	err = r.eosRetry(ctx, "reading the checkpoint", func() (err error) {
+	err = e.retry(ctx, "reading the checkpoint", func() (err error) {
 		cp, found, err = kafkatxn.ReadCheckpoint(ctx, e.readOpts, e.cfg.CheckpointTopic, slot)
 		return err
 	})
@@ -100,56 +139,44 @@ func (r *Relay) eosStart(ctx context.Context) error {
 	return nil
 }
 
-// eosStartBackoff paces eosRetry: 100 ms doubling to 5 s, jittered (a Kafka restart meets
+// eosStartBackoff paces retry: 100 ms doubling to 5 s, jittered (a Kafka restart meets
 // every relay of the cluster at once).
 var eosStartBackoff = retry.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second, Jitter: true}
 
-// eosRetry calls op (New or ReadCheckpoint, named by what) until it succeeds, fails for a
+// retry calls op (New or ReadCheckpoint, named by what) until it succeeds, fails for a
 // reason that waiting does not change, or ctx ends. A broker still starting, a partition
 // without a leader yet or a transaction coordinator still loading its log (ktxn.Transient)
 // passes by itself: the relay waits with back-off and says what it waits for, instead of
 // exiting and being restarted into the same wait. A fence, a missing or uncompacted checkpoint
 // topic, a checkpoint that does not decode, refused credentials end the run at once.
-func (r *Relay) eosRetry(ctx context.Context, what string, op func() error) error {
+func (e *exactlyOnce) retry(ctx context.Context, what string, op func() error) error {
 	since := time.Now()
 	return eosStartBackoff.Until(ctx, func(int) error { return op() }, kafkatxn.Transient, func(err error, wait time.Duration) {
-		r.log.Warn("exactly-once: "+what+": Kafka is not ready yet, waiting", "cause", err, "retry_in", wait.Round(time.Millisecond),
+		e.r.log.Warn("exactly-once: "+what+": Kafka is not ready yet, waiting", "cause", err, "retry_in", wait.Round(time.Millisecond),
 			"waiting_for", time.Since(since).Round(time.Millisecond))
 	})
 }
 
-// eosBegin starts a PostgreSQL transaction, named by the start of its commit record, for
-// Progress: a replay drops what a committed checkpoint covers. Nothing in at-least-once mode.
-func (r *Relay) eosBegin(finalLSN pglogrepl.LSN) {
-	if r.eos != nil {
-		r.eos.progress.Begin(finalLSN)
-	}
-}
+// begin starts a PostgreSQL transaction, named by the start of its commit record, for
+// Progress: a replay drops what a committed checkpoint covers (E7).
+func (e *exactlyOnce) begin(finalLSN pglogrepl.LSN) { e.progress.Begin(finalLSN) }
 
-// eosCommitted ends the PostgreSQL transaction at endLSN for Progress, and commits the Kafka
+// committed ends the PostgreSQL transaction at endLSN for Progress, and commits the Kafka
 // transaction if it is due. A transaction that leaves no Kafka transaction open (it had no
 // record, a replay skipped it whole, or the commits of its split parts carry all of it) has
 // nothing of it, or of any earlier one, outside committed Kafka transactions, so its end is
 // confirmed as rule 3 confirms an idle keepalive's WAL end: without it, a split transaction's
-// end waited for the next keepalive. Nothing in at-least-once mode.
-func (r *Relay) eosCommitted(ctx context.Context, endLSN pglogrepl.LSN) error {
-	if r.eos == nil {
-		return nil
-	}
-	r.eos.progress.Commit(endLSN)
-	r.idle(endLSN)
-	return r.eosCommitIfDue(ctx, false, false)
+// end waited for the next keepalive.
+func (e *exactlyOnce) committed(ctx context.Context, endLSN pglogrepl.LSN) error {
+	e.progress.Commit(endLSN)
+	e.idle(endLSN)
+	return e.commitIfDue(ctx, false, false)
 }
 
-// eosRecord counts the decoder's next record (an event or a bad row) and reports whether to
+// record counts the decoder's next record (an event or a bad row) and reports whether to
 // produce it: not when a committed Kafka transaction has it already (a replay). One to produce
-// is in the open Kafka transaction, which it begins if none is open. In at-least-once mode
-// every record is produced.
-func (r *Relay) eosRecord() (produce bool, err error) {
-	e := r.eos
-	if e == nil {
-		return true, nil
-	}
+// is in the open Kafka transaction, which it begins if none is open.
+func (e *exactlyOnce) record() (produce bool, err error) {
 	if e.progress.Record() {
 		return false, nil
 	}
@@ -168,21 +195,21 @@ func (r *Relay) eosRecord() (produce bool, err error) {
 	return true, nil
 }
 
-// eosTimer fires when the open Kafka transaction may be due; nil when none is open.
-func (r *Relay) eosTimer() <-chan time.Time {
-	if r.eos == nil || !r.eos.open {
+// due fires when the open Kafka transaction may be due; nil when none is open.
+func (e *exactlyOnce) due() <-chan time.Time {
+	if !e.open {
 		return nil
 	}
-	return r.eos.timer.C
+	return e.timer.C
 }
 
-// eosCommitIfDue commits the open Kafka transaction if it is due: it holds MaxRecords, or it is
-// twice Interval old, or Interval old and no PostgreSQL transaction is being decoded (inTxn
-// false). Otherwise, when the timer fired (fired), it sets the timer for the next of those
-// moments. A stop while it waits for the records is no error: Run's eosFinish commits or aborts.
-func (r *Relay) eosCommitIfDue(ctx context.Context, inTxn, fired bool) error {
-	e := r.eos
-	if e == nil || !e.open {
+// commitIfDue commits the open Kafka transaction if it is due: it holds MaxRecords, or it is
+// twice Interval old (inside a PostgreSQL transaction: a split, E6), or Interval old and no
+// PostgreSQL transaction is being decoded (inTxn false). Otherwise, when the timer fired
+// (fired), it sets the timer for the next of those moments. A stop while it waits for the
+// records is no error: Run's finish commits or aborts.
+func (e *exactlyOnce) commitIfDue(ctx context.Context, inTxn, fired bool) error {
+	if !e.open {
 		return nil
 	}
 	age := time.Since(e.began)
@@ -197,22 +224,21 @@ func (r *Relay) eosCommitIfDue(ctx context.Context, inTxn, fired bool) error {
 		return nil
 	}
 	// Only a wait for the records that the stop cut short is no error (the transaction is still
-	// open, and eosFinish ends it). A commit that was sent and failed is one whatever ctx says:
+	// open, and finish ends it). A commit that was sent and failed is one whatever ctx says:
 	// its transaction is closed and none of it is committed, and the pipeline, which may still
 	// take a batch before it sees the stop, must not confirm an idle keepalive's WAL end past it
-	// (the slot was confirmed past records that the fence had aborted: the virtual-time
-	// simulation's exactly-once seed 3815).
-	if err := r.eosCommit(ctx); err != nil && (ctx.Err() == nil || !e.open) {
+	// (the slot would be confirmed past records that the fence had aborted).
+	if err := e.commit(ctx); err != nil && (ctx.Err() == nil || !e.open) {
 		return err
 	}
 	return nil
 }
 
-// eosCommit commits the open Kafka transaction with the checkpoint of what it carries, once
+// commit commits the open Kafka transaction with the checkpoint of what it carries, once
 // every record in it is acknowledged or replaced by its acknowledged dead letter (Kafka commits
 // whatever the transaction holds, E8), and then, only then, confirms the checkpoint's Position.
-func (r *Relay) eosCommit(ctx context.Context) error {
-	e := r.eos
+func (e *exactlyOnce) commit(ctx context.Context) error {
+	r := e.r
 	if err := r.track.awaitSettled(ctx); err != nil {
 		return err
 	}
@@ -221,9 +247,8 @@ func (r *Relay) eosCommit(ctx context.Context) error {
 	cp.SystemID, cp.Timeline = sys.ID, sys.Timeline
 	// Not ctx: a commit canceled midway has an unknown outcome. Kafka aborts a transaction
 	// open longer than its timeout anyway. But a stop bounds it (r.shutdown): a stop during a
-	// commit whose answers Kafka held kept Run past the shutdown timeout (the virtual-time
-	// simulation's exactly-once seeds 11305, 18800 and 24212); cut short, its outcome is
-	// unknown, and the restart reads the checkpoint to learn it.
+	// commit whose answers Kafka held would keep Run past the shutdown timeout; cut short, its
+	// outcome is unknown, and the restart reads the checkpoint to learn it.
 	cctx, cancel := context.WithTimeout(r.shutdown, e.cfg.TransactionTimeout)
 	defer cancel()
 	began := time.Now()
@@ -248,29 +273,26 @@ func (r *Relay) eosCommit(ctx context.Context) error {
 // idle is rule 3: a keepalive reached the pipeline between transactions. In exactly-once mode
 // its WAL end is confirmed only while no Kafka transaction is open (E5): the tracker may be
 // empty while a transaction holds acknowledged records that are not committed yet.
-func (r *Relay) idle(walEnd pglogrepl.LSN) {
-	if r.eos == nil {
-		r.track.idle(walEnd)
-		return
-	}
-	if !r.eos.open && walEnd != 0 && r.track.inFlight() == 0 && !r.track.broken.Load() {
+func (e *exactlyOnce) idle(walEnd pglogrepl.LSN) {
+	r := e.r
+	if !e.open && walEnd != 0 && r.track.inFlight() == 0 && !r.track.broken.Load() {
 		r.stream.Ack(walEnd)
 	}
 }
 
-// eosFinish ends the open Kafka transaction once the pipeline has stopped (on Run's goroutine,
+// finish ends the open Kafka transaction once the pipeline has stopped (on Run's goroutine,
 // which owns the producer then). After a clean stop it commits what the transaction carries if
 // every record in it is settled (a record whose wait for buffer space the stop cut short never
 // is); otherwise, and after any failure, it aborts it. A fence met on the way is what it
 // returns: it explains every other failure.
-func (r *Relay) eosFinish(ctx context.Context, runErr error) error {
-	e := r.eos
+func (e *exactlyOnce) finish(ctx context.Context, runErr error) error {
+	r := e.r
 	if e.prod == nil || (!e.open && runErr == nil) {
 		return runErr
 	}
 	if runErr == nil && !r.track.broken.Load() {
 		if err := r.drain(ctx); err == nil && r.track.settledNow() {
-			if err := r.eosCommit(ctx); err != nil {
+			if err := e.commit(ctx); err != nil {
 				return err
 			}
 			r.log.Info("exactly-once: committed the open Kafka transaction at the stop", "confirmed", r.stream.Flushed())
@@ -299,8 +321,9 @@ func (r *Relay) eosFinish(ctx context.Context, runErr error) error {
 	return runErr
 }
 
-// eosSessionLost is sessionLost in exactly-once mode: the run ends (see exactly).
-func (r *Relay) eosSessionLost(cause error) {
+// sessionLost is the stream's OnSessionLost in exactly-once mode: the run ends (see exactlyOnce).
+func (e *exactlyOnce) sessionLost(cause error) {
+	r := e.r
 	if cause == nil {
 		cause = errors.New("the session ended")
 	}
@@ -309,13 +332,13 @@ func (r *Relay) eosSessionLost(cause error) {
 		"its restart takes the slot, fences every earlier producer of the slot's transactional id and reads the checkpoint again", cause))
 }
 
-// errStopped is eosHeld's answer when the stop (its ctx) cut its read short.
+// errStopped is held's answer when the stop (its ctx) cut its read short.
 var errStopped = errors.New("relay: stopped before the read ended")
 
-// eosHeldTimeout bounds eosHeld's read of a partition.
+// eosHeldTimeout bounds held's read of a partition.
 const eosHeldTimeout = 10 * time.Second
 
-// eosHeld ends the run (an error) when the open Kafka transaction holds rec, a record Kafka
+// held ends the run (an error) when the open Kafka transaction holds rec, a record Kafka
 // refused for good, before its dead letter is produced (on the dead-letter goroutine). A broker
 // may append a produce and answer REQUEST_TIMED_OUT; franz-go retries the batch with the same
 // sequence, and a refusal of the retry (an ACL revoked, a limit lowered in between) leaves the
@@ -328,8 +351,8 @@ const eosHeldTimeout = 10 * time.Second
 // ends the run too (the restart replays from the checkpoint): a letter then could be a
 // duplicate, and no letter a loss; but a read that a stop cut short (ctx ended) is no failure
 // of the run: it returns errStopped, and the letter stays owed.
-func (r *Relay) eosHeld(ctx context.Context, rec *kgo.Record) error {
-	e := r.eos
+func (e *exactlyOnce) held(ctx context.Context, rec *kgo.Record) error {
+	r := e.r
 	rctx, cancel := context.WithTimeout(ctx, eosHeldTimeout)
 	defer cancel()
 	held, err := e.prod.Holds(rctx, e.readOpts, rec, sink.HeaderOutboxID, sink.HeaderOutboxTable)
@@ -356,8 +379,7 @@ func (r *Relay) eosHeld(ctx context.Context, rec *kgo.Record) error {
 	if held {
 		// Its first produce is in the transaction, but franz-go, told the batch failed, gave its
 		// sequence numbers to the partition's next batch, which Kafka then took for a duplicate
-		// of this one: acknowledged, never written (the virtual-time simulation's exactly-once
-		// seed 159630). Nothing acknowledged on the partition since can be trusted: the
+		// of this one: acknowledged, never written. Nothing acknowledged on the partition since can be trusted: the
 		// transaction must not commit. The restart replays from the checkpoint.
 		r.lost.stopProduce()
 		err := fmt.Errorf("relay: exactly-once: Kafka refused a record on a retry (outbox id %s, %s partition %d) whose first produce is in the open transaction, "+

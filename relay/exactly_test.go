@@ -281,7 +281,7 @@ func TestExactlyOnceRefusedRetryOfAnAppendedProduceEndsTheRunAndReplays(t *testi
 // not as a clean stop: its transaction is closed and nothing of it committed, and a pipeline
 // that went on as if stopped cleanly could take one more batch and confirm an idle keepalive's
 // WAL end past the records the failure aborted (the virtual-time simulation's exactly-once
-// seeds 3815 and 7823 found that; eosCommitIfDue let a failure pass whenever ctx had ended).
+// seeds 3815 and 7823 found that; commitIfDue let a failure pass whenever ctx had ended).
 // Here the stop comes while the commit's EndTxn is in flight, and Kafka answers it
 // PRODUCER_FENCED: Run reports the fence, and nothing is confirmed past the row.
 func TestExactlyOnceCommitFailedDuringTheStopEndsTheRunWithItsFailure(t *testing.T) {

@@ -7,24 +7,19 @@ import (
 	"time"
 )
 
-// Holding a record. The confirmed position cannot pass a record that is neither delivered nor
-// parked: a dead letter that neither the dead-letter topic nor the table takes, a record retried
-// forever (a partition whose leader is gone). Reading goes on behind it, and every later
-// transaction waits in the tracker until it is resolved; without a bound, that queue grows with
-// the WAL. So the tracker holds at most maxTxns transactions (twice the producer's
-// MaxBufferedRecords, so that the producer's own buffer is what paces a backlog): at a Begin with the tracker full, the pipeline waits, which fills the
-// channel and pauses reading as the producer's full buffer does, while the stream keeps sending
-// status updates (DESIGN.md, "Backpressure"). While it waits it says what holds the position,
-// since when, and how many transactions wait behind it, once the pause lasted heldLogAfter, and
-// again every heldLogEvery.
-
 // heldLogAfter is how long the pipeline waits before it says so: a backlog that Kafka takes
 // slowly also fills the tracker now and then, for moments. heldLogEvery is how often a paused
 // pipeline repeats what it waits for.
 var heldLogAfter, heldLogEvery = kafkaStallAfter, time.Minute
 
 // waitForRoom blocks until the tracker has room for another transaction. It returns false when
-// ctx ends or the tracker failed first: the pipeline then stops.
+// ctx ends or the tracker failed first: the pipeline then stops. The position cannot pass a
+// record neither delivered nor parked (a letter no destination takes, a record retried for
+// ever), and every later transaction waits in the tracker meanwhile; so the tracker holds at
+// most maxTxns (twice the producer's MaxBufferedRecords: the producer's buffer paces a backlog),
+// and a Begin beyond waits here, which pauses reading as a full producer buffer does. It says
+// what holds the position, since when and how many transactions wait, after heldLogAfter and
+// every heldLogEvery. (DESIGN.md, "Backpressure")
 func (r *Relay) waitForRoom(ctx context.Context) bool {
 	began := time.Now()
 	say := time.NewTimer(heldLogAfter)

@@ -9,39 +9,15 @@ import (
 	"github.com/cdc-relay/cdc-relay/replication"
 )
 
-// Losing the slot. When a replication session ends (the connection, the walsender's timeout
-// after the relay was paused, a silent network), another relay may take the slot before this one
-// reconnects, and it replays from the slot's position. Records this relay still buffers for
-// Kafka would then land after the new holder's records of the same keys. So as soon as the stream
-// reports the session lost, the relay
-//   - forgets every transaction (the tracker confirms nothing of them: the next session, this
-//     relay's or another's, replays them from the slot),
-//   - aborts what the producer buffers (franz-go AbortBufferedRecords: the rest fail with
-//     kgo.ErrAborting and are dropped; a request already sent may still land), sending nothing
-//     of the old session again: the producer may fail a record whose outcome it does not know
-//     (kgo.AllowIdempotentProduceCancellation, set in New), and the cancel of the session's
-//     Produce context ends the wait for the requests in flight (the pipeline's and the
-//     letters', withSession), so the abort ends at once, and
-//   - discards what the pipeline still has of the old session, until the KindReset that starts
-//     the next one; the pipeline waits there for the abort to finish, so that no record of the
-//     next session is aborted.
-//
-// Dead letters are the exception: a letter is owed. Its record was refused for good, and the
-// relay went on past it (later records of its key may be acknowledged on their topic already),
-// so the letter is what stands for the record in its key's order. Forgotten, the record replays
-// from the slot and, should its topic take it now (a refusal that ended), lands after those later
-// records with nothing in the dead-letter topic to say why. So the letters of the old session
-// (queued, in flight, aborted in the producer's buffer, refused records' promises still to come)
-// are parked once the abort ended, as the relay would have parked them; their transactions stay
-// forgotten, so parking them confirms nothing and the replay may dead-letter the same records
-// again (duplicates, never a gap). The dead-letter goroutine produces nothing while an abort
-// runs (abortRunning), since franz-go fails a record produced then at once.
-//
-// The abort begins only once no Produce call of the old session is in progress (lostSession.
-// produce): a record buffered after the abort would be delivered although earlier records of
-// its key were aborted, and the replay would fill that gap out of order.
-//
-// (DESIGN.md, "A lost session aborts what the producer buffers".)
+// lostSession is how the relay lets go of a slot it lost: another relay may take the slot and
+// replay from its position before this one reconnects, and records this one still buffered
+// would then land after the new holder's records of the same keys. So, as soon as the stream
+// reports the session lost, the relay forgets every transaction, aborts what the producer
+// buffers (sending nothing of it again) and discards what the pipeline still has of the old
+// session until the next session's reset, which waits for the abort to end (awaitAbort). The
+// abort begins only once no Produce call of the old session is in progress (produce). A dead
+// letter is the exception: it is owed, and parked once the abort ended (abortRunning).
+// (DESIGN.md, "A lost session aborts what the producer buffers")
 type lostSession struct {
 	discard atomic.Bool // the old session's messages are dropped until the next KindReset
 
@@ -87,8 +63,7 @@ func (l *lostSession) produceContext(ctx context.Context) context.Context {
 // stopProduce ends the session's Produce context when a record failed for good (the relay
 // stops, tracker.fail): franz-go fails the failed record's partition buffer with it, and the
 // space that frees wakes a Produce call waiting for it, whose record it sends at once, ahead of
-// the failed records' replay (a gap the replay fills out of order: seed 727 of the virtual-time
-// simulation). Ended from the failed record's promise, which franz-go calls before it frees the
+// the failed records' replay (a gap the replay fills out of order). Ended from the failed record's promise, which franz-go calls before it frees the
 // space, the context makes franz-go fail that record before sending it. DESIGN.md, "Retries are
 // unlimited".
 func (l *lostSession) stopProduce() {
@@ -127,11 +102,16 @@ func (l *lostSession) stopProducing() {
 }
 
 // sessionLost is the stream's OnSessionLost.
-func (r *Relay) sessionLost(cause error) {
-	if r.eos != nil {
-		r.eosSessionLost(cause)
-		return
-	}
+func (r *Relay) sessionLost(cause error) { r.delivery.sessionLost(cause) }
+
+// abandonSession is sessionLost in at-least-once mode (lostSession). The tracker confirms
+// nothing of the forgotten transactions: the next session, this relay's or another's, replays
+// them from the slot. The abort fails what the producer buffers with kgo.ErrAborting (a request
+// already sent may still land), and sends nothing of the old session again: the producer may
+// fail a record whose outcome it does not know (kgo.AllowIdempotentProduceCancellation, set in
+// New), and the cancel of the session's Produce context ends the wait for the requests in
+// flight (the pipeline's and the letters', withSession), so the abort ends at once.
+func (r *Relay) abandonSession(cause error) {
 	r.lost.mu.Lock()
 	r.lost.discard.Store(true)
 	r.lost.losses.Add(1)
@@ -189,7 +169,14 @@ func isLossMark(m *replication.Message) bool {
 	return m.Kind == replication.KindReset && m.Data != nil
 }
 
-// abortRunning returns a channel closed once no abort of a lost session's records runs.
+// abortRunning returns a channel closed once no abort of a lost session's records runs. The
+// dead-letter goroutine produces nothing before (franz-go fails a record produced during an
+// abort at once), and then parks the old session's letters too, queued, in flight, aborted or
+// still to come from a refused record's promise: a letter stands for its record in its key's
+// order, and the relay went on past it, so forgotten, its record would replay after later
+// records of its key with nothing in the dead-letter topic to say why. Their transactions stay
+// forgotten: parking them confirms nothing, and a replay may letter them again (duplicates,
+// never a gap).
 func (r *Relay) abortRunning() <-chan struct{} {
 	r.lost.mu.Lock()
 	defer r.lost.mu.Unlock()

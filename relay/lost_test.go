@@ -19,7 +19,7 @@ import (
 // A dead letter still waiting for the dead-letter topic when the session is lost is parked once
 // the abort ended, not forgotten. Row 1's topic refuses it once (a refusal for good that ends),
 // so it becomes a letter, which the dead-letter topic holds (retriable errors); row 2, of the same
-// key, waits behind it (letterorder.go; before that, it was acknowledged on the topic meanwhile).
+// key, waits behind it (deadletter_order.go; before that, it was acknowledged on the topic meanwhile).
 // Then another process takes the slot. A relay that forgot the letter (franz-go aborts it with
 // the buffer) replayed row 1 from the slot, and the topic, which takes it now, put it after row 2
 // with nothing dead-lettered to say why: the key's order broken (the virtual-time simulation
@@ -71,7 +71,7 @@ func TestLostSessionParksItsWaitingDeadLetters(t *testing.T) {
 // meanwhile, the stop's shutdown timeout ended with the letter still held, and the next start
 // replayed row 1 onto the topic, which takes it now: after row 2, with nothing dead-lettered to
 // say why (invariant c; the virtual-time simulation, seed 2722 with -sim.held-letters). Row 2
-// now waits behind the letter (letterorder.go), and the replay delivers row 1, then row 2.
+// now waits behind the letter (deadletter_order.go), and the replay delivers row 1, then row 2.
 func TestStopHoldingALetterKeepsItsKeyInOrder(t *testing.T) {
 	onFixedHarness(t, func(t *testing.T, h *harness) {
 		h.forGood = append(h.forGood, kerr.TopicAuthorizationFailed.Message)

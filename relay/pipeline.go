@@ -26,8 +26,8 @@ func (r *Relay) pipeline(ctx context.Context, msgs <-chan []replication.Message)
 			return nil
 		case <-r.track.failCh:
 			return r.track.err()
-		case <-r.eosTimer():
-			if err := r.eosCommitIfDue(ctx, p.cur != nil, true); err != nil {
+		case <-r.delivery.due():
+			if err := r.delivery.tick(ctx, p.cur != nil); err != nil {
 				return err
 			}
 			continue
@@ -46,6 +46,11 @@ func (r *Relay) pipeline(ctx context.Context, msgs <-chan []replication.Message)
 			}
 			if r.track.broken.Load() {
 				return r.track.err()
+			}
+		}
+		if len(msgs) == 0 {
+			if err := r.delivery.caughtUp(ctx, p.cur != nil); err != nil {
+				return err
 			}
 		}
 	}
@@ -68,25 +73,15 @@ func (p *pipe) handle(ctx context.Context, m *replication.Message) error {
 	if m.Kind != replication.KindReset && r.lost.discard.Load() {
 		return nil // the lost session's: the next session replays it (lost.go)
 	}
-	if r.eos != nil && r.eos.prod == nil && m.Kind != replication.KindReset {
-		// The session streams, so the slot is this relay's: fence, then read the checkpoint,
-		// before anything of it is decoded (DESIGN.md, "Take the slot, fence"). A reset comes
-		// before a session's handshake (one that never streamed: PostgreSQL was away).
-		if err := r.eosStart(ctx); err != nil && ctx.Err() == nil {
+	if m.Kind != replication.KindReset {
+		if ok, err := r.delivery.ready(ctx); !ok {
 			return err
-		}
-		if ctx.Err() != nil {
-			return nil
 		}
 	}
 	switch m.Kind {
 	case replication.KindReset:
-		if r.eos != nil && r.eos.prod != nil {
-			// A session that streamed was lost, which ends the run in this mode (exactly.go).
-			if err := r.track.err(); err != nil {
-				return err
-			}
-			return errors.New("relay: exactly-once: a new replication session within the run")
+		if err := r.delivery.reset(); err != nil {
+			return err
 		}
 		if !r.awaitAbort(ctx, p.losses) {
 			return nil // stopped while the abort ran
@@ -96,7 +91,7 @@ func (p *pipe) handle(ctx context.Context, m *replication.Message) error {
 		p.cur = nil
 	case replication.KindKeepalive:
 		if p.cur == nil {
-			r.idle(m.ServerWALEnd)
+			r.delivery.idle(m.ServerWALEnd)
 		}
 	case replication.KindData:
 		out, err := r.dec.Decode(m.WALStart, m.Data)
@@ -120,7 +115,7 @@ func (p *pipe) handle(ctx context.Context, m *replication.Message) error {
 			r.cfg.Metrics.Sent(out.CommitTime, m.ServerTime)
 			p.stamp = nil // made at the first event: most transactions a slot sees may have none
 			r.stats.Transactions.Add(1)
-			r.eosBegin(out.CommitLSN)
+			r.delivery.begin(out.CommitLSN)
 		case decoder.KindEvent:
 			if p.cur == nil {
 				return fmt.Errorf("relay: event at %s outside a transaction", m.WALStart)
@@ -128,17 +123,17 @@ func (p *pipe) handle(ctx context.Context, m *replication.Message) error {
 			if p.stamp == nil {
 				p.stamp = sink.NewStamp(out.CommitLSN, out.CommitTime)
 			}
-			if produce, berr := r.eosRecord(); berr != nil || !produce {
+			if produce, berr := r.delivery.record(); berr != nil || !produce {
 				return berr // nil: a committed Kafka transaction has it (a replay)
 			}
 			r.produce(ctx, p.cur, p.stamp, out, err, lease)
-			return r.eosCommitIfDue(ctx, true, false)
+			return r.delivery.produced(ctx)
 		case decoder.KindCommit:
 			if p.cur != nil {
 				r.track.commit(p.cur, out.EndLSN)
 			}
 			p.cur = nil
-			return r.eosCommitted(ctx, out.EndLSN)
+			return r.delivery.committed(ctx, out.EndLSN)
 		case decoder.KindNone:
 			if err != nil {
 				return p.nonTransactional(ctx, out, err)
@@ -159,9 +154,9 @@ func (p *pipe) nonTransactional(ctx context.Context, out decoder.Output, badRow 
 	x := p.cur
 	if x == nil {
 		x = r.track.begin()
-		r.eosBegin(out.EndLSN - 1)
+		r.delivery.begin(out.EndLSN - 1)
 	}
-	produce, err := r.eosRecord()
+	produce, err := r.delivery.record()
 	if err != nil {
 		return err
 	}
@@ -173,7 +168,7 @@ func (p *pipe) nonTransactional(ctx context.Context, out decoder.Output, badRow 
 		return nil
 	}
 	r.track.commit(x, out.EndLSN)
-	return r.eosCommitted(ctx, out.EndLSN)
+	return r.delivery.committed(ctx, out.EndLSN)
 }
 
 // halted reports whether the pipeline must produce nothing more of this session: it was lost,
@@ -187,10 +182,7 @@ func (r *Relay) halted() bool { return r.lost.discard.Load() || r.track.broken.L
 // the buffer to the garbage collector, so that nothing can read it after the stream reused it.
 func (r *Relay) produce(ctx context.Context, x *txn, stamp *sink.Stamp, out decoder.Output, badRow error, lease replication.Lease) {
 	ev := out.Event
-	rec := sink.NewRecord(sink.Event{
-		ID: ev.ID, Table: ev.Relation, AggregateID: ev.AggregateID, Topic: ev.Topic, Payload: ev.Payload,
-		EventType: ev.EventType, Headers: ev.Headers, Stamp: stamp, CloudEvents: r.cfg.Sink.CloudEvents,
-	})
+	rec := sink.NewRecord(ev, stamp, r.cfg.Sink.CloudEvents)
 	r.track.add(x) // first: x stays unacknowledged if the wait below is cut short
 	if !r.letters.wait(ctx, rec, r.log, r.lost.discard.Load) {
 		return // shutdown or a lost session while reading was paused: nothing after this is produced
@@ -202,19 +194,19 @@ func (r *Relay) produce(ctx context.Context, x *txn, stamp *sink.Stamp, out deco
 		r.park(deadLetter{rec: sink.DeadLetter(r.cfg.DLQTopic, rec, ev.Relation, badRow), txn: x})
 		return
 	}
-	relation, commitAt := ev.Relation, out.CommitTime
+	id, relation, commitAt := ev.ID, ev.Relation, out.CommitTime // what the promise reads of the event
 	r.produced++
 	seq := r.produced
 	if err := r.sink.CheckSize(rec); err != nil {
 		// Larger than the producer may buffer, with its headers: franz-go would fail it at once,
 		// after Produce returned; parked now, it counts against the budget before the next record.
 		r.cfg.Metrics.ProduceError(metrics.ClassRejected)
-		r.log.Error("Kafka rejected a record for good: dead-lettering it", "topic", rec.Topic, "outbox_id", string(sink.Header(rec, sink.HeaderOutboxID)), "cause", err)
-		r.park(deadLetter{rec: sink.DeadLetter(r.cfg.DLQTopic, rec, relation, err), txn: x, ordered: true, seq: seq})
+		r.log.Error("Kafka rejected a record for good: dead-lettering it", "topic", rec.Topic, "outbox_id", ev.ID, "cause", err)
+		r.park(deadLetter{rec: sink.DeadLetter(r.cfg.DLQTopic, rec, ev.Relation, err), txn: x, ordered: true, seq: seq})
 		return
 	}
-	// A letter of its key not parked yet: its replay must not come after this record (letterorder.go).
-	if r.letters.holdsKey(rec) && !r.letters.waitKey(ctx, rec, r.log, r.halted) {
+	// A letter of its key not parked yet: its replay must not come after this record (deadletter_order.go).
+	if r.letters.holdsKey(rec) && !r.letters.waitKey(ctx, rec, ev.ID, r.log, r.halted) {
 		return // shutdown, a lost session or a failure while it waited: nothing after this is produced
 	}
 	r.lost.produce.RLock()
@@ -231,7 +223,7 @@ func (r *Relay) produce(ctx context.Context, x *txn, stamp *sink.Stamp, out deco
 	r.sink.Produce(pctx, rec, func(rec *kgo.Record, err error) {
 		if err == nil {
 			if passed := r.letters.passed(rec, seq); passed != nil {
-				r.passedLetters(rec, passed)
+				r.passedLetters(rec, id, passed)
 			}
 			r.letters.signal()
 			r.stats.Published.Add(1)
@@ -258,12 +250,9 @@ func (r *Relay) produce(ctx context.Context, x *txn, stamp *sink.Stamp, out deco
 			sink.TraceFailed(rec, err)
 		case sink.Refused:
 			r.cfg.Metrics.ProduceError(metrics.ClassRejected)
-			r.log.Error("Kafka rejected a record for good: dead-lettering it", "topic", rec.Topic, "outbox_id", string(sink.Header(rec, sink.HeaderOutboxID)), "cause", err)
-			dl := deadLetter{rec: sink.DeadLetter(r.cfg.DLQTopic, rec, relation, err), txn: x, ordered: true, seq: seq}
-			if r.eos != nil {
-				dl.sent = rec // the open transaction may hold it (eosHeld)
-			}
-			r.park(dl)
+			r.log.Error("Kafka rejected a record for good: dead-lettering it", "topic", rec.Topic, "outbox_id", id, "cause", err)
+			// sent: a transaction may hold an earlier attempt (delivery.held).
+			r.park(deadLetter{rec: sink.DeadLetter(r.cfg.DLQTopic, rec, relation, err), txn: x, ordered: true, seq: seq, sent: rec})
 		default:
 			// A producer failure, or a batch refused as too large although this
 			// record fits on its own (the topic's limit changed): never confirm past it; the
@@ -271,7 +260,7 @@ func (r *Relay) produce(ctx context.Context, x *txn, stamp *sink.Stamp, out deco
 			r.cfg.Metrics.ProduceError(metrics.ClassUndelivered)
 			sink.TraceFailed(rec, err)
 			r.lost.stopProduce() // nothing buffered after it is sent (lost.go)
-			r.track.fail(fmt.Errorf("relay: record for %s (outbox id %s) not delivered: %w", rec.Topic, sink.Header(rec, sink.HeaderOutboxID), err))
+			r.track.fail(fmt.Errorf("relay: record for %s (outbox id %s) not delivered: %w", rec.Topic, id, err))
 		}
 	})
 }

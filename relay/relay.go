@@ -2,7 +2,6 @@ package relay
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -35,7 +34,7 @@ type Stats struct {
 	KafkaOutages atomic.Int64
 	KafkaProbes  atomic.Int64
 	// KeyOrderAtRisk counts records acknowledged ahead of the dead letter of an earlier record
-	// of their key (letterorder.go): the key's order then rests on that letter being parked.
+	// of their key (deadletter_order.go): the key's order then rests on that letter being parked.
 	KeyOrderAtRisk atomic.Int64
 }
 
@@ -64,7 +63,8 @@ type Relay struct {
 	maxTxns int
 	parts   *partWatch
 	lost    lostSession // lost.go
-	eos     *exactly    // exactly-once mode's Kafka transaction (exactly.go); nil: at-least-once
+	// delivery is the delivery guarantee: atLeastOnce, or exactlyOnce and its Kafka transaction.
+	delivery delivery
 	// msgs and stopped are Run's channel and the end of its goroutines, for sessionLost (on the
 	// stream's goroutine, the channel's only sender) to send its mark.
 	msgs    chan []replication.Message
@@ -73,7 +73,7 @@ type Relay struct {
 	// wait for (the final flush, an exactly-once commit in flight) ends then (afterStop).
 	shutdown context.Context
 	// produced numbers the records the pipeline makes past a bad row (its goroutine alone), so
-	// that an acknowledgement can tell whether it passed a letter of its key (letterorder.go).
+	// that an acknowledgement can tell whether it passed a letter of its key (deadletter_order.go).
 	produced uint64
 	// onPassed, if set (tests), hears of each record that passed its key's letter.
 	onPassed func(rec *kgo.Record, letters []*kgo.Record)
@@ -96,11 +96,11 @@ func New(cfg Config) (*Relay, error) {
 		return nil, err
 	}
 	parts := newPartWatch()
-	var eos *exactly
+	var eos *exactlyOnce
 	if eo := cfg.ExactlyOnce; eo != nil {
 		// The checkpoint's reader connects as the producer does (seeds, TLS, SASL), and the
 		// producer takes the slot's transactional id.
-		eos = &exactly{cfg: *eo, readOpts: append([]kgo.Opt{kgo.SeedBrokers(cfg.Sink.Brokers...)}, cfg.Sink.Opts...)}
+		eos = newExactlyOnce(*eo, cfg.Sink.Brokers, cfg.Sink.Opts)
 		tcfg := kafkatxn.Config{Slot: cfg.Replication.Slot, TransactionalID: eo.TransactionalID, TransactionTimeout: eo.TransactionTimeout}
 		cfg.Sink.Opts = append(cfg.Sink.Opts[:len(cfg.Sink.Opts):len(cfg.Sink.Opts)], tcfg.ClientOpts()...)
 	}
@@ -116,12 +116,14 @@ func New(cfg Config) (*Relay, error) {
 	if err != nil {
 		return nil, err
 	}
-	r = &Relay{cfg: cfg, log: cfg.Logger, stream: stream, sink: snk, dec: dec, parts: parts, eos: eos}
+	r = &Relay{cfg: cfg, log: cfg.Logger, stream: stream, sink: snk, dec: dec, parts: parts}
 	if eos != nil {
 		// Only a committed checkpoint is confirmed (exactly.go): the tracker's positions say
 		// what may go into the next one.
+		eos.r, r.delivery = r, eos
 		r.track = newTracker(func(pglogrepl.LSN) {})
 	} else {
+		r.delivery = atLeastOnce{r}
 		r.track = newTracker(stream.Ack)
 		r.track.beforeConfirm = cfg.BeforeConfirm
 	}
@@ -148,13 +150,11 @@ func (r *Relay) Run(ctx context.Context) error {
 	if err := r.waitForKafka(ctx); err != nil || ctx.Err() != nil {
 		return err
 	}
-	if r.eos != nil {
-		if err := kafkatxn.EnsureCheckpointTopic(ctx, r.sink.Client(), r.eos.cfg.CheckpointTopic, -1); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return fmt.Errorf("relay: exactly-once: %w", err)
+	if err := r.delivery.prepare(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
 		}
+		return err
 	}
 
 	// The stream hands over batches of up to replication.MaxBatch messages.
@@ -179,15 +179,10 @@ func (r *Relay) Run(ctx context.Context) error {
 		fctx, cancel = context.WithTimeout(context.Background(), r.cfg.ShutdownTimeout)
 		defer cancel()
 	}
-	if r.eos != nil {
-		runErr = r.eosFinish(fctx, runErr)
-	} else if err := r.drain(fctx); err != nil {
-		r.log.Error("shutdown: records still unacknowledged; they will be published again on restart", "cause", err, "in_flight", r.sink.Buffered())
-	}
+	runErr = r.delivery.finish(fctx, runErr)
 	// The final status gets at least finalStatusTimeout of its own, after Kafka's deadline: a
 	// flush or an exactly-once abort that used the whole shutdown timeout (Kafka down) left it
-	// none, and the session ended without CopyDone, its last position maybe not taken
-	// (invariant (i) of the virtual-time simulation, exactly-once seeds 10192 and 16798).
+	// none, and the session would end without CopyDone, its last position maybe not taken.
 	closeBy := time.Now().Add(finalStatusTimeout)
 	if d, ok := fctx.Deadline(); ok && d.After(closeBy) {
 		closeBy = d
@@ -238,7 +233,7 @@ func (r *Relay) drain(ctx context.Context) error {
 		if r.dlq.len() == 0 && r.table.len() == 0 {
 			return nil
 		}
-		// A letter left owed by a read that ctx's end cut short (eosHeld) is queued again, and
+		// A letter left owed by a read that ctx's end cut short (exactlyOnce.held) is queued again, and
 		// franz-go's Flush may answer nil after ctx ended when nothing is buffered.
 		if err := ctx.Err(); err != nil {
 			return err

@@ -154,7 +154,7 @@ type harness struct {
 	// produces nothing for a topic (lostHook).
 	lostSessions atomic.Int64
 	// passed holds, per topic, key and outbox ref, the dead letters that a record of their key
-	// was acknowledged ahead of, as the relay reported them (Relay.onPassed, letterorder.go);
+	// was acknowledged ahead of, as the relay reported them (Relay.onPassed, deadletter_order.go);
 	// excused counts the violations of invariant (c) they explain. Guarded by mu.
 	passed  map[string]bool
 	excused int

@@ -470,7 +470,7 @@ func (h *harness) checkEnd() {
 		k := tk{rec.topic, rec.key}
 		if l, ok := last[k]; ok && p.lsn < l.lsn && h.passedLetter(rec.topic, rec.key, rec.id) {
 			// A later record of its key was acknowledged ahead of its dead letter, which the
-			// relay reported (letterorder.go: franz-go took that record while it failed this
+			// relay reported (deadletter_order.go: franz-go took that record while it failed this
 			// one's batch), and the letter was never parked: the one gap of the key's order that
 			// the relay cannot close, counted apart (vresult.excused).
 			h.mu.Lock()

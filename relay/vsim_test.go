@@ -274,7 +274,7 @@ func runVSchedule(t *testing.T, seed uint64) (res vresult) {
 // duplicate of a refused one the transaction held, never written, then committed past (159630:
 // invariants a and b; DESIGN.md E8). The held-letters bound, which had left a row's own headers
 // out of its largest record (133616: invariant e). Under -race on a loaded machine, 18800 also
-// found franz-go's epoch bump missing a partition first written in the transaction it ended
+// (about once in 300 runs) found franz-go's epoch bump missing a partition first written in the transaction it ended
 // (invariant g, OUT_OF_ORDER_SEQUENCE_NUMBER on its next batch; DESIGN.md E10).
 func TestSimVirtualSeedsThatFoundDefects(t *testing.T) {
 	vsimSetup(t)
@@ -288,11 +288,11 @@ func TestSimVirtualSeedsThatFoundDefects(t *testing.T) {
 	}
 }
 
-// An exactly-once stop that cut short the read of a refused record's partition (eosHeld) ended
-// Run with the read's "context canceled" as its error, a failure of the run after a clean stop
-// (seed 9406: invariant g). Whether the stop meets the read depends on the goroutines'
-// interleaving, about one run in thirty, so the seed runs 150 times (about 5 s; with the fix
-// reverted, 150 runs miss it about once in 200).
+// An exactly-once stop that cut short the read of a refused record's partition
+// (exactlyOnce.held) ended Run with the read's "context canceled" as its error, a failure of
+// the run after a clean stop (seed 9406: invariant g). Whether the stop meets the read depends
+// on the goroutines' interleaving, about one run in thirty, so the seed runs 150 times (about
+// 5 s; with the fix reverted, 150 runs miss it about once in 200).
 func TestSimVirtualStopDuringTheReadOfARefusedRecord(t *testing.T) {
 	vsimSetup(t)
 	for i := range 150 {

@@ -275,7 +275,7 @@ func eosRunError(err error) bool {
 // whose retry was then refused for good, leaves the partition's sequence past the failed
 // batch; franz-go, whose transactional producer keeps its epoch, gives the failed batch's
 // sequence numbers to the partition's next batch, and Kafka refuses it as out of order (or,
-// when it matches the appended batch, takes it for a duplicate: eosHeld). The record fails,
+// when it matches the appended batch, takes it for a duplicate: exactlyOnce.held). The record fails,
 // the run ends and the transaction aborts: the restart replays (DESIGN.md E8). Only a run with
 // a refusal for good can end so (seeds 36517, 55216, 110511, 153862).
 func eosRefusedRetryError(err error) bool {

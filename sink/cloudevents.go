@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdc-relay/cdc-relay/internal/contract"
+	"github.com/cdc-relay/cdc-relay/outbox"
 )
 
 // Record formats, the values of --format.
@@ -91,15 +92,15 @@ func (c *CloudEvents) source(table string) string {
 }
 
 // appendHeaders appends the CloudEvents headers of e; commitTime is the stamp's value or nil.
-func (c *CloudEvents) appendHeaders(h []kgo.RecordHeader, e *Event, commitTime []byte) []kgo.RecordHeader {
+func (c *CloudEvents) appendHeaders(h []kgo.RecordHeader, e *outbox.Event, commitTime []byte) []kgo.RecordHeader {
 	typ := e.EventType
 	if typ == "" {
-		typ = e.Table
+		typ = e.Relation
 	}
-	src := c.source(e.Table)
+	src := c.source(e.Relation)
 	// id and source in one allocation; type is the event's own string.
-	buf := make([]byte, 0, len(e.Table)+1+len(e.ID)+len(src))
-	buf = append(append(append(buf, e.Table...), ':'), e.ID...)
+	buf := make([]byte, 0, len(e.Relation)+1+len(e.ID)+len(src))
+	buf = append(append(append(buf, e.Relation...), ':'), e.ID...)
 	id := buf[:len(buf):len(buf)]
 	buf = append(buf, src...)
 	h = append(h,

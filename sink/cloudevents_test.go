@@ -20,11 +20,10 @@ func TestCloudEventsRoundTripThroughTheSDK(t *testing.T) {
 	}
 	commit := time.Date(2026, 11, 29, 10, 11, 12, 345678000, time.FixedZone("x", 3600))
 	payload := []byte(`{"order_id": 42}`)
-	r := NewRecord(Event{
-		ID: "42", Table: "public.outbox", AggregateID: "order-42", Topic: "brew.orders.v1", Payload: payload,
+	r := NewRecord(outbox.Event{
+		ID: "42", Relation: "public.outbox", AggregateID: "order-42", Topic: "brew.orders.v1", Payload: payload,
 		EventType: "order.created", Headers: []outbox.Header{{Key: "traceparent", Value: []byte("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")}},
-		Stamp: NewStamp(pglogrepl.LSN(0x16B3748), commit), CloudEvents: ce,
-	})
+	}, NewStamp(pglogrepl.LSN(0x16B3748), commit), ce)
 	// The Kafka record is the contract's: key, value and every contract header, once.
 	if string(r.Key) != "order-42" || !bytes.Equal(r.Value, payload) || r.Topic != "brew.orders.v1" {
 		t.Fatalf("topic/key/value: %q %q %q", r.Topic, r.Key, r.Value)
@@ -59,8 +58,8 @@ func TestCloudEventsRoundTripThroughTheSDK(t *testing.T) {
 func TestCloudEventsPollAndRunAgree(t *testing.T) {
 	ce := &CloudEvents{Database: "app"}
 	at := time.Unix(1_700_000_000, 0)
-	run := NewRecord(Event{ID: "7", Table: "public.outbox", AggregateID: "k", Topic: "t", Payload: []byte(`1`), Stamp: NewStamp(5, at), CloudEvents: ce})
-	poll := NewRecord(Event{ID: "7", Table: "public.outbox", AggregateID: "k", Topic: "t", Payload: []byte(`1`), Stamp: NewStamp(0, at), CloudEvents: ce})
+	run := NewRecord(outbox.Event{ID: "7", Relation: "public.outbox", AggregateID: "k", Topic: "t", Payload: []byte(`1`)}, NewStamp(5, at), ce)
+	poll := NewRecord(outbox.Event{ID: "7", Relation: "public.outbox", AggregateID: "k", Topic: "t", Payload: []byte(`1`)}, NewStamp(0, at), ce)
 	a, b := cetest.Parse(t, run), cetest.Parse(t, poll)
 	if a.ID() != b.ID() || a.Source() != b.Source() || a.Type() != b.Type() || !a.Time().Equal(b.Time()) {
 		t.Errorf("run %s\npoll %s", a, b)
@@ -70,8 +69,7 @@ func TestCloudEventsPollAndRunAgree(t *testing.T) {
 func TestCloudEventsDefaultsAndOverrides(t *testing.T) {
 	at := time.Unix(0, 0)
 	// No event type: ce_type is the source table. A logical message: its "message:<prefix>".
-	r := NewRecord(Event{ID: "3", Table: "sales.outbox", AggregateID: "k", Topic: "t", Payload: []byte(`{}`),
-		Stamp: NewStamp(5, at), CloudEvents: &CloudEvents{Database: "my db"}})
+	r := NewRecord(outbox.Event{ID: "3", Relation: "sales.outbox", AggregateID: "k", Topic: "t", Payload: []byte(`{}`)}, NewStamp(5, at), &CloudEvents{Database: "my db"})
 	ev := cetest.Parse(t, r)
 	if ev.Type() != "sales.outbox" || ev.ID() != "sales.outbox:3" || ev.Source() != "/cdc-relay/my%20db/sales.outbox" {
 		t.Errorf("event %s", ev)
@@ -79,8 +77,7 @@ func TestCloudEventsDefaultsAndOverrides(t *testing.T) {
 	if Header(r, HeaderEventType) != nil {
 		t.Error("event-type header without an event type")
 	}
-	m := NewRecord(Event{ID: "order-42-created", Table: "message:outbox", AggregateID: "k", Topic: "t", Payload: []byte(`{}`),
-		Stamp: NewStamp(5, at), CloudEvents: &CloudEvents{Database: "app"}})
+	m := NewRecord(outbox.Event{ID: "order-42-created", Relation: "message:outbox", AggregateID: "k", Topic: "t", Payload: []byte(`{}`)}, NewStamp(5, at), &CloudEvents{Database: "app"})
 	ev = cetest.Parse(t, m)
 	if ev.Type() != "message:outbox" || ev.ID() != "message:outbox:order-42-created" || ev.Source() != "/cdc-relay/app/message:outbox" {
 		t.Errorf("message event %s", ev)
@@ -93,9 +90,8 @@ func TestCloudEventsDefaultsAndOverrides(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r = NewRecord(Event{ID: "4", Table: "public.outbox", AggregateID: "k", Topic: "t", Payload: []byte(`"aGk="`),
-		Headers: []outbox.Header{{Key: "Content-Type", Value: []byte("application/cloudevents-data+json")}},
-		Stamp:   NewStamp(5, at), CloudEvents: ce})
+	r = NewRecord(outbox.Event{ID: "4", Relation: "public.outbox", AggregateID: "k", Topic: "t", Payload: []byte(`"aGk="`),
+		Headers: []outbox.Header{{Key: "Content-Type", Value: []byte("application/cloudevents-data+json")}}}, NewStamp(5, at), ce)
 	n := 0
 	for _, h := range r.Headers {
 		if strings.EqualFold(h.Key, HeaderContentType) {
@@ -106,8 +102,8 @@ func TestCloudEventsDefaultsAndOverrides(t *testing.T) {
 		t.Errorf("header content-type %q, want the row's Content-Type; headers %v", got, r.Headers)
 	}
 	// Without --format cloudevents a row's headers pass as they are.
-	if p := NewRecord(Event{ID: "4", Table: "public.outbox", AggregateID: "k", Topic: "t",
-		Headers: []outbox.Header{{Key: "Content-Type", Value: []byte("x")}}, Stamp: NewStamp(5, at)}); Header(p, "Content-Type") == nil {
+	if p := NewRecord(outbox.Event{ID: "4", Relation: "public.outbox", AggregateID: "k", Topic: "t",
+		Headers: []outbox.Header{{Key: "Content-Type", Value: []byte("x")}}}, NewStamp(5, at), nil); Header(p, "Content-Type") == nil {
 		t.Errorf("the outbox format renamed a row's Content-Type: %v", p.Headers)
 	}
 	ev = cetest.Parse(t, r)
@@ -116,7 +112,7 @@ func TestCloudEventsDefaultsAndOverrides(t *testing.T) {
 	}
 
 	// The outbox format writes none of it.
-	plain := NewRecord(Event{ID: "4", Table: "public.outbox", AggregateID: "k", Topic: "t", Stamp: NewStamp(5, at)})
+	plain := NewRecord(outbox.Event{ID: "4", Relation: "public.outbox", AggregateID: "k", Topic: "t"}, NewStamp(5, at), nil)
 	for _, h := range plain.Headers {
 		if strings.HasPrefix(h.Key, "ce_") || h.Key == HeaderContentType {
 			t.Errorf("outbox format wrote %s", h.Key)
@@ -162,8 +158,7 @@ func TestNewCloudEvents(t *testing.T) {
 // Every header the cloudevents format writes is reserved, but for content-type: a row's own
 // content-type is the event's data content type and replaces the default (one header).
 func TestCloudEventsHeadersAreReserved(t *testing.T) {
-	r := NewRecord(Event{ID: "1", Table: "public.outbox", AggregateID: "k", Topic: "t", EventType: "e",
-		Stamp: NewStamp(5, time.Unix(1, 0)), CloudEvents: &CloudEvents{Database: "d"}})
+	r := NewRecord(outbox.Event{ID: "1", Relation: "public.outbox", AggregateID: "k", Topic: "t", EventType: "e"}, NewStamp(5, time.Unix(1, 0)), &CloudEvents{Database: "d"})
 	for _, h := range r.Headers {
 		if h.Key == HeaderContentType {
 			if ReservedHeader(h.Key) {

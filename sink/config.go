@@ -41,8 +41,8 @@ type Config struct {
 	// Topics must exist before anything is produced (the dead-letter topic, a fixed topic):
 	// Ping checks them (creating them with CreateTopics) and fails with a *TopicMissingError.
 	Topics []string
-	// CloudEvents, when set, is the --format cloudevents configuration: the publishers put it
-	// in every sink.Event they build (NewRecord then writes the CloudEvents headers). Nil: the
+	// CloudEvents, when set, is the --format cloudevents configuration: the publishers pass it
+	// to NewRecord with every event (NewRecord then writes the CloudEvents headers). Nil: the
 	// plain record contract. The Sink itself does not read it.
 	CloudEvents *CloudEvents
 	// Tracing, when set, gives every record a producer span (docs/tracing.md). Default nil:

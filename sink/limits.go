@@ -16,17 +16,6 @@ import (
 	"github.com/cdc-relay/cdc-relay/internal/retry"
 )
 
-// Batch sizes from each topic's max.message.bytes. franz-go never splits a batch that the
-// broker refuses as too large: every record in it fails with MESSAGE_TOO_LARGE, small ones
-// too. So before the first record to a topic is produced, the sink reads the topic's
-// max.message.bytes (DescribeConfigs) and caps that topic's batches at it; franz-go then fails
-// at once, before buffering, only a record that cannot fit in a batch on its own.
-//
-// franz-go reads the cap when it first loads a partition, so the cap must be known before then:
-// learn blocks the producing goroutine (once per topic) until the broker answers, retrying while
-// Kafka is unreachable. A topic whose config cannot be read (it does not exist yet, or the
-// principal may not describe it) gets the default cap, and the relay logs why.
-
 // DefaultBatchMaxBytes is franz-go's and Kafka's default max.message.bytes.
 const DefaultBatchMaxBytes = 1_000_012
 
@@ -34,6 +23,13 @@ const DefaultBatchMaxBytes = 1_000_012
 // headers: the batch header (61 bytes) and the record's own varints, plus two per header.
 const batchOverhead = 61 + 5*8
 
+// topicLimits caps each topic's batches at its max.message.bytes: franz-go never splits a batch
+// the broker refuses as too large, and fails every record in it, small ones too. The cap must be
+// known before franz-go first loads a partition, so learn reads it (DescribeConfigs) before the
+// topic's first record, blocking the producing goroutine once per topic and retrying while Kafka
+// is unreachable; then only a record that cannot fit in a batch alone fails, at once. A topic
+// whose config cannot be read gets the default cap, and the relay logs why.
+// (DESIGN.md, "Too large means too large alone")
 type topicLimits struct {
 	def      int32
 	log      *slog.Logger

@@ -36,22 +36,6 @@ func ReservedHeader(name string) bool { return contract.Reserved(name) }
 // CommitTimeLayout is RFC 3339 with microseconds, the precision of a Postgres timestamp.
 const CommitTimeLayout = "2006-01-02T15:04:05.000000Z07:00"
 
-// Event is one outbox event in the sink's terms. The relay fills it from a decoded row and the
-// polling publisher from a selected row, so both produce the same record.
-type Event struct {
-	ID          string // outbox id, decimal text for rows
-	Table       string // the source: "schema.table" of the outbox row, or "message:<prefix>"; both publishers always set it
-	AggregateID string // the Kafka key
-	Topic       string
-	Payload     []byte          // the Kafka value
-	EventType   string          // "" for none
-	Headers     []outbox.Header // the row's own (outbox.ParseHeaders)
-	Stamp       *Stamp          // the transaction's position headers; required
-	// CloudEvents, when set, adds the CloudEvents binary-mode headers (--format cloudevents);
-	// the publishers pass their Config.CloudEvents.
-	CloudEvents *CloudEvents
-}
-
 // Stamp is a transaction's position headers, cdc-lsn and cdc-commit-time, formatted once and
 // shared by all of its records (header values are never written to after produce).
 type Stamp struct {
@@ -141,30 +125,32 @@ func appendHex(b []byte, v uint32) []byte {
 	return append(b, tmp[i:]...)
 }
 
-// NewRecord maps an event to its Kafka record per the contract: the row's topic, key =
-// aggregate id, value = payload, headers outbox-id, outbox-table (when Table is set),
+// NewRecord maps an outbox event to its Kafka record per the contract: the event's topic, key =
+// aggregate id, value = payload, headers outbox-id, outbox-table (when Relation is set),
 // aggregate-id, event-type (when present), the row's own headers, then the stamp's cdc-lsn
-// (when known) and cdc-commit-time. Consumers dedupe by (outbox-table, outbox-id): ids are
-// unique per table only. The row's headers are expected to use no reserved name
-// (ReservedHeader): the publishers dead-letter such rows before they get here. With
-// e.CloudEvents the CloudEvents headers follow (see CloudEvents); the key and value stay.
-func NewRecord(e Event) *kgo.Record {
+// (when known) and cdc-commit-time: stamp is its transaction's position, required of both
+// publishers. Consumers dedupe by (outbox-table, outbox-id): ids are unique per table only. The
+// row's headers are expected to use no reserved name (ReservedHeader): the publishers
+// dead-letter such rows before they get here. With ce (--format cloudevents; the publishers
+// pass their Config.CloudEvents) the CloudEvents headers follow (see CloudEvents); the key and
+// value stay.
+func NewRecord(e outbox.Event, stamp *Stamp, ce *CloudEvents) *kgo.Record {
 	n := 6 + len(e.Headers)
-	if e.CloudEvents != nil {
+	if ce != nil {
 		n += 6
 	}
 	h := make([]kgo.RecordHeader, 0, n)
 	key := []byte(e.AggregateID) // the key and the aggregate-id header share it
 	h = append(h, kgo.RecordHeader{Key: HeaderOutboxID, Value: []byte(e.ID)})
-	if e.Table != "" {
-		h = append(h, kgo.RecordHeader{Key: HeaderOutboxTable, Value: []byte(e.Table)})
+	if e.Relation != "" {
+		h = append(h, kgo.RecordHeader{Key: HeaderOutboxTable, Value: []byte(e.Relation)})
 	}
 	h = append(h, kgo.RecordHeader{Key: HeaderAggregateID, Value: key})
 	if e.EventType != "" {
 		h = append(h, kgo.RecordHeader{Key: HeaderEventType, Value: []byte(e.EventType)})
 	}
 	for _, rh := range e.Headers {
-		if e.CloudEvents != nil && rh.Key != HeaderContentType && strings.EqualFold(rh.Key, HeaderContentType) {
+		if ce != nil && rh.Key != HeaderContentType && strings.EqualFold(rh.Key, HeaderContentType) {
 			// The binding's datacontenttype is the header content-type, in that case: a row's
 			// Content-Type is its value, under the binding's name (DESIGN.md, "A record names").
 			rh.Key = HeaderContentType
@@ -172,12 +158,12 @@ func NewRecord(e Event) *kgo.Record {
 		h = append(h, kgo.RecordHeader(rh))
 	}
 	var commitTime []byte
-	if e.Stamp != nil {
-		h = append(h, e.Stamp.headers()...)
-		commitTime = e.Stamp.commitTime()
+	if stamp != nil {
+		h = append(h, stamp.headers()...)
+		commitTime = stamp.commitTime()
 	}
-	if e.CloudEvents != nil {
-		h = e.CloudEvents.appendHeaders(h, &e, commitTime)
+	if ce != nil {
+		h = ce.appendHeaders(h, &e, commitTime)
 	}
 	return &kgo.Record{
 		Topic:   e.Topic,

@@ -20,11 +20,10 @@ import (
 
 func TestNewRecordFollowsTheContract(t *testing.T) {
 	ct := time.Date(2026, 11, 29, 10, 11, 12, 345678000, time.FixedZone("x", 3600))
-	r := NewRecord(Event{
-		ID: "42", Table: "app.outbox", AggregateID: "order-7", Topic: "brew.orders.v1", Payload: []byte(`{"a": 1}`),
+	r := NewRecord(outbox.Event{
+		ID: "42", Relation: "app.outbox", AggregateID: "order-7", Topic: "brew.orders.v1", Payload: []byte(`{"a": 1}`),
 		EventType: "order.created", Headers: []outbox.Header{{Key: "traceparent", Value: []byte("00-1")}},
-		Stamp: NewStamp(pglogrepl.LSN(0x16B3748), ct),
-	})
+	}, NewStamp(pglogrepl.LSN(0x16B3748), ct), nil)
 	if r.Topic != "brew.orders.v1" || string(r.Key) != "order-7" || string(r.Value) != `{"a": 1}` {
 		t.Fatalf("topic/key/value: %q %q %q", r.Topic, r.Key, r.Value)
 	}
@@ -35,7 +34,7 @@ func TestNewRecordFollowsTheContract(t *testing.T) {
 
 func TestNewRecordWithoutLSNOrEventType(t *testing.T) {
 	// The polling publisher has no LSN: no cdc-lsn header; no event type: no event-type header.
-	r := NewRecord(Event{ID: "1", AggregateID: "a", Topic: "t", Stamp: NewStamp(0, time.Unix(0, 0))})
+	r := NewRecord(outbox.Event{ID: "1", AggregateID: "a", Topic: "t"}, NewStamp(0, time.Unix(0, 0)), nil)
 	for _, h := range r.Headers {
 		if h.Key == HeaderLSN || h.Key == HeaderEventType {
 			t.Errorf("unexpected header %s", h.Key)
@@ -50,9 +49,9 @@ func TestNewRecordWithoutLSNOrEventType(t *testing.T) {
 // tell apart.
 func TestOutboxTableTellsEqualIDsApart(t *testing.T) {
 	stamp := NewStamp(5, time.Unix(1, 0))
-	a := NewRecord(Event{ID: "1", Table: "a.outbox", AggregateID: "k", Topic: "t", Stamp: stamp})
-	b := NewRecord(Event{ID: "1", Table: "b.outbox", AggregateID: "k", Topic: "t", Stamp: stamp})
-	m := NewRecord(Event{ID: "1", Table: "message:outbox", AggregateID: "k", Topic: "t", Stamp: stamp})
+	a := NewRecord(outbox.Event{ID: "1", Relation: "a.outbox", AggregateID: "k", Topic: "t"}, stamp, nil)
+	b := NewRecord(outbox.Event{ID: "1", Relation: "b.outbox", AggregateID: "k", Topic: "t"}, stamp, nil)
+	m := NewRecord(outbox.Event{ID: "1", Relation: "message:outbox", AggregateID: "k", Topic: "t"}, stamp, nil)
 	for want, r := range map[string]*kgo.Record{"a.outbox": a, "b.outbox": b, "message:outbox": m} {
 		if got := string(Header(r, HeaderOutboxTable)); got != want {
 			t.Errorf("outbox-table %q, want %q", got, want)
@@ -67,8 +66,8 @@ func TestOutboxTableTellsEqualIDsApart(t *testing.T) {
 // for its own headers: the list in internal/contract and the headers
 // sink writes cannot drift apart.
 func TestEveryContractHeaderIsReserved(t *testing.T) {
-	r := NewRecord(Event{ID: "1", Table: "public.outbox", AggregateID: "k", Topic: "t", EventType: "e",
-		Headers: []outbox.Header{{Key: "correlation-id", Value: []byte("c")}}, Stamp: NewStamp(5, time.Unix(1, 0))})
+	r := NewRecord(outbox.Event{ID: "1", Relation: "public.outbox", AggregateID: "k", Topic: "t", EventType: "e",
+		Headers: []outbox.Header{{Key: "correlation-id", Value: []byte("c")}}}, NewStamp(5, time.Unix(1, 0)), nil)
 	d := DeadLetter("dlq", r, "public.outbox", errors.New("boom"))
 	seen := 0
 	for _, h := range d.Headers {
@@ -95,7 +94,7 @@ func TestEveryContractHeaderIsReserved(t *testing.T) {
 }
 
 func TestDeadLetterKeepsTheOriginal(t *testing.T) {
-	orig := NewRecord(Event{ID: "9", AggregateID: "k", Topic: "bad topic", Payload: []byte("v"), Stamp: NewStamp(5, time.Unix(1, 0))})
+	orig := NewRecord(outbox.Event{ID: "9", AggregateID: "k", Topic: "bad topic", Payload: []byte("v")}, NewStamp(5, time.Unix(1, 0)), nil)
 	d := DeadLetter("dlq", orig, "public.outbox", errors.New("boom"))
 	if d.Topic != "dlq" || string(d.Key) != "k" || string(d.Value) != "v" {
 		t.Fatalf("dead letter %q %q %q", d.Topic, d.Key, d.Value)

@@ -13,17 +13,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// Topics: what the sink learns about a topic before its first record (see limits.go), and the
-// topics it creates when asked to.
-//
-// A topic that does not exist is not an outage: franz-go would retry its records
-// (UnknownTopicRetries, seconds per record) while the relay holds its position and reports
-// Kafka as not acknowledging. So the sink asks the cluster's metadata first; a topic Kafka
-// does not know fails its records at once with a *TopicMissingError (Rejected: they are
-// dead-lettered, the error saying what to do), unless Config.CreateTopics is set, in which case
-// the sink creates it. The answer is asked again after missingRecheck, so a topic created
-// while the relay runs is used from then on.
-
 // TopicCreation is how the sink creates topics that do not exist (Config.CreateTopics), as
 // Debezium's topic.creation.default.* does.
 type TopicCreation struct {
@@ -62,7 +51,12 @@ func (e *TopicMissingError) Error() string {
 func (e *TopicMissingError) Unwrap() error { return kerr.UnknownTopicOrPartition }
 
 // missingRecheck is how long the sink trusts an answer that a topic does not exist before it
-// asks the cluster again.
+// asks the cluster again, so that a topic created while the relay runs is used from then on. A
+// missing topic is no outage to retry (franz-go would, seconds per record, while the position
+// holds): the sink asks the cluster's metadata before a topic's first record (limits.go) and
+// fails the records of one Kafka does not know at once with a *TopicMissingError (Rejected:
+// dead-lettered), unless Config.CreateTopics has it created.
+// (DESIGN.md, "A missing topic is not an outage")
 const missingRecheck = 5 * time.Second
 
 // topicFacts is what one metadata request says about a topic.

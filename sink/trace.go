@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strconv"
-	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/attribute"
@@ -79,7 +78,7 @@ func (t *tracer) start(r *kgo.Record, promise func(*kgo.Record, error)) func(*kg
 			promise(rec, err)
 		}
 	}
-	parent := t.prop.Extract(context.Background(), headerCarrier{r})
+	parent := t.prop.Extract(context.Background(), contract.HeaderCarrier{Record: r})
 	// The attributes are set once the sampler has kept the span (the standard samplers do not
 	// read them): a dropped span costs the extraction and the decision only.
 	ctx, span := t.tr.Start(parent, "send "+r.Topic, trace.WithSpanKind(trace.SpanKindProducer))
@@ -115,7 +114,7 @@ func (t *tracer) start(r *kgo.Record, promise func(*kgo.Record, error)) func(*kg
 		span.SetStatus(codes.Error, deadLetteredDescription+dlqErr)
 	}
 	r.Context = trace.ContextWithSpan(r.Context, span)
-	t.prop.Inject(ctx, headerCarrier{r})
+	t.prop.Inject(ctx, contract.HeaderCarrier{Record: r})
 	return func(rec *kgo.Record, err error) {
 		if err == nil {
 			span.SetAttributes(semconv.MessagingDestinationPartitionID(strconv.Itoa(int(rec.Partition))), semconv.MessagingKafkaOffset(int(rec.Offset)))
@@ -176,39 +175,4 @@ func recordSpan(r *kgo.Record) trace.Span {
 		return span
 	}
 	return nil
-}
-
-// headerCarrier is a propagation.TextMapCarrier over a record's headers, names compared
-// without regard to ASCII case (as the inbox's HeaderCarrier reads them): Set replaces the
-// value of every header of that name, or appends one.
-type headerCarrier struct{ r *kgo.Record }
-
-func (c headerCarrier) Get(key string) string {
-	for _, h := range c.r.Headers {
-		if strings.EqualFold(h.Key, key) {
-			return string(h.Value)
-		}
-	}
-	return ""
-}
-
-func (c headerCarrier) Set(key, value string) {
-	found := false
-	for i, h := range c.r.Headers {
-		if strings.EqualFold(h.Key, key) {
-			c.r.Headers[i].Value = []byte(value) // a new slice: header values may be shared
-			found = true
-		}
-	}
-	if !found {
-		c.r.Headers = append(c.r.Headers, kgo.RecordHeader{Key: key, Value: []byte(value)})
-	}
-}
-
-func (c headerCarrier) Keys() []string {
-	keys := make([]string, len(c.r.Headers))
-	for i, h := range c.r.Headers {
-		keys[i] = h.Key
-	}
-	return keys
 }

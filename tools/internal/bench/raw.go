@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/cdc-relay/cdc-relay/outbox"
 	"github.com/cdc-relay/cdc-relay/sink"
 )
 
@@ -45,8 +46,8 @@ func (e *env) rawProduce(ctx context.Context, label string, f *fixture, topic st
 			return drainRun{}, err
 		}
 		lsn += 200
-		recs = append(recs, sink.NewRecord(sink.Event{ID: id, Table: f.outbox, AggregateID: key, Topic: topic,
-			Payload: []byte(payload), Stamp: sink.NewStamp(lsn, at)}))
+		recs = append(recs, sink.NewRecord(outbox.Event{ID: id, Relation: f.outbox, AggregateID: key, Topic: topic,
+			Payload: []byte(payload)}, sink.NewStamp(lsn, at), nil))
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -158,8 +159,8 @@ func (e *env) rawSteady(ctx context.Context, rate int) (SteadyResult, error) {
 			for due := min(total, int(float64(rate)*time.Since(start).Seconds())); sent < due; sent++ {
 				id++
 				payload := fmt.Sprintf(`{"items": [{"qty": 2, "sku": "espresso"}], "event": "order.created", "amount": 12.5, "currency": "EUR", "customer": "customer-%d", "order_id": %d}`, id%8, id)
-				rec := sink.NewRecord(sink.Event{ID: fmt.Sprint(id), Table: f.outbox, AggregateID: fmt.Sprintf("order-%d", id), Topic: f.topic,
-					Payload: []byte(payload), Stamp: sink.NewStamp(pglogrepl.LSN(1<<32+200*id), time.Now())})
+				rec := sink.NewRecord(outbox.Event{ID: fmt.Sprint(id), Relation: f.outbox, AggregateID: fmt.Sprintf("order-%d", id), Topic: f.topic,
+					Payload: []byte(payload)}, sink.NewStamp(pglogrepl.LSN(1<<32+200*id), time.Now()), nil)
 				at := time.Now()
 				s.Produce(ctx, rec, func(_ *kgo.Record, err error) {
 					took := time.Since(at)

@@ -18,12 +18,12 @@ import (
 type deadLetter struct {
 	rec *kgo.Record
 	txn *txn
-	// ordered: until it is parked, the later records of its topic and key wait (letterorder.go);
+	// ordered: until it is parked, the later records of its topic and key wait (deadletter_order.go);
 	// not for a bad row, which never reaches its topic. Read by park alone.
 	ordered bool
 	seq     uint64 // the produce sequence number of the record (Relay.produced), if ordered
-	// sent is the record itself when Kafka refused it after franz-go sent it, in exactly-once
-	// mode: the open transaction may hold it already (eosHeld).
+	// sent is the record itself when Kafka refused it after franz-go sent it: a transaction may
+	// hold it already (delivery.held; exactly-once mode's open one).
 	sent *kgo.Record
 }
 
@@ -130,11 +130,11 @@ func (r *Relay) produceDeadLetters(ctx context.Context) error {
 	for i, dl := range letters {
 		x := dl.txn
 		// First, whichever destination the letter goes to: a record the open transaction holds
-		// must end the run, not be lettered (eosHeld). A stop that cut the read short leaves
+		// must end the run, not be lettered (delivery.held). A stop that cut the read short leaves
 		// this letter and the rest owed: the drain reads again on the shutdown's time, and a
-		// letter still owed then keeps the transaction from committing (eosFinish aborts it).
+		// letter still owed then keeps the transaction from committing (exactlyOnce.finish aborts it).
 		if dl.sent != nil {
-			if err := r.eosHeld(ctx, dl.sent); err != nil {
+			if err := r.delivery.held(ctx, dl.sent); err != nil {
 				if errors.Is(err, errStopped) {
 					r.dlq.requeue(letters[i:])
 					return nil

@@ -35,7 +35,7 @@ type letterBudget struct {
 	bytes   int64
 	freed   chan struct{} // signalled when a letter leaves
 
-	// The letters that hold their key's later records (letterorder.go), under mu: per original
+	// The letters that hold their key's later records (deadletter_order.go), under mu: per original
 	// topic and key (oldest first), and per letter. ordered is len(keyOf), readable without the
 	// lock.
 	keys    map[letterKey][]heldLetter
@@ -69,7 +69,7 @@ func letterSize(r *kgo.Record) int64 {
 }
 
 // add counts the letter r until remove; ordered: its key's later records wait for it
-// (letterorder.go), seq being the produce sequence number of the record it stands for.
+// (deadletter_order.go), seq being the produce sequence number of the record it stands for.
 func (b *letterBudget) add(r *kgo.Record, ordered bool, seq uint64) {
 	b.mu.Lock()
 	b.records++

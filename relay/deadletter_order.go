@@ -10,29 +10,6 @@ import (
 	"github.com/cdc-relay/cdc-relay/sink"
 )
 
-// A key's order behind its dead letter. A record refused for good becomes a letter, and the
-// relay reads on. Had a later record of its topic and key been delivered while the letter was
-// not parked yet (the dead-letter topic and table refuse it, or are slow), a stop whose shutdown
-// timeout ended first, a failure or a crash would forget the letter, and the next start replays
-// the refused record from the slot: the topic, which takes it by then (an ACL granted, a limit
-// raised, a refusal that ended), puts it after that later record, its key's first deliveries
-// out of commit order with nothing dead-lettered to say why (the virtual-time simulation: a run
-// stopped while the table was down, seed 2722 with -sim.held-letters). Nothing the relay could
-// do at the stop would mend it: the later record is on its topic, and the letter has nowhere to
-// go. So a record waits, before it is produced, while a letter of its topic and key is held;
-// reading pauses behind it (after heldLogAfter it says so, with the topic and key, again every
-// heldLogEvery). Then a letter forgotten at any end leaves no later record of its key delivered,
-// and the replay delivers the key in order. The position holds at the letter's transaction
-// either way; the records of other keys go on until something else pauses reading.
-//
-// A bad row holds nothing: the decoder refuses it again on every replay, so it never reaches its
-// topic. A record produced while franz-go fails the refused record's partition buffer, before
-// the refused record's promise queued the letter, is not held (the promise runs on franz-go's
-// goroutine a moment later); franz-go fails every record already buffered for that partition
-// with the refused one, so only a record produced in that moment can pass it.
-//
-// (DESIGN.md, "A key's later records wait for its dead letter".)
-
 // letterKey is a letter's original topic and key.
 type letterKey struct{ topic, key string }
 
@@ -42,7 +19,10 @@ func letterKeyOf(r *kgo.Record) letterKey {
 	return letterKey{topic: string(sink.Header(r, sink.HeaderDLQTopic)), key: string(r.Key)}
 }
 
-// holdsKey reports whether a letter of rec's topic and key is held.
+// holdsKey reports whether a letter of rec's topic and key is held. A record produced while
+// franz-go fails the refused record's partition buffer, before the refused record's promise
+// queued its letter, is not held; franz-go fails every record already buffered for that
+// partition with the refused one, so only a record produced in that moment can pass it.
 func (b *letterBudget) holdsKey(rec *kgo.Record) bool {
 	if b.ordered.Load() == 0 {
 		return false // no letter held: one atomic load per record
@@ -54,7 +34,12 @@ func (b *letterBudget) holdsKey(rec *kgo.Record) bool {
 
 // waitKey returns once no letter of rec's topic and key is held, or false when ctx ends or lost
 // reports the session lost first (rec is not produced; the pipeline produces nothing after it).
-func (b *letterBudget) waitKey(ctx context.Context, rec *kgo.Record, log *slog.Logger, lost func() bool) bool {
+// Delivered ahead of a letter not parked yet, rec would outlive a stop, failure or crash that
+// forgot the letter, and the refused record's replay would land after it: its key out of commit
+// order, nothing dead-lettered to say why. Reading pauses behind it (said, with the topic, key
+// and id, rec's outbox id, after heldLogAfter and every heldLogEvery). A bad row holds nothing:
+// it never reaches its topic. (DESIGN.md, "A key's later records wait for its dead letter")
+func (b *letterBudget) waitKey(ctx context.Context, rec *kgo.Record, id string, log *slog.Logger, lost func() bool) bool {
 	if !b.holdsKey(rec) {
 		return true
 	}
@@ -65,7 +50,7 @@ func (b *letterBudget) waitKey(ctx context.Context, rec *kgo.Record, log *slog.L
 		said = true
 		if n == 0 {
 			log.Warn("reading paused: a dead letter of this record's topic and key is not parked yet, and the key's later records wait for it, in order",
-				"topic", rec.Topic, "key", string(rec.Key), "outbox_id", string(sink.Header(rec, sink.HeaderOutboxID)), "paused_for", paused.Round(time.Second))
+				"topic", rec.Topic, "key", string(rec.Key), "outbox_id", id, "paused_for", paused.Round(time.Second))
 			return
 		}
 		log.Warn("reading still paused: the dead letter of the key is not parked yet", "topic", rec.Topic, "key", string(rec.Key), "paused_for", paused.Round(time.Second))
@@ -96,16 +81,16 @@ func (b *letterBudget) passed(rec *kgo.Record, seq uint64) []*kgo.Record {
 	return passed
 }
 
-// passedLetters says that rec was acknowledged ahead of letters, the dead letters of earlier
-// records of its topic and key: the key's order rests on them now (DESIGN.md, "A key's later
-// records wait for its dead letter").
-func (r *Relay) passedLetters(rec *kgo.Record, letters []*kgo.Record) {
+// passedLetters says that rec (outbox id id) was acknowledged ahead of letters, the dead
+// letters of earlier records of its topic and key: the key's order rests on them now
+// (DESIGN.md, "A key's later records wait for its dead letter").
+func (r *Relay) passedLetters(rec *kgo.Record, id string, letters []*kgo.Record) {
 	r.stats.KeyOrderAtRisk.Add(1)
 	r.log.Error("a record was acknowledged ahead of the dead letter of an earlier record of its key: franz-go failed the earlier "+
 		"record (its batch refused, or the record too large for a batch) and took this one before the relay heard of the failure; "+
 		"the key stays in order only if that letter is parked before the relay stops, or the earlier record is refused again "+
 		"on the replay (a crash or a shutdown timeout before the letter is parked, and a refusal that ended, put it after this one)",
-		"topic", rec.Topic, "key", string(rec.Key), "outbox_id", string(sink.Header(rec, sink.HeaderOutboxID)),
+		"topic", rec.Topic, "key", string(rec.Key), "outbox_id", id,
 		"letter_outbox_id", string(sink.Header(letters[0], sink.HeaderOutboxID)), "letters", len(letters))
 	if r.onPassed != nil {
 		r.onPassed(rec, letters)
