@@ -10,7 +10,7 @@ import (
 // SUPERUSER, else ErrPermission), the slot exists (ErrSlotMissing) as a
 // pgoutput slot of this database (ErrSlotWrongPlugin, ErrSlotWrongDatabase)
 // and is not lost (ErrSlotLost), and the publication exists
-// (ErrNoPublication), publishes inserts (ErrPublicationNoInsert) and contains
+// (ErrPublicationMissing), publishes inserts (ErrPublicationNoInsert) and contains
 // at least one table (ErrPublicationEmpty).
 //
 // It does not fail on an active slot: Status.Active says whether another
@@ -56,7 +56,7 @@ func checkRunStatus(st Status, ex statusExtra, publication string) error {
 	}
 	if !ex.PubFound {
 		return fmt.Errorf("publication %q: %w: create it with `cdc-relay slot create --slot %s --publication %s`",
-			publication, ErrNoPublication, st.Slot, publication)
+			publication, ErrPublicationMissing, st.Slot, publication)
 	}
 	if !ex.PubPublishes {
 		return fmt.Errorf("publication %q: %w: it publishes %q; run: ALTER PUBLICATION %s SET (publish = 'insert')",

@@ -63,8 +63,8 @@ const deadLetterTableUsage = "PostgreSQL table, schema.table (a bare name means 
 // slotErr turns slotstore's configuration findings into usage errors (exit 2).
 func slotErr(err error) error {
 	switch {
-	case errors.Is(err, slotstore.ErrBadName), errors.Is(err, slotstore.ErrWalLevel),
-		errors.Is(err, slotstore.ErrNoTable), errors.Is(err, slotstore.ErrNoPublication),
+	case errors.Is(err, outbox.ErrBadName), errors.Is(err, slotstore.ErrWalLevel),
+		errors.Is(err, slotstore.ErrNoTable), errors.Is(err, slotstore.ErrPublicationMissing),
 		errors.Is(err, slotstore.ErrPublicationEmpty), errors.Is(err, slotstore.ErrPublicationNoInsert),
 		errors.Is(err, slotstore.ErrSlotMissing), errors.Is(err, slotstore.ErrSlotWrongPlugin),
 		errors.Is(err, slotstore.ErrSlotWrongDatabase), errors.Is(err, slotstore.ErrPermission),
