@@ -161,7 +161,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) (err e
 	if err != nil {
 		conn.Close(context.Background())
 		if errors.Is(err, slotstore.ErrSlotMissing) {
-			if tl, terr := serverTimeline(ctx, &c); terr == nil && tl > 1 {
+			if tl, terr := slotstore.Timeline(ctx, &c.pg.Config, c.pgTimeout); terr == nil && tl > 1 {
 				return promotedSlotMissing(c.slot, pubs, tables, tl)
 			}
 		}

@@ -9,9 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/cdc-relay/cdc-relay/slotstore"
 )
@@ -239,28 +237,6 @@ func failoverPreflight(ctx context.Context, conn *pgx.Conn, st slotstore.Status,
 	case st.Failover != nil:
 		log.Info("the slot has failover off: a promotion of a standby loses it (slot create --failover makes a failover slot; docs/failover.md)")
 	}
-}
-
-// serverTimeline returns the server's current timeline (IDENTIFY_SYSTEM over a replication
-// connection, as the stream asks it): above 1, the server was promoted at some point.
-func serverTimeline(ctx context.Context, c *common) (int32, error) {
-	cfg := c.pg.Config.Copy()
-	cfg.RuntimeParams["replication"] = "database"
-	if _, ok := cfg.RuntimeParams["application_name"]; !ok {
-		cfg.RuntimeParams["application_name"] = "cdc-relay"
-	}
-	cctx, cancel := context.WithTimeout(ctx, c.pgTimeout)
-	defer cancel()
-	conn, err := pgconn.ConnectConfig(cctx, cfg)
-	if err != nil {
-		return 0, err
-	}
-	defer conn.Close(context.Background())
-	sys, err := pglogrepl.IdentifySystem(cctx, conn)
-	if err != nil {
-		return 0, err
-	}
-	return sys.Timeline, nil
 }
 
 // promotedSlotMissing is run's answer to a missing slot on a server whose timeline is above 1:
