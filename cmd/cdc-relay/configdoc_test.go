@@ -47,6 +47,7 @@ func TestConfigurationReferenceIsCurrent(t *testing.T) {
 var (
 	flagLine   = regexp.MustCompile(`^  --(\S+) \[(\S+)\]$`)
 	defaultEnd = regexp.MustCompile(` \(default (.*)\)$`)
+	groupLine  = regexp.MustCompile(`^(\S.*):$`)
 )
 
 func renderConfigDoc(t *testing.T) []byte {
@@ -67,18 +68,34 @@ the same lists.
 `)
 	for _, c := range configDocCommands {
 		var stdout, stderr bytes.Buffer
-		if code := run(append(append([]string{}, c...), "--help"), &stdout, &stderr); code != 0 {
+		help := "--help"
+		if c[0] == "run" {
+			help = "--" + helpAllFlag // run's --help leaves the tuning flags out
+		}
+		if code := run(append(append([]string{}, c...), help), &stdout, &stderr); code != 0 {
 			t.Fatalf("cdc-relay %s --help: exit %d\n%s%s", strings.Join(c, " "), code, stdout.String(), stderr.String())
 		}
-		help := stdout.String() + stderr.String()
-		usage, flags, ok := strings.Cut(help, "\nFlags (environment twin in brackets):\n")
+		out := stdout.String() + stderr.String()
+		usage, flags, ok := strings.Cut(out, flagsHeading)
 		if !ok {
-			t.Fatalf("cdc-relay %s --help: no flag list in\n%s", strings.Join(c, " "), help)
+			t.Fatalf("cdc-relay %s --help: no flag list in\n%s", strings.Join(c, " "), out)
 		}
-		fmt.Fprintf(&b, "\n## `cdc-relay %s`\n\n```\n%s\n```\n\n", strings.Join(c, " "), strings.TrimSpace(usage))
-		b.WriteString("| flag | environment | default | meaning |\n|---|---|---|---|\n")
-		lines := strings.Split(strings.TrimRight(flags, "\n"), "\n")
+		fmt.Fprintf(&b, "\n## `cdc-relay %s`\n\n```\n%s\n```\n", strings.Join(c, " "), strings.TrimSpace(usage))
+		const tableHead = "| flag | environment | default | meaning |\n|---|---|---|---|\n"
+		lines := strings.Split(strings.Trim(flags, "\n"), "\n")
+		if len(lines) > 0 && groupLine.MatchString(lines[0]) {
+			b.WriteString("\nThe flags by group, as `--help` shows them (`--help-all` lists the tuning ones too).\n")
+		} else {
+			b.WriteString("\n" + tableHead)
+		}
 		for i := 0; i < len(lines); i++ {
+			if lines[i] == "" {
+				continue
+			}
+			if g := groupLine.FindStringSubmatch(lines[i]); g != nil {
+				fmt.Fprintf(&b, "\n### %s\n\n%s", g[1], tableHead)
+				continue
+			}
 			m := flagLine.FindStringSubmatch(lines[i])
 			if m == nil || i+1 == len(lines) {
 				t.Fatalf("cdc-relay %s --help: unexpected line %q", strings.Join(c, " "), lines[i])
@@ -91,6 +108,7 @@ the same lists.
 			desc = strings.ReplaceAll(desc, "|", `\|`)
 			fmt.Fprintf(&b, "| `--%s` | `%s` | %s | %s |\n", m[1], m[2], def, desc)
 		}
+		b.WriteString("\n")
 	}
 	return b.Bytes()
 }

@@ -30,22 +30,24 @@ func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: cdc-relay %s\n\nFlags (environment twin in brackets):\n", synopsis)
-		fs.VisitAll(func(f *flag.Flag) {
-			def := ""
-			if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" && f.DefValue != "[]" {
-				def = fmt.Sprintf(" (default %s)", f.DefValue)
-			}
-			fmt.Fprintf(fs.Output(), "  --%s [%s]\n      %s%s\n", f.Name, envName(f.Name), f.Usage, def)
-		})
+		fmt.Fprintf(fs.Output(), "Usage: cdc-relay %s\n%s", synopsis, flagsHeading)
+		fs.VisitAll(func(f *flag.Flag) { printFlag(fs.Output(), f) })
 	}
 	return fs
 }
 
 // parse applies environment twins first, then the command line, so flags win.
 func parse(fs *flag.FlagSet, args []string) error {
+	if f := fs.Lookup(helpAllFlag); f != nil && f.Value.(*helpLayout).wanted(args) {
+		_ = f.Value.Set("true")
+		fs.Usage()
+		return errHelp
+	}
 	var errs []error
 	fs.VisitAll(func(f *flag.Flag) {
+		if f.Name == helpAllFlag {
+			return // no twin
+		}
 		if v, ok := os.LookupEnv(envName(f.Name)); ok {
 			if err := fs.Set(f.Name, v); err != nil {
 				errs = append(errs, fmt.Errorf("environment %s: %w", envName(f.Name), err))
