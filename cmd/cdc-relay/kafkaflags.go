@@ -104,7 +104,7 @@ func (p *producerFlags) sink(cfg *sink.Config, c *common, fs *flag.FlagSet, log 
 	if len(p.brokers) == 0 {
 		return usageErr("--brokers is required (or set CDC_RELAY_BROKERS)")
 	}
-	var errs []error
+	errs := []error{checkBrokers(p.brokers), checkFixedTopicColumn(fs, fixedTopic), checkBufferedBytes(cfg.MaxBufferedBytes, memoryLimit())}
 	if err := sink.ValidTopicName(*p.dlqTopic); err != nil {
 		errs = append(errs, fmt.Errorf("--dlq-topic: %w", err))
 	}

@@ -129,6 +129,7 @@ func cmdSlotCreate(ctx context.Context, args []string, stdout, stderr io.Writer)
 		fmt.Fprintf(stdout, "created publication %s (insert only)\n", pub)
 	} else {
 		fmt.Fprintf(stdout, "publication %s already exists\n", pub)
+		warnPublicationPublishesMore(ctx, conn, c.slot, pub, stderr)
 	}
 	if len(res.TablesAdded) > 0 {
 		fmt.Fprintf(stdout, "added to publication %s: %s\n", pub, strings.Join(res.TablesAdded, ", "))
@@ -294,4 +295,19 @@ func cmdSlotDrop(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		fmt.Fprintf(stdout, "dropped publication %s\n", pub)
 	}
 	return nil
+}
+
+// warnPublicationPublishesMore says, after slot create found the publication, that it
+// publishes more than inserts, which the relay ignores, and how to make it insert-only. It is
+// left as it is: another consumer may read the same publication.
+func warnPublicationPublishesMore(ctx context.Context, conn *pgx.Conn, slot, pub string, stderr io.Writer) {
+	st, err := slotstore.New(conn).Status(ctx, slot, pub)
+	if err != nil || st.Publication == nil {
+		return
+	}
+	if ignored := st.Publication.Ignored(); len(ignored) > 0 {
+		fmt.Fprintf(stderr, "cdc-relay: note: publication %s publishes %s besides inserts, which the relay ignores (it publishes "+
+			"outbox inserts only): they are decoded and dropped. Left as it is (another consumer may need them); "+
+			"to make it insert-only run: %s;\n", pub, strings.Join(ignored, ", "), st.Publication.InsertOnlySQL())
+	}
 }
