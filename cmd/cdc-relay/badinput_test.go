@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -20,8 +21,12 @@ func runBad(t *testing.T, env []string, args ...string) (int, string) {
 		k, v, _ := strings.Cut(kv, "=")
 		t.Setenv(k, v)
 	}
+	// A bad value that slipped through would wait for the services: the deadline ends that
+	// wait (exit 0, a stop during startup), and the test fails on the exit code.
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
 	var stdout, stderr bytes.Buffer
-	code := run(args, &stdout, &stderr)
+	code := runCtx(ctx, args, &stdout, &stderr)
 	return code, stderr.String()
 }
 

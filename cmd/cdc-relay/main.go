@@ -69,6 +69,11 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	return runCtx(ctx, args, stdout, stderr)
+}
+
+// runCtx runs the command until ctx ends and returns its exit code.
+func runCtx(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	err := dispatch(ctx, args, stdout, stderr)
 	switch {
 	case err == nil, errors.Is(err, errHelp):
