@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -144,6 +145,41 @@ func TestBufferedBytesAboveMemoryAreRefused(t *testing.T) {
 			"--brokers", "127.0.0.1:1", "--metrics-addr", "", "--max-buffered-bytes", "1099511627776")
 		if code != exitUsage || !strings.Contains(stderr, "--max-buffered-bytes 1099511627776") {
 			t.Errorf("run --max-buffered-bytes 1TiB: exit %d\n%s", code, stderr)
+		}
+	}
+}
+
+// --brokers naming PostgreSQL's port stops the start (exit 2) naming what answers there,
+// instead of waiting for good for a Kafka that is not there; a port where nothing listens is
+// still waited for (the e2e TestRunWaitsForServicesItCannotReach).
+func TestBrokersAtAPostgreSQLPortStopTheStart(t *testing.T) {
+	cfg := testenv.PGConfig(t)
+	pgAddr, pgURL := fmt.Sprintf("%s:%d", cfg.Host, cfg.Port), testenv.PGURL(t)
+	for _, cmd := range [][]string{
+		{"run", "--slot", "s", "--publication", "p"},
+		{"poll"},
+	} {
+		args := append(cmd, "--pg-url", pgURL, "--brokers", pgAddr, "--metrics-addr", "")
+		code, stderr := runBad(t, nil, args...)
+		if code != exitUsage || !strings.Contains(stderr, "--brokers "+pgAddr) || !strings.Contains(stderr, "PostgreSQL server") ||
+			!strings.Contains(stderr, "not Kafka") {
+			t.Errorf("%s --brokers %s: exit %d, want %d naming the broker and PostgreSQL:\n%s", cmd[0], pgAddr, code, exitUsage, stderr)
+		}
+	}
+}
+
+// What proves a broker is not Kafka, from franz-go's errors; a TLS listener spoken to in
+// plaintext is Kafka (the sink says to set --kafka-tls), and an unreachable one is waited for.
+func TestNotKafkaFromTheAnswer(t *testing.T) {
+	for msg, want := range map[string]string{
+		"invalid large response size 1157627904 > limit 104857600: response exceeds BrokerMaxReadBytes":                    "PostgreSQL",
+		"invalid large response size 1213486160 > limit 104857600; the four size bytes are 'HTTP' in ascii, the beginning": "HTTP server",
+		"invalid large response size 352518912 > limit 104857600; the first three bytes received appear to be a tls alert": "",
+		"dial tcp 127.0.0.1:1: connect: connection refused":                                                                "",
+	} {
+		err := notKafka("h:1", errors.New(msg))
+		if (err == nil) != (want == "") || (err != nil && !strings.Contains(err.Error(), want)) {
+			t.Errorf("%q: %v, want %q", msg, err, want)
 		}
 	}
 }

@@ -180,11 +180,15 @@ func (f *runFlags) buildRunConfig(fs *flag.FlagSet, log *slog.Logger) (relay.Con
 	return rcfg, nil
 }
 
-// preflight checks, over a normal connection, wal_level, the slot and the publications, the
+// preflight checks that what answers at --brokers is Kafka if anything, then, over a normal
+// connection, wal_level, the slot and the publications, the
 // --table filter and the column mapping, with errors that say what to fix, before anything
 // streams. An unreachable server is waited for; ok is false (with a nil error) when ctx ended
 // while waiting.
 func (f *runFlags) preflight(ctx context.Context, fs *flag.FlagSet, log *slog.Logger) (ok bool, err error) {
+	if err := probeNotKafka(ctx, f.scfg.Brokers, f.scfg.Opts); err != nil {
+		return false, err
+	}
 	conn, err := waitForPG(ctx, &f.c, log)
 	if err != nil || conn == nil {
 		return false, err
