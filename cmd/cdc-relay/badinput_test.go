@@ -156,10 +156,11 @@ func TestBrokersAtAPostgreSQLPortStopTheStart(t *testing.T) {
 	cfg := testenv.PGConfig(t)
 	pgAddr, pgURL := fmt.Sprintf("%s:%d", cfg.Host, cfg.Port), testenv.PGURL(t)
 	for _, cmd := range [][]string{
-		{"run", "--slot", "s", "--publication", "p"},
-		{"poll"},
+		{"run", "--slot", "s", "--publication", "p", "--metrics-addr", ""},
+		{"poll", "--metrics-addr", ""},
+		{"cutover", "--slot", "s", "--publication", "p"},
 	} {
-		args := append(cmd, "--pg-url", pgURL, "--brokers", pgAddr, "--metrics-addr", "")
+		args := append(cmd, "--pg-url", pgURL, "--brokers", pgAddr)
 		code, stderr := runBad(t, nil, args...)
 		if code != exitUsage || !strings.Contains(stderr, "--brokers "+pgAddr) || !strings.Contains(stderr, "PostgreSQL server") ||
 			!strings.Contains(stderr, "not Kafka") {
