@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/cdc-relay/cdc-relay/testkit/testenv"
 )
 
@@ -155,10 +157,22 @@ func TestBufferedBytesAboveMemoryAreRefused(t *testing.T) {
 func TestBrokersAtAPostgreSQLPortStopTheStart(t *testing.T) {
 	cfg := testenv.PGConfig(t)
 	pgAddr, pgURL := fmt.Sprintf("%s:%d", cfg.Host, cfg.Port), testenv.PGURL(t)
+	// Names of the test's own: without the check, cutover would create its slot and publication.
+	name := testenv.Name(t)
+	t.Cleanup(func() {
+		conn, err := pgx.ConnectConfig(context.Background(), cfg)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer conn.Close(context.Background())
+		_, _ = conn.Exec(context.Background(), `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1`, name)
+		_, _ = conn.Exec(context.Background(), `DROP PUBLICATION IF EXISTS `+name)
+	})
 	for _, cmd := range [][]string{
-		{"run", "--slot", "s", "--publication", "p", "--metrics-addr", ""},
+		{"run", "--slot", name, "--publication", name, "--metrics-addr", ""},
 		{"poll", "--metrics-addr", ""},
-		{"cutover", "--slot", "s", "--publication", "p"},
+		{"cutover", "--slot", name, "--publication", name},
 	} {
 		args := append(cmd, "--pg-url", pgURL, "--brokers", pgAddr)
 		code, stderr := runBad(t, nil, args...)
