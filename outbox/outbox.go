@@ -17,7 +17,8 @@ const DefaultTable = "public.outbox"
 const maxIdentLen = slotfacts.MaxIdentLen
 
 // ErrBadName means a name is malformed: a table name here, and a slot or publication name
-// (slotfacts' name rules): one value, slotfacts.ErrBadName, which slotstore re-exports too.
+// (slotfacts' name rules, which slotstore applies): one value, slotfacts.ErrBadName, and this
+// is its one public name.
 var ErrBadName = slotfacts.ErrBadName
 
 // Table is a schema-qualified table name, taken literally (no case folding: unquoted

@@ -13,24 +13,13 @@ import (
 	"github.com/cdc-relay/cdc-relay/internal/tlshint"
 )
 
-// The slot's sentinels are slotfacts', the same values as slotstore's, so errors.Is(err,
-// slotstore.ErrSlotMissing) holds for the stream's errors too.
-var (
-	// ErrSlotMissing means the slot does not exist in this database.
-	ErrSlotMissing = slotfacts.ErrSlotMissing
-	// ErrSlotActive means another process streams from the slot; the Stream waits as a standby.
-	ErrSlotActive = slotfacts.ErrSlotActive
-	// ErrSlotLost means the server invalidated the slot (WAL removed past max_slot_wal_keep_size,
-	// or on 17+ catalog rows removed, wal_level lowered, the idle timeout): it cannot stream
-	// again, and events written since its position may be gone.
-	ErrSlotLost = slotfacts.ErrSlotLost
-	// ErrWrongPlugin means the slot does not use pgoutput.
-	ErrWrongPlugin = slotfacts.ErrSlotWrongPlugin
-	// ErrPublicationMissing means a publication named in the configuration does not exist.
-	ErrPublicationMissing = errors.New("publication does not exist")
-	// ErrServerTooOld means the server is older than MinServerMajor.
-	ErrServerTooOld = errors.New("PostgreSQL server is too old")
-)
+// The slot's and publication's sentinels are slotfacts' (ErrSlotMissing, ErrSlotActive,
+// ErrSlotLost, ErrSlotWrongPlugin, ErrPublicationMissing), under one public name each:
+// slotstore's. The stream's errors wrap them, so errors.Is(err, slotstore.ErrSlotMissing) holds
+// for them too.
+
+// ErrServerTooOld means the server is older than MinServerMajor.
+var ErrServerTooOld = errors.New("PostgreSQL server is too old")
 
 // MinServerMajor is the oldest PostgreSQL major the relay streams from: pgoutput's `messages`
 // option (logical decoding messages, which the relay requests) is 14's.
@@ -63,10 +52,10 @@ func IsRetryable(err error) bool {
 	switch {
 	case err == nil:
 		return false
-	case errors.Is(err, ErrSlotActive):
+	case errors.Is(err, slotfacts.ErrSlotActive):
 		return true
-	case errors.Is(err, ErrSlotMissing), errors.Is(err, ErrSlotLost),
-		errors.Is(err, ErrWrongPlugin), errors.Is(err, ErrPublicationMissing), errors.Is(err, ErrServerTooOld):
+	case errors.Is(err, slotfacts.ErrSlotMissing), errors.Is(err, slotfacts.ErrSlotLost),
+		errors.Is(err, slotfacts.ErrSlotWrongPlugin), errors.Is(err, slotfacts.ErrPublicationMissing), errors.Is(err, ErrServerTooOld):
 		return false
 	}
 	if tlsRefused(err) {
@@ -100,14 +89,14 @@ func classify(err error, slot string) error {
 		return err
 	}
 	if pgErr.Code == pgerrcode.UndefinedObject && strings.Contains(pgErr.Message, "publication") {
-		return fmt.Errorf("%w: %w (create it with `cdc-relay slot create`, or fix --publication)", ErrPublicationMissing, err)
+		return fmt.Errorf("%w: %w (create it with `cdc-relay slot create`, or fix --publication)", slotfacts.ErrPublicationMissing, err)
 	}
 	switch slotfacts.ServerSays(err) {
-	case ErrSlotActive:
-		return fmt.Errorf("%w: slot %q: %w", ErrSlotActive, slot, err)
-	case ErrSlotMissing:
-		return fmt.Errorf("%w: slot %q: %w (create it with `cdc-relay slot create --slot %s ...`)", ErrSlotMissing, slot, err, slot)
-	case ErrSlotLost:
+	case slotfacts.ErrSlotActive:
+		return fmt.Errorf("%w: slot %q: %w", slotfacts.ErrSlotActive, slot, err)
+	case slotfacts.ErrSlotMissing:
+		return fmt.Errorf("%w: slot %q: %w (create it with `cdc-relay slot create --slot %s ...`)", slotfacts.ErrSlotMissing, slot, err, slot)
+	case slotfacts.ErrSlotLost:
 		return slotLostError(slot, lostCause(pgErr), err)
 	}
 	return err
@@ -141,7 +130,7 @@ func slotLostError(slot, cause string, err error) error {
 	return fmt.Errorf("%w: slot %q was invalidated: %s; `cdc-relay slot status --slot %s` shows its invalidation_reason and what "+
 		"prevents it next time. Drop and re-create it with `cdc-relay slot drop --slot %s` and `cdc-relay slot create --slot %s ...`, "+
 		"then republish the outbox rows written while it was lost (the polling publisher `cdc-relay poll` can do that from the table): %w",
-		ErrSlotLost, slot, cause, slot, slot, slot, err)
+		slotfacts.ErrSlotLost, slot, cause, slot, slot, slot, err)
 }
 
 // lostCause is what the server said about an invalidated slot: its detail when it gave one.

@@ -28,24 +28,24 @@ func (s *Stream) checkSlot(ctx context.Context) (pglogrepl.LSN, error) {
 				"1. run `cdc-relay cutover --slot %s --publication ... --table ...` against the new primary: it creates the slot "+
 				"and publishes every pending outbox row committed before it, the rows the relay had not confirmed among them "+
 				"(duplicates, never loss); 2. then start `cdc-relay run` again (never before cutover finished)",
-				ErrSlotMissing, s.cfg.Slot, s.nowTL, s.timeline, f, s.cfg.Slot)
+				slotfacts.ErrSlotMissing, s.cfg.Slot, s.nowTL, s.timeline, f, s.cfg.Slot)
 		}
 		if f := s.Flushed(); f != 0 {
 			return 0, fmt.Errorf("%w: slot %q was dropped while this relay used it (it had confirmed %s): re-create it with "+
 				"`cdc-relay slot create --slot %s --publication ...`; rows committed after %s are not in a new slot: "+
-				"republish them from the outbox table (e.g. with cdc-relay poll)", ErrSlotMissing, s.cfg.Slot, f, s.cfg.Slot, f)
+				"republish them from the outbox table (e.g. with cdc-relay poll)", slotfacts.ErrSlotMissing, s.cfg.Slot, f, s.cfg.Slot, f)
 		}
 		return 0, fmt.Errorf("%w: slot %q in this database (create it with `cdc-relay slot create --slot %s --publication ...`)",
-			ErrSlotMissing, s.cfg.Slot, s.cfg.Slot)
+			slotfacts.ErrSlotMissing, s.cfg.Slot, s.cfg.Slot)
 	}
 	if slot.Plugin != "pgoutput" {
-		return 0, fmt.Errorf("%w: slot %q uses %q", ErrWrongPlugin, s.cfg.Slot, slot.Plugin)
+		return 0, fmt.Errorf("%w: slot %q uses %q", slotfacts.ErrSlotWrongPlugin, s.cfg.Slot, slot.Plugin)
 	}
 	if slot.WALStatus == "lost" {
 		return 0, slotLostError(s.cfg.Slot, "its wal_status is lost: it held back more WAL than max_slot_wal_keep_size allows, and PostgreSQL removed WAL it still needed", errors.New("wal_status is lost"))
 	}
 	if slot.PID != 0 && uint32(slot.PID) != s.conn.PID() {
-		return 0, fmt.Errorf("%w: slot %q is active for PID %d", ErrSlotActive, s.cfg.Slot, slot.PID)
+		return 0, fmt.Errorf("%w: slot %q is active for PID %d", slotfacts.ErrSlotActive, s.cfg.Slot, slot.PID)
 	}
 	if !slot.HasConfirmed {
 		return 0, fmt.Errorf("read slot %q: it has no confirmed_flush_lsn", s.cfg.Slot)

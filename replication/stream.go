@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/cdc-relay/cdc-relay/internal/retry"
+	"github.com/cdc-relay/cdc-relay/internal/slotfacts"
 )
 
 // Kind says what a Message carries.
@@ -177,7 +178,7 @@ func (s *Stream) Run(ctx context.Context, out chan<- []Message) error {
 		s.closeConn()
 		var wait time.Duration
 		switch {
-		case errors.Is(err, ErrSlotActive):
+		case errors.Is(err, slotfacts.ErrSlotActive):
 			s.state.Store(int32(StateStandby))
 			s.log.Info("slot is held by another process: waiting as a standby", "retry_in", s.cfg.StandbyRetry, "cause", err)
 			wait = s.cfg.StandbyRetry

@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/cdc-relay/cdc-relay/internal/slotfacts"
 )
 
 func mustParse(t *testing.T, s string) *pgx.ConnConfig {
@@ -94,9 +96,9 @@ func TestIsRetryable(t *testing.T) {
 		{&pgconn.PgError{Code: "08006"}, true},
 		{&pgconn.PgError{Code: "28P01"}, false}, // wrong password
 		{&pgconn.PgError{Code: "42501"}, false}, // permission
-		{ErrSlotMissing, false},
-		{ErrSlotLost, false},
-		{ErrSlotActive, true},
+		{slotfacts.ErrSlotMissing, false},
+		{slotfacts.ErrSlotLost, false},
+		{slotfacts.ErrSlotActive, true},
 		{nil, false},
 	} {
 		if got := IsRetryable(c.err); got != c.want {
@@ -110,10 +112,10 @@ func TestClassifyServerErrors(t *testing.T) {
 		pg   *pgconn.PgError
 		want error
 	}{
-		"active":      {&pgconn.PgError{Code: "55006", Message: `replication slot "s" is active for PID 7`}, ErrSlotActive},
-		"missing":     {&pgconn.PgError{Code: "42704", Message: `replication slot "s" does not exist`}, ErrSlotMissing},
-		"publication": {&pgconn.PgError{Code: "42704", Message: `publication "p" does not exist`}, ErrPublicationMissing},
-		"lost":        {&pgconn.PgError{Code: "55000", Message: `can no longer get changes from replication slot "s"`}, ErrSlotLost},
+		"active":      {&pgconn.PgError{Code: "55006", Message: `replication slot "s" is active for PID 7`}, slotfacts.ErrSlotActive},
+		"missing":     {&pgconn.PgError{Code: "42704", Message: `replication slot "s" does not exist`}, slotfacts.ErrSlotMissing},
+		"publication": {&pgconn.PgError{Code: "42704", Message: `publication "p" does not exist`}, slotfacts.ErrPublicationMissing},
+		"lost":        {&pgconn.PgError{Code: "55000", Message: `can no longer get changes from replication slot "s"`}, slotfacts.ErrSlotLost},
 	}
 	for name, c := range cases {
 		err := classify(c.pg, "s")

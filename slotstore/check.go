@@ -16,7 +16,7 @@ var ErrPublicationNotViaRoot = errors.New("publication publishes a partitioned t
 // SUPERUSER, else ErrPermission), the slot exists (ErrSlotMissing) as a
 // pgoutput slot of this database (ErrSlotWrongPlugin, ErrSlotWrongDatabase)
 // and is not lost (ErrSlotLost), and the publication exists
-// (ErrNoPublication), publishes inserts (ErrPublicationNoInsert), publishes a
+// (ErrPublicationMissing), publishes inserts (ErrPublicationNoInsert), publishes a
 // partitioned table through its root (ErrPublicationNotViaRoot) and contains
 // at least one table (ErrPublicationEmpty).
 //
@@ -63,7 +63,7 @@ func checkRunStatus(st Status, ex statusExtra, publication string) error {
 	}
 	if !ex.PubFound {
 		return fmt.Errorf("publication %q: %w: create it with `cdc-relay slot create --slot %s --publication %s`",
-			publication, ErrNoPublication, st.Slot, publication)
+			publication, ErrPublicationMissing, st.Slot, publication)
 	}
 	if !ex.PubPublishes {
 		return fmt.Errorf("publication %q: %w: it publishes %q; run: ALTER PUBLICATION %s SET (publish = 'insert')",

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cdc-relay/cdc-relay/outbox"
 	"github.com/cdc-relay/cdc-relay/slotstore"
 )
 
@@ -30,8 +31,8 @@ func TestCheckRun(t *testing.T) {
 		e, ctx, store, _ := created(t)
 		e.exec(t, "DROP PUBLICATION "+e.Pub)
 		st, err := store.CheckRun(ctx, e.Slot, e.Pub)
-		if !errors.Is(err, slotstore.ErrNoPublication) {
-			t.Fatalf("CheckRun without the publication: err = %v, want ErrNoPublication", err)
+		if !errors.Is(err, slotstore.ErrPublicationMissing) {
+			t.Fatalf("CheckRun without the publication: err = %v, want ErrPublicationMissing", err)
 		}
 		if !strings.Contains(err.Error(), e.Pub) || st.Slot != e.Slot {
 			t.Errorf("error %q should name the publication, and the slot status (%q) should come with it", err, st.Slot)
@@ -86,7 +87,7 @@ func TestCheckRun(t *testing.T) {
 
 	t.Run("publication name required", func(t *testing.T) {
 		t.Parallel()
-		if _, err := slotstore.New(nil).CheckRun(testCtx(t), "s", ""); !errors.Is(err, slotstore.ErrBadName) {
+		if _, err := slotstore.New(nil).CheckRun(testCtx(t), "s", ""); !errors.Is(err, outbox.ErrBadName) {
 			t.Fatalf("CheckRun without a publication: err = %v, want ErrBadName", err)
 		}
 	})

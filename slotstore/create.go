@@ -44,7 +44,7 @@ type CreateOptions struct {
 // ErrSlotNotFailover means a failover slot was asked for and the slot exists without failover.
 var ErrSlotNotFailover = errors.New("replication slot exists without failover")
 
-// Validate checks the names; the error wraps ErrBadName.
+// Validate checks the names; the error wraps outbox.ErrBadName.
 func (o CreateOptions) Validate() error {
 	_, err := o.tables()
 	return err

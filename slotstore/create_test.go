@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cdc-relay/cdc-relay/outbox"
 	"github.com/cdc-relay/cdc-relay/slotstore"
 )
 
@@ -156,7 +157,7 @@ func TestCreateRejectsBadNames(t *testing.T) {
 		{Slot: "s", Publication: ""},
 		{Slot: "s", Publication: "p", Tables: []string{"a.b.c"}},
 	} {
-		if _, err := store.Create(testCtx(t), o); !errors.Is(err, slotstore.ErrBadName) {
+		if _, err := store.Create(testCtx(t), o); !errors.Is(err, outbox.ErrBadName) {
 			t.Errorf("Create(%+v): err = %v, want ErrBadName", o, err)
 		}
 	}

@@ -7,8 +7,10 @@ import (
 	"github.com/cdc-relay/cdc-relay/internal/slotfacts"
 )
 
-// The slot's sentinels and ErrBadName are slotfacts', the same values as replication's, so
-// errors.Is(err, slotstore.ErrSlotMissing) holds for the stream's errors too.
+// The slot's and publication's sentinels are slotfacts' values, and these are their one
+// public name: the stream (replication) wraps the same values, so
+// errors.Is(err, slotstore.ErrSlotMissing) holds for its errors too. A bad name's error is
+// outbox.ErrBadName.
 var (
 	// ErrSlotMissing means the replication slot does not exist.
 	ErrSlotMissing = slotfacts.ErrSlotMissing
@@ -27,8 +29,8 @@ var (
 	ErrSlotWrongDatabase = errors.New("replication slot belongs to another database")
 	// ErrWalLevel means the server's wal_level is not logical.
 	ErrWalLevel = errors.New("wal_level is not logical")
-	// ErrNoPublication means the publication does not exist.
-	ErrNoPublication = errors.New("publication does not exist")
+	// ErrPublicationMissing means the publication does not exist.
+	ErrPublicationMissing = slotfacts.ErrPublicationMissing
 	// ErrPublicationEmpty means the publication contains no table.
 	ErrPublicationEmpty = errors.New("publication has no tables")
 	// ErrPublicationNoInsert means the publication does not publish inserts,
@@ -39,8 +41,6 @@ var (
 	// ErrPermission means the connected role lacks a privilege, an ownership
 	// or a role attribute the operation needs; the message names it.
 	ErrPermission = errors.New("insufficient privilege")
-	// ErrBadName means a slot, publication or table name is not acceptable.
-	ErrBadName = slotfacts.ErrBadName // the same value as outbox.ParseTable's
 )
 
 // SlotActiveError reports that a process holds the replication slot, so it

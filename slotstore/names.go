@@ -8,7 +8,7 @@ import (
 )
 
 // ValidateName reports whether name is acceptable as kind, which is "slot",
-// "publication" or "table". The error wraps ErrBadName.
+// "publication" or "table". The error wraps outbox.ErrBadName.
 //
 //   - slot: [a-z0-9_]{1,63}, the server's rule for replication slot names
 //     (slotfacts.CheckSlotName).
@@ -28,5 +28,5 @@ func ValidateName(kind, name string) error {
 		}
 		return nil
 	}
-	return fmt.Errorf("%w: unknown kind of name %q (want slot, publication or table)", ErrBadName, kind)
+	return fmt.Errorf("%w: unknown kind of name %q (want slot, publication or table)", outbox.ErrBadName, kind)
 }

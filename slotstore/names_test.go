@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cdc-relay/cdc-relay/outbox"
 	"github.com/cdc-relay/cdc-relay/slotstore"
 )
 
@@ -49,7 +50,7 @@ func TestValidateName(t *testing.T) {
 		if tc.ok && err != nil {
 			t.Errorf("ValidateName(%q, %q) = %v, want nil", tc.kind, tc.name, err)
 		}
-		if !tc.ok && !errors.Is(err, slotstore.ErrBadName) {
+		if !tc.ok && !errors.Is(err, outbox.ErrBadName) {
 			t.Errorf("ValidateName(%q, %q) = %v, want ErrBadName", tc.kind, tc.name, err)
 		}
 	}

@@ -48,7 +48,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 	defer w.close()
 	t := time.NewTicker(w.Interval)
 	defer t.Stop()
-	failing := false
+	failing, read := false, false // read: a status was read once
 	for {
 		st, err := w.check(ctx)
 		switch {
@@ -62,6 +62,10 @@ func (w *Watcher) Run(ctx context.Context) error {
 				// What to do depends on why (dropped, or left on a former primary): the relay
 				// itself says so; the metrics watcher only reports.
 				log.Warn("the slot does not exist on this server; slot metrics are absent until it does")
+			case !read:
+				// Nothing to be stale yet: the relay's own connection, which waits or stops,
+				// says why PostgreSQL cannot be reached (a wrong password, a missing database).
+				log.Debug("cannot read the slot's status yet; slot metrics are absent until it works", "cause", err)
 			default:
 				log.Warn("cannot read the slot's status; slot metrics are stale until it works again", "cause", err)
 			}
@@ -70,7 +74,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 			if failing {
 				log.Info("slot status readable again")
 			}
-			failing = false
+			failing, read = false, true
 			w.Observer.Update(st)
 			w.report(log, st)
 		}

@@ -3,6 +3,7 @@ package slotstore_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"sync"
@@ -105,5 +106,24 @@ func TestWatcherCountsFailures(t *testing.T) {
 	}
 	if strings.Contains(logs, "slot create") {
 		t.Errorf("the watcher advises slot create:\n%s", logs)
+	}
+}
+
+// A watcher that never read the slot (a wrong password, a missing database) says nothing of
+// stale metrics: there were none, and the relay's own connection reports the cause.
+func TestWatcherThatNeverReadSaysNothingStale(t *testing.T) {
+	o := &observer{}
+	w := &slotstore.Watcher{Connect: func(context.Context) (*pgx.Conn, error) { return nil, errors.New("password authentication failed") },
+		Slot: "s", Interval: 10 * time.Millisecond, Observer: o, Logger: slog.New(slog.NewTextHandler(o, nil))}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	testenv.Eventually(t, 10*time.Second, "three failed reads", func() bool { _, _, n, _ := o.get(); return n >= 3 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, logs := o.get(); strings.Contains(logs, "stale") || strings.Contains(logs, "WARN") {
+		t.Errorf("a watcher that never read the slot warned:\n%s", logs)
 	}
 }

@@ -47,6 +47,7 @@ func TestConfigurationReferenceIsCurrent(t *testing.T) {
 var (
 	flagLine   = regexp.MustCompile(`^  --(\S+) \[(\S+)\]$`)
 	defaultEnd = regexp.MustCompile(` \(default (.*)\)$`)
+	groupLine  = regexp.MustCompile(`^(\S.*):$`)
 )
 
 func renderConfigDoc(t *testing.T) []byte {
@@ -58,27 +59,68 @@ func renderConfigDoc(t *testing.T) []byte {
 a test fails when this file is stale. Edit the flags' help in cmd/cdc-relay, not this file. -->
 
 Every flag has an environment twin ` + "`CDC_RELAY_<FLAG>`" + ` (upper case, dashes as underscores:
-` + "`--pg-url` is `CDC_RELAY_PG_URL`" + `); a flag on the command line wins over its twin.
-Exit codes: ` + "`0`" + ` clean shutdown, ` + "`1`" + ` runtime failure (a service unreachable, the slot lost),
-` + "`2`" + ` bad usage or configuration, found at start (the message names the flag: an unknown flag, a bad URL,
-a zero or negative interval, timeout or buffer size, a topic name Kafka refuses, a mapped column no
-streamed table has, a dead-letter topic that does not exist, a missing slot or publication). ` + "`cdc-relay COMMAND --help`" + ` prints
-the same lists.
+` + "`--pg-url` is `CDC_RELAY_PG_URL`" + `); a flag on the command line wins over its twin, even over a twin that
+does not parse. A twin set but empty for a number, duration or switch is refused (unset it for the default).
+` + "`cdc-relay COMMAND --help`" + ` prints the same lists (` + "`run --help`" + ` leaves the tuning flags out; ` + "`run --help-all`" + ` lists them).
+
+Values: a duration is a number with a unit, ` + "`500ms`, `10s`, `2m`, `1h30m`" + `, or days, ` + "`7d`, `1d12h`" + `,
+for every duration flag as for ` + "`dead-letters --since`" + `; a number without a unit is refused. A count or size is
+written out in digits (` + "`1e12`" + ` is refused). A value that does not parse is refused naming the flag or twin,
+the value and the form expected.
+
+A publication that publishes more than inserts (` + "`publish = 'insert, update, delete, truncate'`" + `, the default of
+` + "`CREATE PUBLICATION`" + `) is accepted: ` + "`run`" + ` logs a warning at start naming the operations it ignores (the
+server sends them, the relay decodes and drops them) and the fix, ` + "`ALTER PUBLICATION name SET (publish = 'insert')`" + `.
+` + "`slot create`" + ` leaves an existing publication's publish option as it is (another consumer may need it) and
+prints the same note.
+
+Exit codes:
+
+- ` + "`0`" + `: a clean shutdown (SIGTERM or Ctrl-C, also while waiting for a service at start), or ` + "`--help`" + `.
+- ` + "`1`" + `: a runtime failure: what retrying cannot fix once started (the slot lost or taken over, a record Kafka
+  refuses for good, an exactly-once producer fenced), and at start PostgreSQL refusing the password or the user,
+  a database that does not exist, or a TLS verification or SASL authentication (PostgreSQL's or Kafka's) that
+  failed. A service that cannot be reached, or that is starting or restarting, is waited for, not an exit.
+- ` + "`2`" + `: bad usage or configuration, found at start, before anything streams; the message names the flag or
+  twin, what is wrong and what to do: an unknown flag; a value that does not parse; a zero or negative interval,
+  timeout or buffer size; a ` + "`--max-buffered-bytes`" + ` above the memory the process may use; a ` + "`--pg-url`" + ` that is
+  not PostgreSQL's (a JDBC URL, another scheme, no scheme, a password not percent-encoded); a ` + "`--brokers`" + ` entry
+  with a listener's scheme (` + "`PLAINTEXT://`" + `) or where something that is not Kafka answers (PostgreSQL, HTTP); a
+  topic name Kafka refuses; ` + "`--column-topic`" + ` with ` + "`--topic`" + `; a ` + "`--transactional-id`" + ` with spaces; a
+  ` + "`--metrics-addr`" + ` that is not host:port or cannot be listened on; wal_level not logical; a missing slot or
+  publication; a ` + "`--table`" + ` no publication streams; a mapped column no streamed table has; a dead-letter topic
+  that does not exist.
 `)
 	for _, c := range configDocCommands {
 		var stdout, stderr bytes.Buffer
-		if code := run(append(append([]string{}, c...), "--help"), &stdout, &stderr); code != 0 {
+		help := "--help"
+		if c[0] == "run" {
+			help = "--" + helpAllFlag // run's --help leaves the tuning flags out
+		}
+		if code := run(append(append([]string{}, c...), help), &stdout, &stderr); code != 0 {
 			t.Fatalf("cdc-relay %s --help: exit %d\n%s%s", strings.Join(c, " "), code, stdout.String(), stderr.String())
 		}
-		help := stdout.String() + stderr.String()
-		usage, flags, ok := strings.Cut(help, "\nFlags (environment twin in brackets):\n")
+		out := stdout.String() + stderr.String()
+		usage, flags, ok := strings.Cut(out, flagsHeading)
 		if !ok {
-			t.Fatalf("cdc-relay %s --help: no flag list in\n%s", strings.Join(c, " "), help)
+			t.Fatalf("cdc-relay %s --help: no flag list in\n%s", strings.Join(c, " "), out)
 		}
-		fmt.Fprintf(&b, "\n## `cdc-relay %s`\n\n```\n%s\n```\n\n", strings.Join(c, " "), strings.TrimSpace(usage))
-		b.WriteString("| flag | environment | default | meaning |\n|---|---|---|---|\n")
-		lines := strings.Split(strings.TrimRight(flags, "\n"), "\n")
+		fmt.Fprintf(&b, "\n## `cdc-relay %s`\n\n```\n%s\n```\n", strings.Join(c, " "), strings.TrimSpace(usage))
+		const tableHead = "| flag | environment | default | meaning |\n|---|---|---|---|\n"
+		lines := strings.Split(strings.Trim(flags, "\n"), "\n")
+		if len(lines) > 0 && groupLine.MatchString(lines[0]) {
+			b.WriteString("\nThe flags by group, as `--help` shows them (`--help-all` lists the tuning ones too).\n")
+		} else {
+			b.WriteString("\n" + tableHead)
+		}
 		for i := 0; i < len(lines); i++ {
+			if lines[i] == "" {
+				continue
+			}
+			if g := groupLine.FindStringSubmatch(lines[i]); g != nil {
+				fmt.Fprintf(&b, "\n### %s\n\n%s", g[1], tableHead)
+				continue
+			}
 			m := flagLine.FindStringSubmatch(lines[i])
 			if m == nil || i+1 == len(lines) {
 				t.Fatalf("cdc-relay %s --help: unexpected line %q", strings.Join(c, " "), lines[i])
@@ -91,6 +133,7 @@ the same lists.
 			desc = strings.ReplaceAll(desc, "|", `\|`)
 			fmt.Fprintf(&b, "| `--%s` | `%s` | %s | %s |\n", m[1], m[2], def, desc)
 		}
+		b.WriteString("\n")
 	}
 	return b.Bytes()
 }

@@ -74,6 +74,9 @@ func cmdCutover(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := cfg.Validate(); err != nil {
 		return &usageError{err}
 	}
+	if err := probeNotKafka(ctx, cfg.Sink.Brokers, cfg.Sink.Opts); err != nil {
+		return err
+	}
 	res, err := cutover.Run(ctx, cutover.Options{Slot: c.slot, Publication: pub, DeadLetterTable: deadTable, Poller: cfg, Logger: log})
 	if err != nil {
 		if errors.Is(err, slotstore.ErrSlotExists) {

@@ -96,6 +96,8 @@ func (f *dlFlags) validate(sub string) error {
 	}
 	if (f.from == "topic" || sub == "replay") && len(f.brokers) == 0 {
 		errs = append(errs, errors.New("--brokers is required (or set CDC_RELAY_BROKERS)"))
+	} else if err := checkBrokers(f.brokers); err != nil {
+		errs = append(errs, err)
 	}
 	sel, err := f.selection(sub, time.Now())
 	if err != nil {

@@ -29,6 +29,7 @@ func TestDeadLettersUsage(t *testing.T) {
 		{[]string{"dead-letters", "list", "--pg-url", "postgres://h/db", "--from", "table", "--since", "1h", "--until", "2h"}, "is not before"},
 		{[]string{"dead-letters", "show", "--pg-url", "postgres://h/db", "--from", "table"}, "needs a letter id"},
 		{[]string{"dead-letters", "replay", "--pg-url", "postgres://h/db", "--from", "table", "--all"}, "--brokers is required"},
+		{[]string{"dead-letters", "replay", "--pg-url", "postgres://h/db", "--from", "table", "--all", "--brokers", "SSL://b:9093"}, "use b:9093"},
 	} {
 		var out, errOut bytes.Buffer
 		if code := run(c.args, &out, &errOut); code != exitUsage || !strings.Contains(errOut.String(), c.want) {

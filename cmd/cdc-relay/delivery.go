@@ -89,6 +89,8 @@ func checkpointFlagErrs(fs *flag.FlagSet, topic, id, idDefault string, taken []s
 	var errs []error
 	if isSet(fs, "transactional-id") && id == "" {
 		errs = append(errs, fmt.Errorf("--transactional-id is empty: leave it out for %s", idDefault))
+	} else if err := checkTransactionalID(id); err != nil {
+		errs = append(errs, err)
 	}
 	if err := sink.ValidTopicName(topic); err != nil {
 		errs = append(errs, fmt.Errorf("--checkpoint-topic: %w", err))

@@ -30,36 +30,52 @@ func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: cdc-relay %s\n\nFlags (environment twin in brackets):\n", synopsis)
-		fs.VisitAll(func(f *flag.Flag) {
-			def := ""
-			if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" && f.DefValue != "[]" {
-				def = fmt.Sprintf(" (default %s)", f.DefValue)
-			}
-			fmt.Fprintf(fs.Output(), "  --%s [%s]\n      %s%s\n", f.Name, envName(f.Name), f.Usage, def)
-		})
+		fmt.Fprintf(fs.Output(), "Usage: cdc-relay %s\n%s", synopsis, flagsHeading)
+		fs.VisitAll(func(f *flag.Flag) { printFlag(fs.Output(), f) })
 	}
 	return fs
 }
 
-// parse applies environment twins first, then the command line, so flags win.
+// parse applies environment twins first, then the command line, so flags win: a twin that
+// does not parse is refused (with its value and the form expected) only when the command line
+// does not give the flag.
 func parse(fs *flag.FlagSet, args []string) error {
-	var errs []error
+	if f := fs.Lookup(helpAllFlag); f != nil && f.Value.(*helpLayout).wanted(args) {
+		_ = f.Value.Set("true")
+		fs.Usage()
+		return errHelp
+	}
+	checkValues(fs)
+	twinErrs := map[string]error{}
 	fs.VisitAll(func(f *flag.Flag) {
-		if v, ok := os.LookupEnv(envName(f.Name)); ok {
-			if err := fs.Set(f.Name, v); err != nil {
-				errs = append(errs, fmt.Errorf("environment %s: %w", envName(f.Name), err))
-			}
+		v, ok := os.LookupEnv(envName(f.Name))
+		if !ok || f.Name == helpAllFlag {
+			return
+		}
+		if _, typed := f.Value.(*checkedValue); typed && strings.TrimSpace(v) == "" {
+			twinErrs[f.Name] = fmt.Errorf("environment %s (--%s) is set but empty: unset it for the default (%s), or give a value",
+				envName(f.Name), f.Name, f.DefValue)
+			return
+		}
+		if err := fs.Set(f.Name, v); err != nil {
+			twinErrs[f.Name] = fmt.Errorf("environment %s (--%s): %w", envName(f.Name), f.Name, err)
 		}
 	})
-	if err := errors.Join(errs...); err != nil {
-		return &usageError{err}
-	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return errHelp
 		}
 		return &usageError{fmt.Errorf("%s: %w (see 'cdc-relay %s --help')", fs.Name(), err, fs.Name())}
+	}
+	fs.Visit(func(f *flag.Flag) { delete(twinErrs, f.Name) }) // given on the command line: it wins
+	var errs []error
+	fs.VisitAll(func(f *flag.Flag) {
+		if err := twinErrs[f.Name]; err != nil {
+			errs = append(errs, err)
+		}
+	})
+	if err := errors.Join(errs...); err != nil {
+		return &usageError{err}
 	}
 	if fs.NArg() > 0 {
 		return usageErr("%s: unexpected argument %q (see 'cdc-relay %s --help')", fs.Name(), fs.Arg(0), fs.Name())

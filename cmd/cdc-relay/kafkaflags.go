@@ -8,6 +8,8 @@ import (
 	"math"
 	"os"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/plugin/kslog"
@@ -104,7 +106,7 @@ func (p *producerFlags) sink(cfg *sink.Config, c *common, fs *flag.FlagSet, log 
 	if len(p.brokers) == 0 {
 		return usageErr("--brokers is required (or set CDC_RELAY_BROKERS)")
 	}
-	var errs []error
+	errs := []error{checkBrokers(p.brokers), checkFixedTopicColumn(fs, fixedTopic), checkBufferedBytes(cfg.MaxBufferedBytes, memoryLimit())}
 	if err := sink.ValidTopicName(*p.dlqTopic); err != nil {
 		errs = append(errs, fmt.Errorf("--dlq-topic: %w", err))
 	}
@@ -188,16 +190,59 @@ var kafkaFlagNames = strings.NewReplacer("Security.TLS", "--kafka-tls", "Securit
 // kafkaLogger passes franz-go's warnings and errors (a broker that cannot be reached, a TLS
 // handshake or SASL authentication that failed) to the relay's log, so that every retry
 // says why; its informational messages only at --log-level debug, and never its debug ones.
-// franz-go never logs credentials.
+// A warning or error repeated within kafkaRepeatWindow is logged once (franz-go retries an
+// unreachable broker every 250 ms at start; the relay's own line says what it waits for),
+// then again with how often it was repeated. franz-go never logs credentials.
 func kafkaLogger(log *slog.Logger) kgo.Opt {
-	return kgo.WithLogger(kafkaLog{kslog.New(log.With("component", "kafka"))})
+	return kgo.WithLogger(kafkaLog{kslog.New(log.With("component", "kafka")), &kafkaRepeats{seen: map[string]kafkaRepeat{}}, time.Now})
 }
 
-type kafkaLog struct{ *kslog.Logger }
+// kafkaRepeatWindow is how long a repeated franz-go warning stays quiet.
+const kafkaRepeatWindow = time.Minute
+
+type kafkaLog struct {
+	*kslog.Logger
+	repeats *kafkaRepeats
+	now     func() time.Time
+}
+
+type kafkaRepeats struct {
+	mu   sync.Mutex
+	seen map[string]kafkaRepeat
+}
+
+type kafkaRepeat struct {
+	at     time.Time // when it was last logged
+	quiets int       // times it was not logged since
+}
 
 func (l kafkaLog) Level() kgo.LogLevel {
 	if l.Logger.Level() == kgo.LogLevelDebug {
 		return kgo.LogLevelInfo
 	}
 	return kgo.LogLevelWarn
+}
+
+func (l kafkaLog) Log(level kgo.LogLevel, msg string, keyvals ...any) {
+	if level == kgo.LogLevelWarn || level == kgo.LogLevelError {
+		key := fmt.Sprint(level, msg, keyvals)
+		now := l.now()
+		l.repeats.mu.Lock()
+		r, ok := l.repeats.seen[key]
+		if ok && now.Sub(r.at) < kafkaRepeatWindow {
+			r.quiets++
+			l.repeats.seen[key] = r
+			l.repeats.mu.Unlock()
+			return
+		}
+		if len(l.repeats.seen) > 1000 {
+			clear(l.repeats.seen) // bounded: messages that name ever new brokers or partitions
+		}
+		l.repeats.seen[key] = kafkaRepeat{at: now}
+		l.repeats.mu.Unlock()
+		if r.quiets > 0 {
+			keyvals = append(keyvals, "repeated_since_last_logged", r.quiets)
+		}
+	}
+	l.Logger.Log(level, msg, keyvals...)
 }

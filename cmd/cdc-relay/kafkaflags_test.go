@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -22,6 +23,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/plugin/kslog"
 
 	"github.com/cdc-relay/cdc-relay/sink"
 	"github.com/cdc-relay/cdc-relay/testkit/proc"
@@ -200,5 +202,29 @@ func TestKafkaLoggerSaysWhy(t *testing.T) {
 		if !strings.Contains(out, w) {
 			t.Errorf("log does not contain %q:\n%s", w, out)
 		}
+	}
+}
+
+// franz-go's warning repeated every 250 ms while a broker is unreachable is logged once a
+// minute, then with how often it was repeated; another warning is logged at once.
+func TestKafkaWarningsRepeatedAreLoggedOnce(t *testing.T) {
+	var buf bytes.Buffer
+	now := time.Unix(0, 0)
+	l := kafkaLog{kslog.New(slog.New(slog.NewTextHandler(&buf, nil))), &kafkaRepeats{seen: map[string]kafkaRepeat{}}, func() time.Time { return now }}
+	for range 40 { // 10 s of retries
+		l.Log(kgo.LogLevelWarn, "unable to open connection to broker", "addr", "127.0.0.1:1", "err", "connection refused")
+		now = now.Add(250 * time.Millisecond)
+	}
+	l.Log(kgo.LogLevelWarn, "another warning")
+	if n := strings.Count(buf.String(), "unable to open connection"); n != 1 {
+		t.Errorf("logged %d times in 10 s, want once:\n%s", n, buf.String())
+	}
+	if !strings.Contains(buf.String(), "another warning") {
+		t.Errorf("another warning was not logged:\n%s", buf.String())
+	}
+	now = now.Add(kafkaRepeatWindow)
+	l.Log(kgo.LogLevelWarn, "unable to open connection to broker", "addr", "127.0.0.1:1", "err", "connection refused")
+	if !strings.Contains(buf.String(), "repeated_since_last_logged=39") {
+		t.Errorf("after the window: not logged again with its count:\n%s", buf.String())
 	}
 }

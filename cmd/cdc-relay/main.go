@@ -31,7 +31,7 @@ LOCKED on published_at IS NULL), for comparison and for republishing rows a lost
 
 Every flag has an environment twin: CDC_RELAY_<FLAG>, upper case, dashes as underscores
 (--pg-url is CDC_RELAY_PG_URL). A flag on the command line wins over its twin.
-Run 'cdc-relay COMMAND --help' for a command's flags.
+Run 'cdc-relay COMMAND --help' for a command's flags ('cdc-relay run --help-all' adds run's tuning flags).
 
 Exit codes: 0 clean shutdown, 1 runtime failure, 2 bad usage or configuration.
 `
@@ -69,6 +69,11 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	return runCtx(ctx, args, stdout, stderr)
+}
+
+// runCtx runs the command until ctx ends and returns its exit code.
+func runCtx(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	err := dispatch(ctx, args, stdout, stderr)
 	switch {
 	case err == nil, errors.Is(err, errHelp):

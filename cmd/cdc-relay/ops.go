@@ -71,6 +71,9 @@ func (o *opsFlags) parsed(fs *flag.FlagSet) error {
 			o.metricsExplicit = true
 		}
 	})
+	if err := checkMetricsAddr(o.metricsAddr); err != nil {
+		return &usageError{err}
+	}
 	if o.warnBytes < 0 || o.watchInterval < 0 {
 		return usageErr("--wal-retained-warn-bytes and --slot-status-interval must not be negative")
 	}
@@ -104,7 +107,10 @@ func (o *opsFlags) serve(ctx context.Context, reg *prometheus.Registry, ready me
 	go func() { defer close(done); watch(ctx) }()
 	stopServer := func() {}
 	if o.metricsAddr != "" {
-		stopServer, err = metrics.Serve(o.metricsAddr, o.metricsExplicit, reg, ready, log)
+		if stopServer, err = metrics.Serve(o.metricsAddr, o.metricsExplicit, reg, ready, log); err != nil {
+			// An address in use or not this host's: the configuration's to fix (exit 2).
+			err = usageErr("--metrics-addr %s: %w: choose a free port, or empty to serve no metrics", o.metricsAddr, err)
+		}
 	}
 	stop = func() { cancel(); <-done; stopServer() }
 	if err != nil {

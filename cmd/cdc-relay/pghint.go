@@ -19,6 +19,9 @@ func pgConnectHint(err error) string {
 	switch {
 	case errors.As(err, &pgErr) && pgErr.Code == pgerrcode.InvalidPassword:
 		return "the server refused the password: check --pg-password-file (or the URL's password) and the user name"
+	case errors.As(err, &pgErr) && pgErr.Code == pgerrcode.InvalidCatalogName:
+		return "the URL's database does not exist on this server: check the URL's path (postgres://USER@HOST:5432/DATABASE, " +
+			"or dbname=), or create it"
 	case errors.As(err, &pgErr) && pgErr.Code == pgerrcode.InvalidAuthorizationSpecification:
 		return "the server's pg_hba.conf refuses this user, database, address or encryption: check the user, and the URL's sslmode " +
 			"(a hostssl rule needs sslmode=verify-full, verify-ca or require)"

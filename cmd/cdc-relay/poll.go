@@ -143,6 +143,10 @@ func cmdPoll(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return &usageError{err}
 	}
+	if err := probeNotKafka(ctx, cfg.Sink.Brokers, cfg.Sink.Opts); err != nil {
+		p.Close()
+		return err
+	}
 	if err := p.Check(ctx, kafkaWait); err != nil {
 		p.Close()
 		if ctx.Err() != nil {

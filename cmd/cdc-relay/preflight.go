@@ -3,10 +3,12 @@ package main
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 
 	"github.com/cdc-relay/cdc-relay/outbox"
+	"github.com/cdc-relay/cdc-relay/slotstore"
 )
 
 // checkTables refuses a --table that no publication streams: its rows would never arrive,
@@ -65,4 +67,16 @@ func checkColumns(have map[string][]string, streamed []string, m outbox.Columns,
 		return &usageError{err}
 	}
 	return nil
+}
+
+// warnPublishesMore says, once at start, that the publication publishes operations the relay
+// ignores (it publishes outbox inserts only): the server sends them and the relay decodes and
+// drops them, which costs work and may surprise. Accepted, not refused: another consumer may
+// need them.
+func warnPublishesMore(log *slog.Logger, p *slotstore.PublicationStatus) {
+	if ignored := p.Ignored(); len(ignored) > 0 {
+		log.Warn("the publication publishes operations the relay ignores (it publishes inserts only): "+
+			"they are decoded and dropped; unless another consumer needs them, run "+p.InsertOnlySQL(),
+			"publication", p.Name, "ignored", strings.Join(ignored, ", "))
+	}
 }

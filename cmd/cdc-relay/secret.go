@@ -70,10 +70,19 @@ func (c *common) at(flag, url string) (*common, error) {
 
 // parsePG parses url, the value of --flag, as loadPG does.
 func (c *common) parsePG(flag, url string) (*pgx.ConnConfig, error) {
+	if err := checkPGURLForm(flag, url); err != nil {
+		return nil, err
+	}
 	cfg, err := pgx.ParseConfig(url)
 	if err != nil {
 		// pgconn's parse errors never include the password.
-		return nil, fmt.Errorf("bad --%s: %w", flag, err)
+		if strings.Contains(url, "://") {
+			return nil, fmt.Errorf("bad --%s: %w (use %s; %s)", flag, err, pgURLForms, pgPercentEncoding)
+		}
+		return nil, fmt.Errorf("bad --%s: %w (use %s)", flag, err, pgURLForms)
+	}
+	if err := checkPGHosts(flag, cfg); err != nil {
+		return nil, err
 	}
 	if c.pgPasswordFile != "" {
 		if cfg.Password, err = readSecretFile("pg-password-file", c.pgPasswordFile); err != nil {

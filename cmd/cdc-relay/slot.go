@@ -63,8 +63,8 @@ const deadLetterTableUsage = "PostgreSQL table, schema.table (a bare name means 
 // slotErr turns slotstore's configuration findings into usage errors (exit 2).
 func slotErr(err error) error {
 	switch {
-	case errors.Is(err, slotstore.ErrBadName), errors.Is(err, slotstore.ErrWalLevel),
-		errors.Is(err, slotstore.ErrNoTable), errors.Is(err, slotstore.ErrNoPublication),
+	case errors.Is(err, outbox.ErrBadName), errors.Is(err, slotstore.ErrWalLevel),
+		errors.Is(err, slotstore.ErrNoTable), errors.Is(err, slotstore.ErrPublicationMissing),
 		errors.Is(err, slotstore.ErrPublicationEmpty), errors.Is(err, slotstore.ErrPublicationNoInsert),
 		errors.Is(err, slotstore.ErrSlotMissing), errors.Is(err, slotstore.ErrSlotWrongPlugin),
 		errors.Is(err, slotstore.ErrSlotWrongDatabase), errors.Is(err, slotstore.ErrPermission),
@@ -137,6 +137,7 @@ func cmdSlotCreate(ctx context.Context, args []string, stdout, stderr io.Writer)
 		fmt.Fprintf(stdout, "publication %s now publishes partitioned tables through their root (publish_via_partition_root = true): records name the table, not the partition\n", pub)
 	default:
 		fmt.Fprintf(stdout, "publication %s already exists\n", pub)
+		warnPublicationPublishesMore(ctx, conn, c.slot, pub, stderr)
 	}
 	if len(res.TablesAdded) > 0 {
 		fmt.Fprintf(stdout, "added to publication %s: %s\n", pub, strings.Join(res.TablesAdded, ", "))
@@ -302,4 +303,19 @@ func cmdSlotDrop(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		fmt.Fprintf(stdout, "dropped publication %s\n", pub)
 	}
 	return nil
+}
+
+// warnPublicationPublishesMore says, after slot create found the publication, that it
+// publishes more than inserts, which the relay ignores, and how to make it insert-only. It is
+// left as it is: another consumer may read the same publication.
+func warnPublicationPublishesMore(ctx context.Context, conn *pgx.Conn, slot, pub string, stderr io.Writer) {
+	st, err := slotstore.New(conn).Status(ctx, slot, pub)
+	if err != nil || st.Publication == nil {
+		return
+	}
+	if ignored := st.Publication.Ignored(); len(ignored) > 0 {
+		fmt.Fprintf(stderr, "cdc-relay: note: publication %s publishes %s besides inserts, which the relay ignores (it publishes "+
+			"outbox inserts only): they are decoded and dropped. Left as it is (another consumer may need them); "+
+			"to make it insert-only run: %s;\n", pub, strings.Join(ignored, ", "), st.Publication.InsertOnlySQL())
+	}
 }

@@ -7,12 +7,9 @@ import (
 	"io"
 	"log/slog"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/cdc-relay/cdc-relay/slotstore"
 )
@@ -242,58 +239,14 @@ func failoverPreflight(ctx context.Context, conn *pgx.Conn, st slotstore.Status,
 	}
 }
 
-// promotedServer is the server serverTimeline last found promoted: promotedSlotMissing reads
-// there which tables the publications publish, so that its advice names the table the lost slot
-// streamed rather than a flag's default. run asks serverTimeline just before promotedSlotMissing.
-var promotedServer struct {
-	sync.Mutex
-	c *common
-}
-
-// serverTimeline returns the server's current timeline (IDENTIFY_SYSTEM over a replication
-// connection, as the stream asks it): above 1, the server was promoted at some point.
-func serverTimeline(ctx context.Context, c *common) (int32, error) {
-	cfg := c.pg.Config.Copy()
-	cfg.RuntimeParams["replication"] = "database"
-	if _, ok := cfg.RuntimeParams["application_name"]; !ok {
-		cfg.RuntimeParams["application_name"] = "cdc-relay"
-	}
-	cctx, cancel := context.WithTimeout(ctx, c.pgTimeout)
-	defer cancel()
-	conn, err := pgconn.ConnectConfig(cctx, cfg)
-	if err != nil {
-		return 0, err
-	}
-	defer conn.Close(context.Background())
-	sys, err := pglogrepl.IdentifySystem(cctx, conn)
-	if err != nil {
-		return 0, err
-	}
-	if sys.Timeline > 1 {
-		promotedServer.Lock()
-		promotedServer.c = c
-		promotedServer.Unlock()
-	}
-	return sys.Timeline, nil
-}
-
 // failoverSection is where the recovery after a promotion below PostgreSQL 17 is described.
 const failoverSection = `docs/failover.md, "Failover: a standby promoted, and decoding from a standby", "Before PostgreSQL 17"`
 
-// promotedSlotMissing is run's answer to a missing slot on a server whose timeline is above 1:
+// promotedSlotAdvice is run's answer to a missing slot on a server whose timeline is above 1:
 // it has been promoted, and the slot most likely stayed on the old primary (a supervisor
 // restarting the relay after the stream's own recovery message lands here). `slot create` would
 // start a new slot now and lose every row committed between the old slot's confirmed position and
-// now; cutover loses nothing (DESIGN.md, "Every session starts"). tables are run's --table
-// (none: every table of the publications, read on the promoted server serverTimeline found).
-func promotedSlotMissing(slot string, pubs, tables []string, timeline int32) error {
-	promotedServer.Lock()
-	c := promotedServer.c
-	promotedServer.Unlock()
-	return promotedSlotAdvice(context.Background(), c, slot, pubs, tables, timeline)
-}
-
-// promotedSlotAdvice is promotedSlotMissing with the promoted server's connection settings c
+// now; cutover loses nothing (DESIGN.md, "Every session starts"). c is the promoted server
 // (nil: not known): the cutover it advises names --table as run was given it or, without one,
 // the tables the publications publish on that server, each partitioned table by its root.
 func promotedSlotAdvice(ctx context.Context, c *common, slot string, pubs, tables []string, timeline int32) error {

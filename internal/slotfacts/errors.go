@@ -2,8 +2,9 @@ package slotfacts
 
 import "errors"
 
-// The slot's sentinels: replication and slotstore re-export these values, so that errors.Is
-// holds across them (each once defined its own, with the same text and another value).
+// The slot's and publication's sentinels, one value each, which replication wraps and
+// slotstore gives their one public name (the same identifier), so that errors.Is holds
+// across the stream, the preflight and the slot commands.
 var (
 	// ErrSlotMissing means the replication slot does not exist (in this database).
 	ErrSlotMissing = errors.New("replication slot does not exist")
@@ -16,4 +17,6 @@ var (
 	ErrSlotLost = errors.New("replication slot was invalidated")
 	// ErrSlotWrongPlugin means the slot exists but is not a logical slot with the pgoutput plugin.
 	ErrSlotWrongPlugin = errors.New("replication slot does not use the pgoutput plugin")
+	// ErrPublicationMissing means a publication the relay was given does not exist.
+	ErrPublicationMissing = errors.New("publication does not exist")
 )

@@ -67,19 +67,21 @@ func TestLookupOverBothConnections(t *testing.T) {
 	}
 }
 
-// replication and slotstore re-export the same sentinels: a caller that holds the stream's
-// error and asks slotstore's sentinel (cmd's exit codes, cutover) gets the right answer.
-// Each package once defined its own ErrSlotMissing, with the same text and another value.
+// The stream (replication) wraps slotfacts' sentinels and slotstore names the same values: a
+// caller that holds the stream's error and asks slotstore's sentinel (cmd's exit codes,
+// cutover) gets the right answer. Each package once defined its own ErrSlotMissing, and its
+// own "publication does not exist", with the same text and another value.
 func TestReplicationAndSlotstoreShareTheSlotSentinels(t *testing.T) {
 	for _, tc := range []struct {
 		name         string
 		repl, store  error
 		slotfactsErr error
 	}{
-		{"missing", replication.ErrSlotMissing, slotstore.ErrSlotMissing, slotfacts.ErrSlotMissing},
-		{"active", replication.ErrSlotActive, slotstore.ErrSlotActive, slotfacts.ErrSlotActive},
-		{"lost", replication.ErrSlotLost, slotstore.ErrSlotLost, slotfacts.ErrSlotLost},
-		{"wrong plugin", replication.ErrWrongPlugin, slotstore.ErrSlotWrongPlugin, slotfacts.ErrSlotWrongPlugin},
+		{"missing", slotfacts.ErrSlotMissing, slotstore.ErrSlotMissing, slotfacts.ErrSlotMissing},
+		{"active", slotfacts.ErrSlotActive, slotstore.ErrSlotActive, slotfacts.ErrSlotActive},
+		{"lost", slotfacts.ErrSlotLost, slotstore.ErrSlotLost, slotfacts.ErrSlotLost},
+		{"wrong plugin", slotfacts.ErrSlotWrongPlugin, slotstore.ErrSlotWrongPlugin, slotfacts.ErrSlotWrongPlugin},
+		{"publication missing", slotfacts.ErrPublicationMissing, slotstore.ErrPublicationMissing, slotfacts.ErrPublicationMissing},
 	} {
 		wrapped := fmt.Errorf("stream: %w", tc.repl)
 		if !errors.Is(wrapped, tc.store) || !errors.Is(fmt.Errorf("store: %w", tc.store), tc.repl) || tc.repl != tc.slotfactsErr {
