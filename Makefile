@@ -92,11 +92,13 @@ build:
 image:
 	scripts/image.sh
 
-## up / down: start or stop the local services. down stops both pairs: the dev pair of
-## scripts/dev-up.sh (make test, make demo) and the private pair of scripts/faults-up.sh (make faults).
+## up / down: start or stop the local services. down stops everything make test starts: the dev
+## pair of scripts/dev-up.sh (make test, make demo), the schema registry (scripts/registry-up.sh)
+## and the private pair of scripts/faults-up.sh (make faults).
 up:
 	@scripts/dev-up.sh
 down:
+	scripts/registry-down.sh
 	scripts/dev-down.sh
 	scripts/faults-down.sh
 faults-down:
