@@ -5,9 +5,10 @@
 //
 // It is a leaf so that every package that writes, refuses or reads these names uses one list
 // without importing another: sink writes the headers, outbox (for the decoder and the poller)
-// refuses rows that use the names, inbox reads two of them (DESIGN.md, "Shape").
+// refuses rows that use the names, inbox reads two of them (DESIGN.md, "Shape"). HeaderCarrier
+// is the one OpenTelemetry carrier over a record's headers, for the sink's spans and the inbox.
 //
 // # Contexts and goroutines
 //
-// Names and pure functions: no I/O, no goroutines, no context.
+// Names, pure functions and the carrier: no I/O, no goroutines, no context.
 package contract

@@ -3,8 +3,9 @@
 //
 // # What it holds
 //
-//   - the sentinels for a slot that is missing, held, lost or not pgoutput's (errors.go), which
-//     both packages re-export, so errors.Is works across them;
+//   - the sentinels for a slot that is missing, held, lost or not pgoutput's, and for a
+//     publication that does not exist (errors.go): one value each, which the stream wraps and
+//     slotstore names once, so errors.Is works across them;
 //   - the name rules for slots and publications (names.go);
 //   - what a server error says about a slot, by SQLSTATE (sqlstate.go, with pgerrcode), and
 //     Code, the SQLSTATE of an error, which deadletters and poller read too;
