@@ -77,6 +77,14 @@ func (s *Sink) rejectedAlone(r *kgo.Record, err error) bool {
 // refusal is err, the failure of r that rejectedAlone accepted, with the limit r exceeds and the
 // flag that sets it when it is too large: the reason a dead letter carries.
 func (s *Sink) refusal(r *kgo.Record, err error) error {
+	if errors.Is(err, kerr.InvalidTopicException) {
+		// Kafka's text says only that the name is invalid; the relay's own check says which
+		// character or rule it breaks, as it does for --topic and --dlq-topic.
+		if nameErr := ValidTopicName(r.Topic); nameErr != nil {
+			return fmt.Errorf("%w: %v", err, nameErr)
+		}
+		return err
+	}
 	if !errors.Is(err, kerr.MessageTooLarge) && !errors.Is(err, kerr.RecordListTooLarge) {
 		return err
 	}
