@@ -2,7 +2,6 @@ package testenv
 
 import (
 	"os"
-	"strings"
 	"testing"
 )
 
@@ -16,24 +15,10 @@ const (
 
 const registryHint = `run: eval "$(scripts/registry-up.sh)"`
 
-// requireRegistry is Require for the registry, whose hint names its own script: it returns when
-// each of vars is set, else fails the test under Strict and skips it otherwise.
+// requireRegistry is Require for the registry, whose hint names its own script.
 func requireRegistry(t testing.TB, vars ...string) {
 	t.Helper()
-	var missing []string
-	for _, v := range vars {
-		if os.Getenv(v) == "" {
-			missing = append(missing, v)
-		}
-	}
-	if len(missing) == 0 {
-		return
-	}
-	msg := "needs the schema registry: " + strings.Join(missing, ", ") + " not set; " + registryHint
-	if Strict() {
-		t.Fatal(msg)
-	}
-	t.Skip(msg + " (a skip: CI=true or " + RequireServicesEnv + "=1 makes it a failure)")
+	require(t, "the schema registry", registryHint, vars...)
 }
 
 // RegistryURL returns CDC_RELAY_REGISTRY_URL, the real schema registry's Confluent-compatible

@@ -28,6 +28,13 @@ func Strict() bool {
 // call it first.
 func Require(t testing.TB, what string, vars ...string) {
 	t.Helper()
+	require(t, what, hint, vars...)
+}
+
+// require is Require with the hint that says how to get what is missing: the services' script,
+// or the registry's.
+func require(t testing.TB, what, hint string, vars ...string) {
+	t.Helper()
 	var missing []string
 	for _, v := range vars {
 		if os.Getenv(v) == "" {
