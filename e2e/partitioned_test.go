@@ -46,14 +46,7 @@ func newPartitionedOutbox(t *testing.T) *testenv.Fixture {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		for {
-			_, err := f.Pool.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1`, f.Slot)
-			if err == nil || ctx.Err() != nil {
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		_, _ = f.Pool.Exec(ctx, `DROP PUBLICATION IF EXISTS `+pgx.Identifier{f.Publication}.Sanitize())
+		f.DropReplication(ctx)
 		_, _ = f.Pool.Exec(ctx, `DROP TABLE IF EXISTS `+f.Table+` CASCADE`)
 		for k := 1; k <= 9; k++ { // detached partitions are tables of their own
 			_, _ = f.Pool.Exec(ctx, `DROP TABLE IF EXISTS `+partitionName(f, k))

@@ -132,18 +132,24 @@ func NewFixture(t testing.TB) *Fixture {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		// The slot may still be held for a moment by a walsender that is exiting.
-		for {
-			_, err := f.Pool.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1`, f.Slot)
-			if err == nil || ctx.Err() != nil {
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		_, _ = f.Pool.Exec(ctx, `DROP PUBLICATION IF EXISTS `+pgx.Identifier{f.Publication}.Sanitize())
+		f.DropReplication(ctx)
 		_, _ = f.Pool.Exec(ctx, `DROP TABLE IF EXISTS `+f.Table)
 	})
 	return f
+}
+
+// DropReplication drops the fixture's slot and publication, for a cleanup before it drops the
+// table. The slot may still be held for a moment by a walsender that is exiting: it tries
+// again until ctx ends.
+func (f *Fixture) DropReplication(ctx context.Context) {
+	for {
+		_, err := f.Pool.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1`, f.Slot)
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	_, _ = f.Pool.Exec(ctx, `DROP PUBLICATION IF EXISTS `+pgx.Identifier{f.Publication}.Sanitize())
 }
 
 // CreateTopic creates a topic (deleted at cleanup).
