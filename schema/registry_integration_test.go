@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/linkedin/goavro/v2"
 	"github.com/twmb/franz-go/pkg/sr"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protodesc"
@@ -65,15 +64,7 @@ func TestRealRegistryAvroValueDecodesWithGoavro(t *testing.T) {
 	if err != nil {
 		t.Fatalf("schema by id %d: %v", gotID, err)
 	}
-	codec, err := goavro.NewCodec(byID.Schema)
-	if err != nil {
-		t.Fatal(err)
-	}
-	native, rest, err := codec.NativeFromBinary(body)
-	if err != nil || len(rest) != 0 {
-		t.Fatalf("goavro decode: %v (%d bytes left)", err, len(rest))
-	}
-	m := native.(map[string]any)
+	m := goavroRecord(t, byID.Schema, body)
 	line := m["lines"].([]any)[0].(map[string]any)
 	if m["id"] != int64(7) || m["customer"] != "grace" || m["status"] != "PAID" || m["note"] != nil ||
 		line["sku"] != "Z" || line["qty"] != int32(1) || line["price"] != 0.25 {
