@@ -2,7 +2,6 @@ package schema
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
@@ -11,6 +10,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/sr"
+
+	"github.com/cdc-relay/cdc-relay/internal/tlsfiles"
 )
 
 // Format is how a value is written.
@@ -156,32 +157,10 @@ func (c Config) tlsConfig() (*tls.Config, error) {
 	if c.CAFile == "" && c.CertFile == "" && c.KeyFile == "" && !c.InsecureSkipVerify {
 		return nil, nil
 	}
-	tc := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: c.InsecureSkipVerify} //nolint:gosec // an explicit testing option
-	var errs []error
-	if c.CAFile != "" {
-		pem, err := os.ReadFile(c.CAFile)
-		pool := x509.NewCertPool()
-		switch {
-		case err != nil:
-			errs = append(errs, fmt.Errorf("registry CA file: %w", err))
-		case !pool.AppendCertsFromPEM(pem):
-			errs = append(errs, fmt.Errorf("registry CA file %s: no PEM certificate in it", c.CAFile))
-		default:
-			tc.RootCAs = pool
-		}
-	}
-	switch {
-	case c.CertFile != "" && c.KeyFile != "":
-		cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("registry client certificate %s, key %s: %w", c.CertFile, c.KeyFile, err))
-		} else {
-			tc.Certificates = []tls.Certificate{cert}
-		}
-	case c.CertFile != "":
-		errs = append(errs, errors.New("a registry client certificate needs its key file"))
-	case c.KeyFile != "":
-		errs = append(errs, errors.New("a registry client key needs its certificate file"))
-	}
-	return tc, errors.Join(errs...)
+	return tlsfiles.Config(tlsfiles.Files{CA: c.CAFile, Cert: c.CertFile, Key: c.KeyFile}, c.InsecureSkipVerify, registryTLSWords)
 }
+
+// registryTLSWords name the registry's TLS files in its errors.
+var registryTLSWords = tlsfiles.Words{CA: "registry CA file", Cert: "registry client certificate", Key: "key",
+	CertWithoutKey: "a registry client certificate needs its key file",
+	KeyWithoutCert: "a registry client key needs its certificate file"}

@@ -2,11 +2,9 @@ package sink
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -15,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
+	"github.com/cdc-relay/cdc-relay/internal/tlsfiles"
 	"github.com/cdc-relay/cdc-relay/internal/tlshint"
 )
 
@@ -60,35 +59,13 @@ func (s Security) tlsConfig() (*tls.Config, error) {
 	if !s.TLS && s.CAFile == "" && s.CertFile == "" && s.KeyFile == "" && !s.InsecureSkipVerify {
 		return nil, nil
 	}
-	tc := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: s.InsecureSkipVerify}
-	var errs []error
-	if s.CAFile != "" {
-		pem, err := os.ReadFile(s.CAFile)
-		pool := x509.NewCertPool()
-		switch {
-		case err != nil:
-			errs = append(errs, fmt.Errorf("Security.CAFile: %w", err))
-		case !pool.AppendCertsFromPEM(pem):
-			errs = append(errs, fmt.Errorf("Security.CAFile %s: no PEM certificate in it", s.CAFile))
-		default:
-			tc.RootCAs = pool
-		}
-	}
-	switch {
-	case s.CertFile != "" && s.KeyFile != "":
-		cert, err := tls.LoadX509KeyPair(s.CertFile, s.KeyFile)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("Security.CertFile %s, Security.KeyFile %s: %w", s.CertFile, s.KeyFile, err))
-		} else {
-			tc.Certificates = []tls.Certificate{cert}
-		}
-	case s.CertFile != "":
-		errs = append(errs, errors.New("Security.CertFile needs Security.KeyFile"))
-	case s.KeyFile != "":
-		errs = append(errs, errors.New("Security.KeyFile needs Security.CertFile"))
-	}
-	return tc, errors.Join(errs...)
+	return tlsfiles.Config(tlsfiles.Files{CA: s.CAFile, Cert: s.CertFile, Key: s.KeyFile}, s.InsecureSkipVerify, securityTLSWords)
 }
+
+// securityTLSWords name the TLS files by their Security fields in its errors.
+var securityTLSWords = tlsfiles.Words{CA: "Security.CAFile", Cert: "Security.CertFile", Key: "Security.KeyFile",
+	CertWithoutKey: "Security.CertFile needs Security.KeyFile",
+	KeyWithoutCert: "Security.KeyFile needs Security.CertFile"}
 
 // sasl returns nil when SASL is off.
 func (s Security) sasl(withTLS bool) (sasl.Mechanism, error) {
