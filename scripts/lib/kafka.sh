@@ -18,20 +18,7 @@ KAFKA_SSL_PORT="${CDC_RELAY_DEV_KAFKA_SSL_PORT:-$((KAFKA_PORT + 3))}"
 KAFKA_SCRAM_USER="cdc_relay"
 
 # kafka_pid prints the pid of our broker JVM if it is alive (a stale pid file is ignored).
-kafka_pid() {
-	local pid
-	[[ -f "$KAFKA_PID_FILE" ]] || return 1
-	pid="$(cat "$KAFKA_PID_FILE" 2>/dev/null)"
-	[[ "$pid" =~ ^[0-9]+$ ]] || return 1
-	[[ -r "/proc/$pid/cmdline" ]] || return 1
-	tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "kafka.Kafka $KAFKA_CONF" || return 1
-	echo "$pid"
-}
-
-# alive PID: the process exists and is not a zombie waiting to be reaped.
-alive() { kill -0 "$1" 2>/dev/null && [[ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ]]; }
-
-kafka_stopped() { [[ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" == T ]]; }
+kafka_pid() { jvm_pid "$KAFKA_PID_FILE" "kafka.Kafka $KAFKA_CONF"; }
 
 # kafka_ping HOST PORT: the broker answered one ApiVersions request (franz-go's Ping, within 5 s). The
 # broker only serves requests once started. The check is a Go program of its own (scripts/kafka/ping),
@@ -57,7 +44,8 @@ kafka_ping_build() {
 	mv -f "$tmp" "$KAFKA_PING"
 }
 
-kafka_port_busy() { timeout 2 bash -c 'exec 3<>"/dev/tcp/$0/$1"' 127.0.0.1 "$1" 2>/dev/null; }
+# kafka_started LOG_OFFSET: the broker logged that it started (after LOG_OFFSET: this start) and answers.
+kafka_started() { tail -c +"$1" "$KAFKA_LOG" | grep -q 'Kafka Server started' && kafka_ping 127.0.0.1 "$KAFKA_PORT"; }
 
 kafka_jars() {
 	local stamp want
@@ -146,7 +134,7 @@ kafka_up() {
 	local pid
 	mkdir -p "$KAFKA_HOME"
 	if pid="$(kafka_pid)"; then
-		if kafka_stopped "$pid"; then
+		if paused "$pid"; then
 			log "Kafka (pid $pid) was paused (SIGSTOP): resuming it"
 			kill -CONT "$pid"
 		fi
@@ -161,7 +149,7 @@ kafka_up() {
 		kafka_scram_users
 		return 0
 	fi
-	if kafka_port_busy "$KAFKA_PORT" || kafka_port_busy "$KAFKA_CONTROLLER_PORT"; then
+	if port_busy "$KAFKA_PORT" || port_busy "$KAFKA_CONTROLLER_PORT"; then
 		die "port $KAFKA_PORT or $KAFKA_CONTROLLER_PORT is taken by another process (not our broker, no live pid in $KAFKA_PID_FILE)"
 	fi
 
@@ -193,19 +181,7 @@ kafka_up() {
 	local build=$!
 	wait "$build" || die "the Kafka readiness check could not be built (above)"
 
-	local deadline=$((SECONDS + DEV_TIMEOUT))
-	until tail -c +"$offset" "$KAFKA_LOG" | grep -q 'Kafka Server started' && kafka_ping 127.0.0.1 "$KAFKA_PORT"; do
-		if ! alive "$pid"; then
-			tail -c +"$offset" "$KAFKA_LOG" | tail -n 30 >&2 || true
-			rm -f "$KAFKA_PID_FILE"
-			die "Kafka exited while starting; see $KAFKA_LOG"
-		fi
-		if ((SECONDS >= deadline)); then
-			tail -c +"$offset" "$KAFKA_LOG" | tail -n 30 >&2 || true
-			die "Kafka not ready after ${DEV_TIMEOUT}s (pid $pid still running); see $KAFKA_LOG"
-		fi
-		sleep 0.2
-	done
+	await_jvm Kafka "$pid" "$KAFKA_PID_FILE" "$KAFKA_LOG" "$offset" kafka_started "$offset"
 	log "Kafka ready (pid $pid)"
 	kafka_scram_users
 }
@@ -218,25 +194,7 @@ kafka_stop() {
 		rm -f "$KAFKA_PID_FILE"
 		return 0
 	fi
-	log "stopping Kafka (pid $pid, SIG$sig)"
-	kill -"$sig" "$pid" 2>/dev/null || true
-	kill -CONT "$pid" 2>/dev/null || true # a paused JVM cannot handle SIGTERM
-	local deadline=$((SECONDS + 60))
-	while alive "$pid"; do
-		if ((SECONDS >= deadline)); then
-			log "Kafka (pid $pid) still running after 60s: SIGKILL"
-			kill -KILL "$pid" 2>/dev/null || true
-			deadline=$((SECONDS + 10))
-		fi
-		sleep 0.1
-	done
-	rm -f "$KAFKA_PID_FILE"
-	# A JVM's main thread can be a zombie (not alive above) while its other threads still exit
-	# and hold the listening sockets: a start right after a SIGKILL found the ports taken.
-	deadline=$((SECONDS + 10))
-	while ((SECONDS < deadline)) && { kafka_port_busy "$KAFKA_PORT" || kafka_port_busy "$KAFKA_CONTROLLER_PORT"; }; do
-		sleep 0.1
-	done
+	stop_jvm Kafka "$pid" "$KAFKA_PID_FILE" "$sig" 60 "$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT"
 }
 
 # kafka_tls_conf prints the broker settings of the SASL_SSL and SSL listeners (write_kafka_conf appends them).

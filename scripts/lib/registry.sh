@@ -23,18 +23,7 @@ REGISTRY_URL="http://127.0.0.1:$REGISTRY_PORT$REGISTRY_API"
 REGISTRY_TLS_URL="https://127.0.0.1:$REGISTRY_TLS_PORT$REGISTRY_API"
 
 # registry_pid prints the pid of our registry JVM if it is alive (a stale pid file is ignored).
-registry_pid() {
-	local pid
-	[[ -f "$REGISTRY_PID_FILE" ]] || return 1
-	pid="$(cat "$REGISTRY_PID_FILE" 2>/dev/null)"
-	[[ "$pid" =~ ^[0-9]+$ ]] || return 1
-	[[ -r "/proc/$pid/cmdline" ]] || return 1
-	tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "-jar $REGISTRY_JAR" || return 1
-	[[ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ]] || return 1
-	echo "$pid"
-}
-
-registry_port_busy() { timeout 2 bash -c 'exec 3<>"/dev/tcp/$0/$1"' 127.0.0.1 "$1" 2>/dev/null; }
+registry_pid() { jvm_pid "$REGISTRY_PID_FILE" "-jar $REGISTRY_JAR"; }
 
 # registry_ping: the Confluent-compatible API answered GET /subjects with 200 within 5 s (an open
 # port is not enough: Quarkus listens before the storage is ready). Plain bash, no curl needed.
@@ -75,7 +64,7 @@ registry_up() {
 	local pid
 	mkdir -p "$REGISTRY_HOME"
 	if pid="$(registry_pid)"; then
-		if [[ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" == T ]]; then
+		if paused "$pid"; then
 			log "schema registry (pid $pid) was paused (SIGSTOP): resuming it"
 			kill -CONT "$pid"
 		fi
@@ -83,7 +72,7 @@ registry_up() {
 		log "schema registry already running on $REGISTRY_URL (pid $pid)"
 		return 0
 	fi
-	if registry_port_busy "$REGISTRY_PORT" || registry_port_busy "$REGISTRY_TLS_PORT"; then
+	if port_busy "$REGISTRY_PORT" || port_busy "$REGISTRY_TLS_PORT"; then
 		die "port $REGISTRY_PORT or $REGISTRY_TLS_PORT is taken by another process (not our registry, no live pid in $REGISTRY_PID_FILE)"
 	fi
 	registry_app
@@ -111,21 +100,7 @@ registry_up() {
 
 # registry_wait PID LOG_OFFSET: until the API answers; dies with the log's tail if the JVM exits or
 # $DEV_TIMEOUT passes.
-registry_wait() {
-	local pid="$1" offset="$2" deadline=$((SECONDS + DEV_TIMEOUT))
-	until registry_ping; do
-		if ! kill -0 "$pid" 2>/dev/null || [[ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" == Z ]]; then
-			tail -c +"$offset" "$REGISTRY_LOG" | tail -n 30 >&2 || true
-			rm -f "$REGISTRY_PID_FILE"
-			die "the schema registry exited while starting; see $REGISTRY_LOG"
-		fi
-		if ((SECONDS >= deadline)); then
-			tail -c +"$offset" "$REGISTRY_LOG" | tail -n 30 >&2 || true
-			die "the schema registry is not answering on $REGISTRY_URL after ${DEV_TIMEOUT}s (pid $pid still running); see $REGISTRY_LOG"
-		fi
-		sleep 0.2
-	done
-}
+registry_wait() { await_jvm "the schema registry" "$1" "$REGISTRY_PID_FILE" "$REGISTRY_LOG" "$2" registry_ping; }
 
 # registry_stop [TERM|KILL]: stop the registry and wait until the JVM has exited and its ports are free.
 registry_stop() {
@@ -135,23 +110,7 @@ registry_stop() {
 		rm -f "$REGISTRY_PID_FILE"
 		return 0
 	fi
-	log "stopping the schema registry (pid $pid, SIG$sig)"
-	kill -"$sig" "$pid" 2>/dev/null || true
-	kill -CONT "$pid" 2>/dev/null || true # a paused JVM cannot handle SIGTERM
-	local deadline=$((SECONDS + 30))
-	while kill -0 "$pid" 2>/dev/null && [[ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ]]; do
-		if ((SECONDS >= deadline)); then
-			log "schema registry (pid $pid) still running after 30s: SIGKILL"
-			kill -KILL "$pid" 2>/dev/null || true
-			deadline=$((SECONDS + 10))
-		fi
-		sleep 0.1
-	done
-	rm -f "$REGISTRY_PID_FILE"
-	deadline=$((SECONDS + 10))
-	while ((SECONDS < deadline)) && { registry_port_busy "$REGISTRY_PORT" || registry_port_busy "$REGISTRY_TLS_PORT"; }; do
-		sleep 0.1
-	done
+	stop_jvm "the schema registry" "$pid" "$REGISTRY_PID_FILE" "$sig" 30 "$REGISTRY_PORT" "$REGISTRY_TLS_PORT"
 }
 
 # print_registry_exports prints the registry's settings for the tests (testkit/testenv/registry.go).
