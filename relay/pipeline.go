@@ -2,7 +2,6 @@ package relay
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -194,15 +193,14 @@ func (r *Relay) produce(ctx context.Context, x *txn, stamp *sink.Stamp, out deco
 		r.park(deadLetter{rec: sink.DeadLetter(r.cfg.DLQTopic, rec, ev.Relation, badRow), txn: x})
 		return
 	}
-	id, relation, commitAt := ev.ID, ev.Relation, out.CommitTime // what the promise reads of the event
+	id, commitAt := ev.ID, out.CommitTime // what the promise reads of the event
+	to := sink.LetterTo{Topic: r.cfg.DLQTopic, Relation: ev.Relation}
 	r.produced++
 	seq := r.produced
-	if err := r.sink.CheckSize(rec); err != nil {
+	if o, oversized := r.sink.Oversized(rec, to); oversized {
 		// Larger than the producer may buffer, with its headers: franz-go would fail it at once,
 		// after Produce returned; parked now, it counts against the budget before the next record.
-		r.cfg.Metrics.ProduceError(metrics.ClassRejected)
-		r.log.Error("Kafka rejected a record for good: dead-lettering it", "topic", rec.Topic, "outbox_id", ev.ID, "cause", err)
-		r.park(deadLetter{rec: sink.DeadLetter(r.cfg.DLQTopic, rec, ev.Relation, err), txn: x, ordered: true, seq: seq})
+		r.refused(rec, o, x, id, seq, nil)
 		return
 	}
 	// A letter of its key not parked yet: its replay must not come after this record (deadletter_order.go).
@@ -220,8 +218,9 @@ func (r *Relay) produce(ctx context.Context, x *txn, stamp *sink.Stamp, out deco
 	if ctx.Err() != nil {
 		return // stopping: nothing after this is produced, x stays unacknowledged (lost.stopProducing)
 	}
-	r.sink.Produce(pctx, rec, func(rec *kgo.Record, err error) {
-		if err == nil {
+	r.sink.Send(pctx, rec, to, func(rec *kgo.Record, o sink.Outcome) {
+		switch o.Failure {
+		case sink.Delivered:
 			if passed := r.letters.passed(rec, seq); passed != nil {
 				r.passedLetters(rec, id, passed)
 			}
@@ -231,13 +230,6 @@ func (r *Relay) produce(ctx context.Context, x *txn, stamp *sink.Stamp, out deco
 			r.cfg.Metrics.Acked(commitAt)
 			r.track.done(x)
 			lease.Release() // last: nothing reads rec.Value after this promise (nor franz-go, nor a span)
-			return
-		}
-		failure, err := r.sink.Classify(rec, err) // err: for a refused record, the letter's reason (the limit and the flag)
-		if failure == sink.Undelivered && errors.Is(err, kgo.ErrClientClosed) {
-			failure = sink.Unbuffered // Run closed the client: the flush ended before Kafka took it
-		}
-		switch failure {
 		case sink.Aborted:
 			// Aborted: the session was lost (its transaction was forgotten, the next session
 			// replays it), or the relay stops after a failure.
@@ -247,20 +239,26 @@ func (r *Relay) produce(ctx context.Context, x *txn, stamp *sink.Stamp, out deco
 			// the pipeline produces nothing after it), or a lost session. Or the client closed at
 			// the end of Run, the flush timed out. Its transaction stays unacknowledged, so the
 			// confirmed position stops before it and the next start replays it.
-			sink.TraceFailed(rec, err)
 		case sink.Refused:
-			r.cfg.Metrics.ProduceError(metrics.ClassRejected)
-			r.log.Error("Kafka rejected a record for good: dead-lettering it", "topic", rec.Topic, "outbox_id", id, "cause", err)
 			// sent: a transaction may hold an earlier attempt (delivery.held).
-			r.park(deadLetter{rec: sink.DeadLetter(r.cfg.DLQTopic, rec, relation, err), txn: x, ordered: true, seq: seq, sent: rec})
+			r.refused(rec, o, x, id, seq, rec)
 		default:
 			// A producer failure, or a batch refused as too large although this
 			// record fits on its own (the topic's limit changed): never confirm past it; the
 			// restart replays it, and sizes batches from the topic's limit read anew.
 			r.cfg.Metrics.ProduceError(metrics.ClassUndelivered)
-			sink.TraceFailed(rec, err)
 			r.lost.stopProduce() // nothing buffered after it is sent (lost.go)
-			r.track.fail(fmt.Errorf("relay: record for %s (outbox id %s) not delivered: %w", rec.Topic, id, err))
+			r.track.fail(fmt.Errorf("relay: record for %s (outbox id %s) not delivered: %w", rec.Topic, id, o.Err))
 		}
 	})
+}
+
+// refused parks the dead letter of rec (outbox id id, the seq'th record produced, of
+// transaction x), which Kafka refused for good (o, Refused); its key's later records wait for
+// it. sent is rec when franz-go may have sent it: a transaction may hold that attempt
+// (delivery.held).
+func (r *Relay) refused(rec *kgo.Record, o sink.Outcome, x *txn, id string, seq uint64, sent *kgo.Record) {
+	r.cfg.Metrics.ProduceError(metrics.ClassRejected)
+	r.log.Error("Kafka rejected a record for good: dead-lettering it", "topic", rec.Topic, "outbox_id", id, "cause", o.Err)
+	r.park(deadLetter{rec: o.Letter, txn: x, ordered: true, seq: seq, sent: sent})
 }

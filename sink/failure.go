@@ -11,14 +11,16 @@ import (
 
 // Failure is what a record's failed produce means, as Classify decides it: the one
 // classification the relay's and the poller's promises both use (DESIGN.md, "Retries are
-// unlimited" and "Too large means too large alone").
+// unlimited" and "Too large means too large alone"). Its zero value, Delivered, is no failure.
 type Failure uint8
 
 // The failures, from the harmless to the one that must stop confirmation.
 const (
+	// Delivered: Kafka acknowledged the record; no failure (Send's outcome).
+	Delivered Failure = iota
 	// Aborted: AbortBufferedRecords dropped the record (kgo.ErrAborting); whoever aborted knows
 	// why and replays or forgets it.
-	Aborted Failure = iota + 1
+	Aborted
 	// Unbuffered: the context passed to Produce ended while the record waited for buffer space
 	// (context.Canceled, DeadlineExceeded): it was never buffered.
 	Unbuffered
@@ -33,6 +35,8 @@ const (
 
 func (f Failure) String() string {
 	switch f {
+	case Delivered:
+		return "delivered"
 	case Aborted:
 		return "aborted"
 	case Unbuffered:
@@ -58,6 +62,42 @@ func (s *Sink) Classify(r *kgo.Record, err error) (Failure, error) {
 		return Refused, s.refusal(r, err)
 	}
 	return Undelivered, err
+}
+
+// LetterTo is where a refused record's dead letter goes and what it says of its source: the
+// dead-letter topic and the relation its row came from (DeadLetter's arguments).
+type LetterTo struct{ Topic, Relation string }
+
+// Outcome is what became of a record given to Send (or refused by Oversized): Delivered, or
+// its failure with what the publisher needs to act on it.
+type Outcome struct {
+	Failure Failure
+	// Err is nil when delivered; for a Refused record it is the reason its dead letter carries
+	// (Classify's), otherwise the failure.
+	Err error
+	// Letter is a Refused record's dead letter (DeadLetter to LetterTo), ready to park; nil otherwise.
+	Letter *kgo.Record
+}
+
+// outcome classifies r's promise error err (nil: delivered) for Send: as Classify does, but a
+// record failed because the client closed is Unbuffered (the flush before Close ended before
+// Kafka took it), a record given up has its producer span ended (TraceFailed), and a refused
+// one carries its dead letter to, whose span goes on.
+func (s *Sink) outcome(r *kgo.Record, err error, to LetterTo) Outcome {
+	if err == nil {
+		return Outcome{Failure: Delivered}
+	}
+	failure, err := s.Classify(r, err)
+	if failure == Undelivered && errors.Is(err, kgo.ErrClientClosed) {
+		failure = Unbuffered
+	}
+	switch failure {
+	case Refused:
+		return Outcome{Failure: Refused, Err: err, Letter: DeadLetter(to.Topic, r, to.Relation, err)}
+	case Unbuffered, Undelivered:
+		TraceFailed(r, err)
+	}
+	return Outcome{Failure: failure, Err: err}
 }
 
 // rejectedAlone reports whether err, the failure of r, means Kafka refused r itself for good:

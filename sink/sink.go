@@ -68,6 +68,18 @@ func (s *Sink) CheckSize(r *kgo.Record) error {
 	return s.refusal(r, fmt.Errorf("%w (uncompressed_bytes=%d)", kerr.MessageTooLarge, RecordSize(r)))
 }
 
+// Oversized returns the Refused outcome of r, with its dead letter to to, when r alone (key,
+// value and headers) is more than the producer may buffer: franz-go would fail it at once,
+// after Produce returned. The caller parks it before it produces anything else, so that it
+// counts as a letter at once; false when r fits (CheckSize's decision).
+func (s *Sink) Oversized(r *kgo.Record, to LetterTo) (Outcome, bool) {
+	err := s.CheckSize(r)
+	if err == nil {
+		return Outcome{}, false
+	}
+	return Outcome{Failure: Refused, Err: err, Letter: DeadLetter(to.Topic, r, to.Relation, err)}, true
+}
+
 // Client returns the underlying franz-go client (for admin requests and tests).
 func (s *Sink) Client() *kgo.Client { return s.cl }
 
@@ -125,6 +137,16 @@ func (s *Sink) Produce(ctx context.Context, r *kgo.Record, promise func(*kgo.Rec
 	if s.trace != nil {
 		s.trace.buffered(r)
 	}
+}
+
+// Send produces r as Produce does and calls outcome once with what became of it, decided for
+// the publisher: Delivered, or its failure as Classify decides it, except that a record failed
+// because the client closed is Unbuffered. A record given up (Unbuffered, Undelivered) has its
+// producer span ended already (TraceFailed); a Refused one comes with its dead letter to to.
+// outcome runs where Produce's promise does: on franz-go's callback goroutine, or in this call
+// for a topic that does not exist or a ctx that ended first; it must not block.
+func (s *Sink) Send(ctx context.Context, r *kgo.Record, to LetterTo, outcome func(*kgo.Record, Outcome)) {
+	s.Produce(ctx, r, func(rec *kgo.Record, err error) { outcome(rec, s.outcome(rec, err, to)) })
 }
 
 // Flush waits until every buffered record has been acknowledged or failed, or ctx ends.
