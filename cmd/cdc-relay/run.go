@@ -50,6 +50,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) (err e
 	fs.StringVar(&rcfg.DeadLetterTable, "dead-letter-table", deadletters.DefaultTable, deadLetterTableUsage)
 	fs.StringVar(&dcfg.MessagePrefix, "message-prefix", "outbox", "prefix of pg_logical_emit_message events to publish")
 	registerColumns(fs, &dcfg.Columns)
+	registerNullPayload(fs, &dcfg.NullPayload)
 	fs.DurationVar(&interval, "status-interval", 10*time.Second, "how often a status update is sent to PostgreSQL when nothing new was confirmed (the heartbeat)")
 	fs.DurationVar(&confirmDelay, "confirm-delay", 100*time.Millisecond, "how soon after Kafka acknowledged a transaction its position is sent to PostgreSQL: what a kill -9 replays (negative: only every --status-interval)")
 	fs.DurationVar(&recvTimeout, "receive-timeout", 60*time.Second, "end the replication session and reconnect when nothing arrived from PostgreSQL for this long (a silent network; like wal_receiver_timeout); the relay asks the server to reply at least twice within it")
@@ -180,7 +181,13 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) (err e
 		}
 	}
 	have, err := slotstore.New(conn).Columns(ctx, streamed)
+	if err == nil {
+		err = checkPayloadTypes(ctx, conn, streamed, dcfg.Columns.WithDefaults().Payload)
+	}
 	conn.Close(context.Background())
+	if ue := (*usageError)(nil); errors.As(err, &ue) {
+		return err
+	}
 	if err != nil {
 		return fmt.Errorf("run: %w", err)
 	}
