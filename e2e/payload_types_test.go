@@ -116,7 +116,7 @@ func TestPayloadColumnOfAnotherTypeIsRefusedAtStart(t *testing.T) {
 		{"run", "--dlq-topic", e.F.DLQ},
 		{"poll", "--table", e.F.Table, "--dlq-topic", e.F.DLQ},
 	} {
-		out, errOut, code := testenv.Run(t, 90*time.Second, e.Bin, e.Env, args...)
+		out, errOut, code := testenv.Run(t, 30*time.Second, e.Bin, e.Env, args...)
 		if code != 2 || !strings.Contains(errOut, `column "payload" of `+e.F.Table+` is of type integer`) ||
 			!strings.Contains(errOut, "bytea, text, varchar, json, jsonb") {
 			t.Errorf("%s: exit %d, want 2 naming the type and the types that work\n%s%s", args[0], code, out, errOut)
