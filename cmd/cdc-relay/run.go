@@ -185,8 +185,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) (err e
 		err = checkPayloadTypes(ctx, conn, streamed, dcfg.Columns.WithDefaults().Payload)
 	}
 	conn.Close(context.Background())
-	if ue := (*usageError)(nil); errors.As(err, &ue) {
-		return err
+	var ue *usageError
+	if errors.As(err, &ue) {
+		return err // the payload column's type: exit 2
 	}
 	if err != nil {
 		return fmt.Errorf("run: %w", err)
