@@ -84,10 +84,15 @@ func (l *Letter) Size(headers []kgo.RecordHeader) int64 {
 }
 
 // ReplayHeaders returns the original headers (every dlq-* one removed) plus cdc-replayed-at.
+// The CloudEvents headers a dead letter carries as dlq-ce_* (sink.DeadLetter) get their ce_*
+// names back: the replayed record is the CloudEvent it was.
 func (l *Letter) ReplayHeaders(at time.Time) []kgo.RecordHeader {
 	h := make([]kgo.RecordHeader, 0, len(l.Headers)+1)
 	for _, x := range l.Headers {
 		if len(x.Key) >= len(contract.DLQPrefix) && strings.EqualFold(x.Key[:len(contract.DLQPrefix)], contract.DLQPrefix) {
+			if ce := x.Key[len(contract.DLQPrefix):]; strings.HasPrefix(ce, contract.CEPrefix) {
+				h = append(h, kgo.RecordHeader{Key: ce, Value: x.Value})
+			}
 			continue
 		}
 		if x.Key == HeaderReplayedAt { // a letter of a replayed record: one stamp, the new one

@@ -20,6 +20,9 @@ type Config struct {
 	// MessagePrefix is the prefix of pg_logical_emit_message events to publish; default "outbox".
 	// Messages with other prefixes are ignored.
 	MessagePrefix string
+	// NullPayload says what a row with a NULL payload becomes: a bad row (the zero value,
+	// outbox.NullPayloadDeadLetter) or a tombstone, an event with a nil Payload.
+	NullPayload outbox.NullPayload
 }
 
 const defaultMessagePrefix = "outbox"

@@ -61,6 +61,7 @@ type Decoder struct {
 	prefix      string              // logical message prefix
 	msgRelation string              // "message:<prefix>"
 	tables      map[string]struct{} // nil: every relation
+	tombstones  bool                // Config.NullPayload: a NULL payload is a nil Payload, not a bad row
 	rels        map[uint32]*relation
 
 	inTx       bool
@@ -85,6 +86,8 @@ func New(cfg Config) (*Decoder, error) {
 		topic:  cfg.Topic,
 		prefix: cfg.MessagePrefix,
 		rels:   make(map[uint32]*relation),
+
+		tombstones: cfg.NullPayload.Tombstone(),
 	}
 	if d.prefix == "" {
 		d.prefix = defaultMessagePrefix

@@ -23,11 +23,15 @@ func fuzzSeeds() [][]byte {
 		typeMsg(16400, "public", "mood"),
 		logicalMsg(true, 0x16B3748, "outbox", `{"id": "e1", "key": "k", "topic": "t", "event_type": "E", "headers": {"a": "b"}, "payload": {"x": [1, 2]}}`),
 		logicalMsg(false, 0x16B3748, "outbox", `{"key": "k"}`),
+		byteaRow(txt(`\x0a0568656c6c6f1000ff80fe00`)),
+		byteaRow(txt(`\012\005hello\020\000\377\\`)),
+		byteaRow(txt(`\x0`)),
+		byteaRow(null),
 	}
 }
 
-// FuzzDecode feeds arbitrary bytes to a decoder that knows the outbox relation, outside and
-// inside a transaction. Decode must not panic, must classify every error, and must leave the
+// FuzzDecode feeds arbitrary bytes to a decoder that knows the outbox relation and one with a
+// bytea payload, outside and inside a transaction. Decode must not panic, must classify every error, and must leave the
 // decoder usable.
 func FuzzDecode(f *testing.F) {
 	for _, s := range fuzzSeeds() {
@@ -37,6 +41,7 @@ func FuzzDecode(f *testing.F) {
 		for _, inTx := range []bool{false, true} {
 			d := newDecoder(t, Config{})
 			decode(t, d, 1, relationMsg(outboxID, "public", "outbox", outboxCols...))
+			decode(t, d, 1, relationMsg(byteaRelID, "public", "outbox_bytes", byteaCols...))
 			if inTx {
 				decode(t, d, 1, beginMsg(0x16B3800, commitAt, 777))
 			}

@@ -101,9 +101,7 @@ func (d *Decoder) insertMessage(walStart pglogrepl.LSN, r *reader) (Output, erro
 		}
 		ev.Topic = d.lastTopic.string(topic)
 	}
-	if payload, ok := d.text(vals, rel, rolePayload, outbox.ErrNullPayload, &bad); ok {
-		ev.Payload = payload
-	}
+	d.payload(vals, rel, ev, &bad)
 	if et, ok := d.text(vals, rel, roleEventType, nil, &bad); ok {
 		ev.EventType = d.lastEvType.string(et)
 	}

@@ -1,6 +1,10 @@
 package decoder
 
-import "github.com/jackc/pglogrepl"
+import (
+	"github.com/jackc/pglogrepl"
+
+	"github.com/cdc-relay/cdc-relay/outbox"
+)
 
 // relation is the decoder's view of one Relation message: where each outbox column sits in the
 // relation's tuples. It is built once per Relation message so that an Insert needs no lookups.
@@ -9,6 +13,8 @@ type relation struct {
 	ncols    int
 	selected bool          // decoded; false when Config.Tables excludes it
 	col      [numRoles]int // tuple index of each role's column; -1 when the relation lacks it
+	// binary: the payload column is bytea, whose text (hex) the decoder turns back into bytes.
+	binary bool
 }
 
 // relationMessage handles 'R': Int32 relation id, String namespace, String name, Int8 replica
@@ -30,11 +36,14 @@ func (d *Decoder) relationMessage(walStart pglogrepl.LSN, r *reader) (Output, er
 	for i := 0; i < ncols && !r.bad; i++ {
 		r.u8() // flags
 		col := r.cstring()
-		r.u32() // type oid
-		r.u32() // type modifier
+		oid := r.u32() // type oid
+		r.u32()        // type modifier
 		for role, want := range d.names {
 			if rel.col[role] < 0 && string(col) == want && (role != roleTopic || d.topic == "") {
 				rel.col[role] = i
+				if role == rolePayload {
+					_, rel.binary = outbox.PayloadTypeOID(oid)
+				}
 			}
 		}
 	}

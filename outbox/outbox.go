@@ -55,7 +55,7 @@ type Columns struct {
 	ID          string // "id" (ordered, unique; its text becomes the outbox-id header)
 	AggregateID string // "aggregate_id" (the Kafka key; NULL or empty is a bad row)
 	Topic       string // "topic" (required unless a fixed topic is configured)
-	Payload     string // "payload" (the record value, as text; NULL is a bad row)
+	Payload     string // "payload" (the record value: bytea as its bytes, text, varchar, json, jsonb as text; NULL is a bad row or a tombstone, NullPayload)
 	EventType   string // "event_type" (optional; used when the table has it)
 	Headers     string // "headers" (optional jsonb object, see ParseHeaders; used when the table has it)
 	CreatedAt   string // "created_at" (polling, prune: the row's time; poll's cdc-commit-time)

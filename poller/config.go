@@ -27,6 +27,9 @@ type Config struct {
 	Columns outbox.Columns
 	// Topic, when set, is the topic of every record and the topic column is not read.
 	Topic string
+	// NullPayload says what a row with a NULL payload becomes: a bad row (the zero value,
+	// outbox.NullPayloadDeadLetter) or a record with a null value (outbox.NullPayloadTombstone).
+	NullPayload outbox.NullPayload
 	// DLQTopic receives records Kafka rejects for good and rows that cannot become records,
 	// with the original key, value and headers plus the error. Default "cdc-relay.dlq".
 	DLQTopic string

@@ -12,6 +12,9 @@ var (
 	// ErrMissingColumn means a column the poller needs is not in the table; the error names
 	// it and the flag that maps it.
 	ErrMissingColumn = errors.New("poller: outbox column not found")
+	// ErrPayloadType means the payload column is of a type the poller does not publish (it
+	// takes outbox.PayloadTypes); the error names the column and its type.
+	ErrPayloadType = errors.New("poller: payload column of an unpublished type")
 	// ErrUnavailable means Kafka did not answer a probe or did not acknowledge a batch in
 	// time: the cycle was rolled back and its rows stay pending.
 	ErrUnavailable = errors.New("poller: Kafka is unavailable")
@@ -39,7 +42,7 @@ func IsRetryable(err error) bool {
 	switch {
 	case err == nil:
 		return false
-	case errors.Is(err, ErrNoTable), errors.Is(err, ErrMissingColumn), errors.Is(err, ErrDeadLetterRefused),
+	case errors.Is(err, ErrNoTable), errors.Is(err, ErrMissingColumn), errors.Is(err, ErrPayloadType), errors.Is(err, ErrDeadLetterRefused),
 		errors.Is(err, ErrFenced), errors.Is(err, ErrCheckpointOfAnotherTable), errors.Is(err, ErrCheckpointTooLarge),
 		errors.As(err, new(*kafkatxn.NotCompactedError)):
 		return false

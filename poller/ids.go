@@ -103,7 +103,8 @@ func (p *Poller) selectIDs(ctx context.Context, tx pgx.Tx, sel string, ids []str
 	defer rows.Close()
 	batch := make([]pending, 0, len(ids))
 	for rows.Next() {
-		var id, key, topic, payload, evType, headers *string
+		var id, key, topic, evType, headers *string
+		var payload []byte
 		var created *time.Time
 		if err := rows.Scan(&id, &key, &topic, &payload, &evType, &headers, &created); err != nil {
 			return nil, fmt.Errorf("poller: read listed row: %w", err)

@@ -316,7 +316,8 @@ func (p *Poller) selectRows(ctx context.Context, tx pgx.Tx) ([]pending, error) {
 	defer rows.Close()
 	batch := make([]pending, 0, p.cfg.Batch)
 	for rows.Next() {
-		var id, key, topic, payload, evType, headers *string
+		var id, key, topic, evType, headers *string
+		var payload []byte
 		var created *time.Time
 		if err := rows.Scan(&id, &key, &topic, &payload, &evType, &headers, &created); err != nil {
 			return nil, fmt.Errorf("poller: read pending row: %w", err)
@@ -334,7 +335,9 @@ func (p *Poller) selectRows(ctx context.Context, tx pgx.Tx) ([]pending, error) {
 }
 
 // record maps a row to its record, or to its dead-letter record when the row is bad.
-func (p *Poller) record(id string, key, topic, payload, evType, headers *string, created *time.Time) pending {
+// A NULL payload (nil) is a tombstone with Config.NullPayload's, else a bad row; an empty one
+// stays an empty value.
+func (p *Poller) record(id string, key, topic *string, payload []byte, evType, headers *string, created *time.Time) pending {
 	c := p.cfg.Columns
 	ev := outbox.Event{ID: id, Relation: p.tbl.String(), Topic: p.cfg.Topic}
 	var bad *outbox.RowError
@@ -361,10 +364,9 @@ func (p *Poller) record(id string, key, topic, payload, evType, headers *string,
 			ev.Topic = *topic
 		}
 	}
-	if payload == nil {
+	ev.Payload, ev.Binary = payload, p.q != nil && p.q.binary
+	if payload == nil && !p.cfg.NullPayload.Tombstone() {
 		setBad(c.Payload, outbox.ErrNullPayload)
-	} else {
-		ev.Payload = []byte(*payload)
 	}
 	if evType != nil {
 		ev.EventType = *evType

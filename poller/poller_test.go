@@ -86,17 +86,19 @@ func TestBadRowsAreDeadLettered(t *testing.T) {
 	s := func(v string) *string { return &v }
 	ct := time.Date(2026, 1, 2, 3, 4, 5, 6000, time.UTC)
 	for _, c := range []struct {
-		key, topic, payload, headers *string
-		want                         error
+		key, topic *string
+		payload    []byte
+		headers    *string
+		want       error
 	}{
-		{nil, s("t"), s("{}"), nil, outbox.ErrNullKey},
-		{s(""), s("t"), s("{}"), nil, outbox.ErrEmptyKey},
-		{s("k"), nil, s("{}"), nil, outbox.ErrNullTopic},
-		{s("k"), s(""), s("{}"), nil, outbox.ErrEmptyTopic},
+		{nil, s("t"), []byte("{}"), nil, outbox.ErrNullKey},
+		{s(""), s("t"), []byte("{}"), nil, outbox.ErrEmptyKey},
+		{s("k"), nil, []byte("{}"), nil, outbox.ErrNullTopic},
+		{s("k"), s(""), []byte("{}"), nil, outbox.ErrEmptyTopic},
 		{s("k"), s("t"), nil, nil, outbox.ErrNullPayload},
-		{s("k"), s("t"), s("{}"), s("[1]"), outbox.ErrBadHeaders},
-		{s("k"), s("t"), s("{}"), s(`{"outbox-id": "1"}`), outbox.ErrReservedHeader},
-		{s("k"), s("t"), s("{}"), s(`{"cdc-lsn": "0/1"}`), outbox.ErrReservedHeader},
+		{s("k"), s("t"), []byte("{}"), s("[1]"), outbox.ErrBadHeaders},
+		{s("k"), s("t"), []byte("{}"), s(`{"outbox-id": "1"}`), outbox.ErrReservedHeader},
+		{s("k"), s("t"), []byte("{}"), s(`{"cdc-lsn": "0/1"}`), outbox.ErrReservedHeader},
 	} {
 		pd := p.record("7", c.key, c.topic, c.payload, nil, c.headers, &ct)
 		if !pd.dlq || pd.rec.Topic != "dlq" {
@@ -123,7 +125,7 @@ func TestBadRowsAreDeadLettered(t *testing.T) {
 	if n := p.stats.BadRows.Load(); n != 8 {
 		t.Errorf("BadRows = %d, want 8", n)
 	}
-	good := p.record("8", s("k"), s("t"), s(`{"a": 1}`), s("e"), s(`{"h": "v"}`), &ct)
+	good := p.record("8", s("k"), s("t"), []byte(`{"a": 1}`), s("e"), s(`{"h": "v"}`), &ct)
 	if good.dlq || good.rec.Topic != "t" || string(good.rec.Value) != `{"a": 1}` ||
 		string(sink.Header(good.rec, sink.HeaderCommitTime)) != "2026-01-02T03:04:05.000006Z" ||
 		sink.Header(good.rec, sink.HeaderLSN) != nil || string(sink.Header(good.rec, "h")) != "v" ||

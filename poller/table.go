@@ -25,6 +25,8 @@ type queries struct {
 	upd string // $1 = ids as text[]; marks only the pending ones
 	// hasIndex reports whether a valid partial index on the pending rows exists.
 	hasIndex bool
+	// binary: the payload column is bytea, selected as its bytes.
+	binary bool
 }
 
 // columnsOf returns the table's live columns and their types (format_type).
@@ -76,6 +78,10 @@ func buildQueries(ctx context.Context, q querier, t outbox.Table, c outbox.Colum
 	if err := errors.Join(missing...); err != nil {
 		return nil, err
 	}
+	ok, binary := outbox.PayloadTypeName(cols[c.Payload])
+	if !ok {
+		return nil, fmt.Errorf("%w: %w", ErrPayloadType, outbox.PayloadTypeError("column-payload", c.Payload, t.String(), cols[c.Payload]))
+	}
 	col := func(name string) string { return "o." + pgx.Identifier{name}.Sanitize() }
 	text := func(name string, use bool) string {
 		if _, ok := cols[name]; !ok || !use {
@@ -84,6 +90,10 @@ func buildQueries(ctx context.Context, q querier, t outbox.Table, c outbox.Colum
 		return col(name) + "::text"
 	}
 	tbl, id, pub := t.Sanitize(), col(c.ID), pgx.Identifier{c.PublishedAt}.Sanitize()
+	payload := text(c.Payload, true)
+	if binary {
+		payload = col(c.Payload) // read as bytea: its bytes, not its hex text
+	}
 	// Output columns have their own names so that ORDER BY reaches the table's id column
 	// (and its index), never the text output column.
 	sel := fmt.Sprintf(`SELECT %s AS p_id, %s AS p_key, %s AS p_topic, %s AS p_payload, %s AS p_event_type, %s AS p_headers, %s::timestamptz AS p_created_at
@@ -92,7 +102,7 @@ func buildQueries(ctx context.Context, q querier, t outbox.Table, c outbox.Colum
  ORDER BY %s
  LIMIT $1
  FOR UPDATE`+skipLocked,
-		text(c.ID, true), text(c.AggregateID, true), text(c.Topic, fixedTopic == ""), text(c.Payload, true),
+		text(c.ID, true), text(c.AggregateID, true), text(c.Topic, fixedTopic == ""), payload,
 		text(c.EventType, true), text(c.Headers, true), col(c.CreatedAt), tbl, pub, id)
 	// A row marked already keeps its time: marking the rows of a checkpoint again is a no-op.
 	upd := fmt.Sprintf(`UPDATE %s SET %s = now() WHERE %s = ANY($1::text[]::%s[]) AND %s IS NULL`,
@@ -101,7 +111,7 @@ func buildQueries(ctx context.Context, q querier, t outbox.Table, c outbox.Colum
 	if err != nil {
 		return nil, err
 	}
-	return &queries{sel: sel, upd: upd, hasIndex: has}, nil
+	return &queries{sel: sel, upd: upd, hasIndex: has, binary: binary}, nil
 }
 
 // skipLocked ends the cycle's SELECT: at least once, several pollers may share a table, each

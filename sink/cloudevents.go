@@ -32,6 +32,8 @@ const (
 
 	CESpecVersion      = "1.0"
 	DefaultContentType = "application/json" // the payload is jsonb (or a logical message's JSON)
+	// BinaryContentType is the default of a bytea payload, whose value is its bytes.
+	BinaryContentType = "application/octet-stream"
 )
 
 // CloudEvents makes NewRecord write a CloudEvent in binary content mode: the record's key,
@@ -42,7 +44,8 @@ const (
 //	ce_source       Source, or "/cdc-relay/<Database>/<outbox-table>"
 //	ce_type         the row's event type, or the outbox-table when it has none
 //	ce_time         the cdc-commit-time value (RFC 3339, microseconds, UTC), when stamped
-//	content-type    application/json, unless the row's headers have a content-type
+//	content-type    application/json (application/octet-stream for a bytea payload),
+//	                unless the row's headers have a content-type
 type CloudEvents struct {
 	// Source is ce_source for every record; "" derives it from Database and the event's table.
 	Source string
@@ -81,6 +84,7 @@ func NewCloudEvents(format, source string, pg *pgconn.Config) (*CloudEvents, err
 var (
 	ceSpecVersion   = []byte(CESpecVersion)
 	contentTypeJSON = []byte(DefaultContentType)
+	contentTypeBin  = []byte(BinaryContentType)
 )
 
 // source is ce_source for an event of table.
@@ -116,6 +120,9 @@ func (c *CloudEvents) appendHeaders(h []kgo.RecordHeader, e *outbox.Event, commi
 		if strings.EqualFold(rh.Key, HeaderContentType) {
 			return h // the row's own, already among its headers
 		}
+	}
+	if e.Binary {
+		return append(h, kgo.RecordHeader{Key: HeaderContentType, Value: contentTypeBin})
 	}
 	return append(h, kgo.RecordHeader{Key: HeaderContentType, Value: contentTypeJSON})
 }

@@ -177,9 +177,17 @@ func NewRecord(e outbox.Event, stamp *Stamp, ce *CloudEvents) *kgo.Record {
 // value and headers, plus the error, its class (LetterClass), the original topic and, when
 // known, the relation. The outbox id and LSN travel in r's own headers. The dead letter keeps
 // r's Context, and with it r's producer span (Config.Tracing), which ends when it is parked.
+// A dead letter is no CloudEvent: r's ce_* headers travel renamed dlq-ce_*, so that a
+// CloudEvents consumer of the dead-letter topic does not take it for an event of its type;
+// `dead-letters replay` gives them back their names.
 func DeadLetter(dlqTopic string, r *kgo.Record, relation string, cause error) *kgo.Record {
 	h := make([]kgo.RecordHeader, 0, len(r.Headers)+4)
-	h = append(h, r.Headers...)
+	for _, x := range r.Headers {
+		if strings.HasPrefix(x.Key, contract.CEPrefix) {
+			x.Key = contract.DLQPrefix + x.Key
+		}
+		h = append(h, x)
+	}
 	h = append(h,
 		kgo.RecordHeader{Key: HeaderDLQError, Value: []byte(cause.Error())},
 		kgo.RecordHeader{Key: HeaderDLQClass, Value: []byte(LetterClass(cause))},

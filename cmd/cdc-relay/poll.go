@@ -93,6 +93,7 @@ func cmdPoll(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.BoolVar(&createIndex, "create-index", false, "create the partial index on pending rows (CREATE INDEX CONCURRENTLY IF NOT EXISTS <table>_pending_idx ON <table> (id) WHERE published_at IS NULL) and exit")
 	delivery.register(fs)
 	registerColumns(fs, cols)
+	registerNullPayload(fs, &cfg.NullPayload)
 	fs.StringVar(&cols.CreatedAt, "column-created-at", "created_at", "creation time column (becomes cdc-commit-time)")
 	fs.StringVar(&cols.PublishedAt, "column-published-at", "published_at", "publication time column (NULL means pending)")
 	fs.DurationVar(&cfg.AckTimeout, "ack-timeout", 10*time.Second, "how long a cycle waits for Kafka's acknowledgements before it rolls back and treats Kafka as unavailable")
@@ -187,7 +188,7 @@ func pollCreateIndex(ctx context.Context, c *common, cfg poller.Config, stdout i
 
 // pollErr turns the poller's configuration findings into usage errors (exit 2).
 func pollErr(err error) error {
-	if errors.Is(err, poller.ErrNoTable) || errors.Is(err, poller.ErrMissingColumn) || errors.Is(err, sink.ErrNoBrokers) ||
+	if errors.Is(err, poller.ErrNoTable) || errors.Is(err, poller.ErrMissingColumn) || errors.Is(err, poller.ErrPayloadType) || errors.Is(err, sink.ErrNoBrokers) ||
 		errors.Is(err, poller.ErrCheckpointOfAnotherTable) || errors.Is(err, poller.ErrCheckpointTooLarge) || errors.As(err, new(*kafkatxn.NotCompactedError)) {
 		return &usageError{err}
 	}

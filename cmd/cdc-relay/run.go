@@ -110,6 +110,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.rcfg.DeadLetterTable, "dead-letter-table", deadletters.DefaultTable, deadLetterTableUsage)
 	fs.StringVar(&f.dcfg.MessagePrefix, "message-prefix", "outbox", "prefix of pg_logical_emit_message events to publish")
 	registerColumns(fs, &f.dcfg.Columns)
+	registerNullPayload(fs, &f.dcfg.NullPayload)
 	fs.DurationVar(&f.interval, "status-interval", 10*time.Second, "how often a status update is sent to PostgreSQL when nothing new was confirmed (the heartbeat)")
 	fs.DurationVar(&f.confirmDelay, "confirm-delay", 100*time.Millisecond, "how soon after Kafka acknowledged a transaction its position is sent to PostgreSQL: what a kill -9 replays (negative: only every --status-interval)")
 	fs.DurationVar(&f.recvTimeout, "receive-timeout", 60*time.Second, "end the replication session and reconnect when nothing arrived from PostgreSQL for this long (a silent network; like wal_receiver_timeout); the relay asks the server to reply at least twice within it")
@@ -225,6 +226,13 @@ func (f *runFlags) preflight(ctx context.Context, fs *flag.FlagSet, log *slog.Lo
 		}
 	}
 	have, err := slotstore.New(conn).Columns(ctx, streamed)
+	if err == nil {
+		err = checkPayloadTypes(ctx, conn, streamed, f.dcfg.Columns.WithDefaults().Payload)
+	}
+	var ue *usageError
+	if errors.As(err, &ue) {
+		return false, err // the payload column's type: exit 2
+	}
 	if err != nil {
 		return false, fmt.Errorf("run: %w", err)
 	}

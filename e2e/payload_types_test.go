@@ -1,0 +1,261 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cdc-relay/cdc-relay/testkit/testenv"
+)
+
+// protobufBytes are protobuf bytes with 0x00 and bytes that are not UTF-8: what a bytea
+// payload column holds and its record's value must be, exactly.
+var protobufBytes = []byte{0x0a, 0x05, 'h', 'e', 'l', 'l', 'o', 0x10, 0x00, 0xff, 0x80, 0xfe, 0x00}
+
+// payloadType changes the fixture's (empty) payload column to typ.
+func payloadType(t *testing.T, f *testenv.Fixture, typ string) {
+	t.Helper()
+	if _, err := f.Pool.Exec(context.Background(), `ALTER TABLE `+f.Table+` ALTER COLUMN payload TYPE `+typ+` USING NULL`); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// insertPayload writes one row whose payload is payload (a []byte for bytea, a string for
+// text; nil for NULL) and returns its outbox id as the outbox-id header says it.
+func insertPayload(t *testing.T, f *testenv.Fixture, topic, key string, payload any, headers string) string {
+	t.Helper()
+	var h any
+	if headers != "" {
+		h = headers
+	}
+	return strconv.FormatInt(f.InsertValues(t, f.Table, "aggregate_id, topic, payload, headers", "$1, $2, $3, $4::jsonb", key, topic, payload, h), 10)
+}
+
+func byOutboxID(recs []*kgo.Record) map[string]*kgo.Record {
+	m := map[string]*kgo.Record{}
+	for _, r := range recs {
+		m[testenv.Header(r, "outbox-id")] = r
+	}
+	return m
+}
+
+// wantBytes reports a record whose value is not want exactly, or whose content-type (with
+// --format cloudevents) is not ct.
+func wantBytes(t *testing.T, what string, r *kgo.Record, want []byte, ct string) {
+	t.Helper()
+	switch {
+	case r == nil:
+		t.Errorf("%s: no record", what)
+	case !bytes.Equal(r.Value, want) || (r.Value == nil) != (want == nil):
+		t.Errorf("%s: value %q (%x), want %x", what, r.Value, r.Value, want)
+	case testenv.Header(r, "content-type") != ct || headerCount(r, "content-type") != 1:
+		t.Errorf("%s: content-type headers %v, want %s once", what, r.Headers, ct)
+	}
+}
+
+// byteaRows inserts the rows both publishers' bytea tests publish: protobuf bytes, an empty
+// bytea, and protobuf bytes whose row names its own content-type.
+func byteaRows(t *testing.T, f *testenv.Fixture) (proto, empty, typed string) {
+	proto = insertPayload(t, f, f.Topic, "k1", protobufBytes, "")
+	empty = insertPayload(t, f, f.Topic, "k2", []byte{}, "")
+	typed = insertPayload(t, f, f.Topic, "k3", protobufBytes, `{"content-type": "application/x-protobuf"}`)
+	return proto, empty, typed
+}
+
+func checkByteaRecords(t *testing.T, cons *testenv.Consumer, proto, empty, typed string) {
+	t.Helper()
+	recs := byOutboxID(cons.WaitFor(t, 60*time.Second, "the three bytea rows", func(r []*kgo.Record) bool { return len(r) >= 3 }))
+	wantBytes(t, "protobuf bytes", recs[proto], protobufBytes, "application/octet-stream")
+	wantBytes(t, "empty bytea", recs[empty], []byte{}, "application/octet-stream")
+	wantBytes(t, "protobuf bytes with the row's content-type", recs[typed], protobufBytes, "application/x-protobuf")
+}
+
+// `run`: a bytea payload's record value is its bytes exactly (0x00 and invalid UTF-8
+// included; pgoutput sends its hex text), an empty bytea an empty value, and a CloudEvent's
+// content-type says application/octet-stream unless the row names its own.
+func TestByteaPayloadIsItsBytesRun(t *testing.T) {
+	t.Parallel()
+	e := testenv.NewRelayEnv(t, false)
+	payloadType(t, e.F, "bytea")
+	cons := testenv.Consume(t, e.F.Topic)
+	p := e.Start(t, nil, "--format", "cloudevents")
+	proto, empty, typed := byteaRows(t, e.F)
+	checkByteaRecords(t, cons, proto, empty, typed)
+	if p.Exited() {
+		t.Fatalf("the relay exited:\n%s", p.Output())
+	}
+}
+
+// `poll`: the same records as run's.
+func TestByteaPayloadIsItsBytesPoll(t *testing.T) {
+	t.Parallel()
+	e := newPollEnv(t)
+	payloadType(t, e.F, "bytea")
+	cons := testenv.Consume(t, e.F.Topic)
+	proto, empty, typed := byteaRows(t, e.F)
+	p := e.Start(t, nil, "--format", "cloudevents")
+	checkByteaRecords(t, cons, proto, empty, typed)
+	if p.Exited() {
+		t.Fatalf("the poller exited:\n%s", p.Output())
+	}
+}
+
+// A payload column of a type the relay does not publish is refused at start (exit 2) by run
+// and poll, with a message that names the column, its type and the types that work.
+func TestPayloadColumnOfAnotherTypeIsRefusedAtStart(t *testing.T) {
+	t.Parallel()
+	e := testenv.NewRelayEnv(t, false)
+	payloadType(t, e.F, "integer")
+	for _, args := range [][]string{
+		{"run", "--dlq-topic", e.F.DLQ},
+		{"poll", "--table", e.F.Table, "--dlq-topic", e.F.DLQ},
+	} {
+		out, errOut, code := testenv.Run(t, 30*time.Second, e.Bin, e.Env, args...)
+		if code != 2 || !strings.Contains(errOut, `column "payload" of `+e.F.Table+` is of type integer`) ||
+			!strings.Contains(errOut, "bytea, text, varchar, json, jsonb") {
+			t.Errorf("%s: exit %d, want 2 naming the type and the types that work\n%s%s", args[0], code, out, errOut)
+		}
+	}
+}
+
+// A NULL payload with --null-payload tombstone is a record with a null value (a compacted
+// topic's delete); an empty payload is an empty, non-null value. The same in run (both
+// delivery modes) and poll.
+func TestNullPayloadTombstone(t *testing.T) {
+	t.Parallel()
+	check := func(t *testing.T, f *testenv.Fixture, cons *testenv.Consumer, p *testenv.Proc, ids [3]string) {
+		t.Helper()
+		recs := byOutboxID(cons.WaitFor(t, 60*time.Second, "the three rows", func(r []*kgo.Record) bool { return len(r) >= 3 }))
+		if r := recs[ids[0]]; r == nil || r.Value != nil || string(r.Key) != "gone" {
+			t.Errorf("NULL payload: %+v, want a null value keyed gone", r)
+		}
+		if r := recs[ids[1]]; r == nil || r.Value == nil || len(r.Value) != 0 {
+			t.Errorf("empty payload: %+v, want an empty, non-null value", r)
+		}
+		if r := recs[ids[2]]; r == nil || string(r.Value) != "v" {
+			t.Errorf("payload v: %+v", r)
+		}
+		if n := testenv.EndOffset(t, f.DLQ); n != 0 {
+			t.Errorf("%d dead letters, want none", n)
+		}
+		if p.Exited() {
+			t.Fatalf("exited:\n%s", p.Output())
+		}
+	}
+	rows := func(f *testenv.Fixture) [3]string {
+		return [3]string{insertPayload(t, f, f.Topic, "gone", nil, ""), insertPayload(t, f, f.Topic, "empty", "", ""), insertPayload(t, f, f.Topic, "k", "v", "")}
+	}
+	t.Run("run", func(t *testing.T) {
+		t.Parallel()
+		e := testenv.NewRelayEnv(t, false)
+		payloadType(t, e.F, "text")
+		cons := testenv.Consume(t, e.F.Topic)
+		p := e.Start(t, nil, "--null-payload", "tombstone")
+		check(t, e.F, cons, p, rows(e.F))
+	})
+	t.Run("run-exactly-once", func(t *testing.T) {
+		t.Parallel()
+		e := newEOSEnv(t)
+		payloadType(t, e.F, "text")
+		cons := testenv.Consume(t, e.F.Topic, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+		p := e.start(t, nil, "--null-payload", "tombstone")
+		check(t, e.F, cons, p, rows(e.F))
+	})
+	t.Run("poll", func(t *testing.T) {
+		t.Parallel()
+		e := newPollEnv(t)
+		payloadType(t, e.F, "text")
+		cons := testenv.Consume(t, e.F.Topic)
+		ids := rows(e.F)
+		p := e.Start(t, nil, "--null-payload", "tombstone")
+		check(t, e.F, cons, p, ids)
+	})
+	// Without the flag a NULL payload stays a bad row.
+	t.Run("poll-default", func(t *testing.T) {
+		t.Parallel()
+		e := newPollEnv(t)
+		payloadType(t, e.F, "text")
+		dlq := testenv.Consume(t, e.F.DLQ)
+		id := insertPayload(t, e.F, e.F.Topic, "gone", nil, "")
+		e.Start(t, nil)
+		r := dlq.WaitFor(t, 60*time.Second, "the dead letter", func(r []*kgo.Record) bool { return len(r) >= 1 })[0]
+		if testenv.Header(r, "outbox-id") != id || !strings.Contains(testenv.Header(r, "dlq-error"), "payload is NULL") {
+			t.Errorf("dead letter %v", r.Headers)
+		}
+	})
+}
+
+// With --format cloudevents a dead letter is no CloudEvent: no ce_* header (they travel as
+// dlq-ce_*), on the dead-letter topic and in the dead-letter table, whose value is the bytea
+// payload's bytes exactly; `dead-letters replay` writes those bytes back with the event's ce_*
+// headers.
+func TestCloudEventsDeadLettersCarryNoCloudEventHeaders(t *testing.T) {
+	t.Parallel()
+	e := testenv.NewRelayEnv(t, false)
+	f := e.F
+	payloadType(t, f, "bytea")
+	ctx := context.Background()
+	// The target topic and the dead-letter topic both refuse the large row, which goes to the
+	// dead-letter table; a bad row (a NULL key) goes to the dead-letter topic.
+	small, dlq := f.Name+".small", f.Name+".smalldlq"
+	testenv.CreateTopicWithConfig(t, small, 1, map[string]string{"max.message.bytes": "2048"})
+	testenv.CreateTopicWithConfig(t, dlq, 1, map[string]string{"max.message.bytes": "2048"})
+	table := "public." + f.Name + "_dl"
+	t.Cleanup(func() { _, _ = f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+table) })
+	letters := testenv.Consume(t, dlq)
+	p := e.Start(t, nil, "--format", "cloudevents", "--dlq-topic", dlq, "--dead-letter-table", table)
+
+	big := bytes.Repeat(protobufBytes, 400) // 5200 bytes
+	bigID := insertPayload(t, f, small, "big", big, "")
+	badID := strconv.FormatInt(f.InsertValues(t, f.Table, "topic, payload, event_type", "$1, $2, 'order.created'", f.Topic, protobufBytes), 10)
+
+	r := letters.WaitFor(t, 60*time.Second, "the bad row's dead letter", func(r []*kgo.Record) bool { return len(r) >= 1 })[0]
+	if testenv.Header(r, "outbox-id") != badID || !bytes.Equal(r.Value, protobufBytes) || testenv.Header(r, "dlq-ce_type") != "order.created" {
+		t.Errorf("dead letter: value %x headers %v", r.Value, r.Headers)
+	}
+	for _, h := range r.Headers {
+		if strings.HasPrefix(strings.ToLower(h.Key), "ce_") {
+			t.Errorf("dead letter on the topic has %s=%s", h.Key, h.Value)
+		}
+	}
+
+	var value []byte
+	var headers string
+	testenv.Eventually(t, 60*time.Second, "the large row in the dead-letter table", func() bool {
+		return f.Pool.QueryRow(ctx, `SELECT value, headers::text FROM `+table+` WHERE outbox_id = $1`, bigID).Scan(&value, &headers) == nil
+	})
+	if !bytes.Equal(value, big) {
+		t.Errorf("dead-letter table value: %d bytes, want the payload's %d exactly", len(value), len(big))
+	}
+	var hm map[string]string
+	if err := json.Unmarshal([]byte(headers), &hm); err != nil {
+		t.Fatal(err)
+	}
+	for k := range hm {
+		if strings.HasPrefix(strings.ToLower(k), "ce_") {
+			t.Errorf("dead letter in the table has %s", k)
+		}
+	}
+	if hm["dlq-ce_type"] != f.Table || hm["content-type"] != "application/octet-stream" {
+		t.Errorf("dead letter in the table: headers %v", hm)
+	}
+
+	p.Stop(t)
+	testenv.SetTopicConfig(t, small, "max.message.bytes", "1048576")
+	replayed := testenv.Consume(t, small)
+	env := []string{"CDC_RELAY_FROM=table", "CDC_RELAY_DEAD_LETTER_TABLE=" + table}
+	if out, code := dlCLI(t, e.Bin, env, "replay", "--outbox-id", bigID); code != 0 || !strings.Contains(out, "replayed 1, refused 0") {
+		t.Fatalf("replay: exit %d", code)
+	}
+	rr := replayed.WaitFor(t, 60*time.Second, "the replayed record", func(r []*kgo.Record) bool { return len(r) >= 1 })[0]
+	wantBytes(t, "replayed", rr, big, "application/octet-stream")
+	if testenv.Header(rr, "ce_type") != f.Table || testenv.Header(rr, "ce_id") != f.Table+":"+bigID || testenv.Header(rr, "ce_specversion") != "1.0" {
+		t.Errorf("replayed record's headers %v, want its CloudEvents headers back", rr.Headers)
+	}
+}
