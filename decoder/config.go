@@ -20,6 +20,16 @@ type Config struct {
 	// MessagePrefix is the prefix of pg_logical_emit_message events to publish; default "outbox".
 	// Messages with other prefixes are ignored.
 	MessagePrefix string
+	// TopicTemplate, when non-empty, names each row's topic from its columns
+	// (outbox.ParseTopicTemplate, e.g. "outbox.event.${aggregatetype}"); the topic column is
+	// not read. A NULL or missing placeholder column is a bad row. Not with Topic.
+	TopicTemplate string
+	// IDHeader, when non-empty, adds a header of that name carrying the outbox id's text
+	// (Debezium's "id"); it must not be a reserved name (outbox.ErrReservedHeader).
+	IDHeader string
+	// NullPayloadTombstone publishes a NULL payload as an event with a nil Payload (a
+	// tombstone) instead of a bad row.
+	NullPayloadTombstone bool
 }
 
 const defaultMessagePrefix = "outbox"
@@ -32,7 +42,7 @@ func (c Config) Validate() error {
 			return fmt.Errorf("decoder: Tables[%d]: %w", i, err)
 		}
 	}
-	return nil
+	return c.validateProfile()
 }
 
 // roles of the outbox columns, in the order bad rows are reported.

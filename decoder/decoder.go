@@ -62,6 +62,7 @@ type Decoder struct {
 	msgRelation string              // "message:<prefix>"
 	tables      map[string]struct{} // nil: every relation
 	rels        map[uint32]*relation
+	prof        profile // TopicTemplate, IDHeader, NullPayloadTombstone (profile.go)
 
 	inTx       bool
 	xid        uint32
@@ -86,6 +87,7 @@ func New(cfg Config) (*Decoder, error) {
 		prefix: cfg.MessagePrefix,
 		rels:   make(map[uint32]*relation),
 	}
+	d.prof = newProfile(cfg)
 	if d.prefix == "" {
 		d.prefix = defaultMessagePrefix
 	}

@@ -95,13 +95,15 @@ func (d *Decoder) insertMessage(walStart pglogrepl.LSN, r *reader) (Output, erro
 	ev.ID, ev.AggregateID = d.idAndKey(id, key)
 	if d.topic != "" {
 		ev.Topic = d.topic
+	} else if d.prof.tmpl != nil {
+		ev.Topic = d.templateTopic(vals, rel, &bad)
 	} else if topic, ok := d.text(vals, rel, roleTopic, outbox.ErrNullTopic, &bad); ok {
 		if len(topic) == 0 {
 			bad.set(d.names[roleTopic], outbox.ErrEmptyTopic)
 		}
 		ev.Topic = d.lastTopic.string(topic)
 	}
-	if payload, ok := d.text(vals, rel, rolePayload, outbox.ErrNullPayload, &bad); ok {
+	if payload, ok := d.text(vals, rel, rolePayload, d.prof.nullPayloadErr(rel), &bad); ok {
 		ev.Payload = payload
 	}
 	if et, ok := d.text(vals, rel, roleEventType, nil, &bad); ok {
@@ -114,6 +116,7 @@ func (d *Decoder) insertMessage(walStart pglogrepl.LSN, r *reader) (Output, erro
 		}
 		ev.Headers = hs
 	}
+	d.prof.addIDHeader(ev, d.names[roleHeaders], &bad)
 	if bad.err != nil {
 		return out, &outbox.RowError{LSN: walStart, Relation: rel.name, Column: bad.col, ID: ev.ID, Err: bad.err}
 	}

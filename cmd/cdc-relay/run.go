@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -40,6 +41,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) (err e
 		ops          opsFlags
 		prod         producerFlags
 		delivery     deliveryFlags
+		prof         profileFlags
 	)
 	fs := newFlagSet("run", "run --pg-url URL --brokers HOST:PORT[,..] --slot NAME --publication NAME [flags]", stderr)
 	c.register(fs)
@@ -50,6 +52,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) (err e
 	fs.StringVar(&rcfg.DeadLetterTable, "dead-letter-table", deadletters.DefaultTable, deadLetterTableUsage)
 	fs.StringVar(&dcfg.MessagePrefix, "message-prefix", "outbox", "prefix of pg_logical_emit_message events to publish")
 	registerColumns(fs, &dcfg.Columns)
+	prof.register(fs)
 	fs.DurationVar(&interval, "status-interval", 10*time.Second, "how often a status update is sent to PostgreSQL when nothing new was confirmed (the heartbeat)")
 	fs.DurationVar(&confirmDelay, "confirm-delay", 100*time.Millisecond, "how soon after Kafka acknowledged a transaction its position is sent to PostgreSQL: what a kill -9 replays (negative: only every --status-interval)")
 	fs.DurationVar(&recvTimeout, "receive-timeout", 60*time.Second, "end the replication session and reconnect when nothing arrived from PostgreSQL for this long (a silent network; like wal_receiver_timeout); the relay asks the server to reply at least twice within it")
@@ -68,6 +71,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) (err e
 	}
 	if len(pubs) == 0 {
 		return usageErr("--publication is required (or set CDC_RELAY_PUBLICATION)")
+	}
+	if err := prof.apply(fs, &dcfg); err != nil {
+		return err
 	}
 	if err := checkRanges(fs, []string{"status-interval", "slot-status-interval", "kafka-timeout", "shutdown-timeout",
 		"max-buffered-records", "max-buffered-bytes"}, []string{"linger"}); err != nil {
@@ -184,7 +190,10 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) (err e
 	if err != nil {
 		return fmt.Errorf("run: %w", err)
 	}
-	if err := checkColumns(have, streamed, dcfg.Columns, dcfg.Topic, func(name string) bool { return isSet(fs, name) }); err != nil {
+	if err := checkColumns(have, streamed, dcfg.Columns, cmp.Or(dcfg.Topic, dcfg.TopicTemplate), func(name string) bool { return isSet(fs, name) }); err != nil {
+		return err
+	}
+	if err := checkTemplateColumns(have, streamed, dcfg.TopicTemplate); err != nil {
 		return err
 	}
 	log.Info("starting", "slot", c.slot, "publications", []string(pubs), "brokers", []string(prod.brokers))
