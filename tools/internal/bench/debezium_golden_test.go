@@ -169,29 +169,23 @@ func cmpOr(a, b string) string {
 	return b
 }
 
-// startRelayProfile runs `cdc-relay run --profile debezium` on its own slot, created (with
-// the publication, when missing) before it returns; stopped at cleanup.
-func startRelayProfile(t *testing.T, ctx context.Context, pool *pgxpool.Pool, name, table, pub, dlq string, extra ...string) *proc {
+// relaySlot builds the relay and creates its slot (and the publication, when missing) with
+// `cdc-relay slot create`; the slot and publication are dropped at cleanup. It returns the
+// binary and the slot's name.
+func relaySlot(t *testing.T, ctx context.Context, pool *pgxpool.Pool, name, table, pub string) (bin, slot string) {
 	t.Helper()
 	bin, err := BuildRelay(ctx, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
+	return bin, createRelaySlot(t, ctx, pool, bin, name, table, pub)
+}
+
+// createRelaySlot is relaySlot with a built binary.
+func createRelaySlot(t *testing.T, ctx context.Context, pool *pgxpool.Pool, bin, name, table, pub string) string {
+	t.Helper()
 	slot := name + "_relay"
-	pgURL, brokers := testenv.PGURL(t), strings.Join(testenv.Brokers(t), ",")
-	if out, err := exec.CommandContext(ctx, bin, "slot", "create", "--pg-url", pgURL, "--slot", slot, "--publication", pub, "--table", table).CombinedOutput(); err != nil {
-		t.Fatalf("cdc-relay slot create: %v\n%s", err, out)
-	}
-	args := append([]string{"run", "--pg-url", pgURL, "--brokers", brokers, "--slot", slot, "--publication", pub,
-		"--dlq-topic", dlq, "--profile", "debezium"}, extra...)
-	p, err := startProc("cdc-relay", filepath.Join(t.TempDir(), "relay.log"), nil, bin, args...)
-	if err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() {
-		if err := p.stop(30 * time.Second); err != nil {
-			t.Errorf("relay: %v", err)
-		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		for ctx.Err() == nil {
@@ -201,6 +195,27 @@ func startRelayProfile(t *testing.T, ctx context.Context, pool *pgxpool.Pool, na
 			time.Sleep(100 * time.Millisecond)
 		}
 		_, _ = pool.Exec(ctx, `DROP PUBLICATION IF EXISTS `+pgx.Identifier{pub}.Sanitize())
+	})
+	if out, err := exec.CommandContext(ctx, bin, "slot", "create", "--pg-url", testenv.PGURL(t), "--slot", slot, "--publication", pub, "--table", table).CombinedOutput(); err != nil {
+		t.Fatalf("cdc-relay slot create: %v\n%s", err, out)
+	}
+	return slot
+}
+
+// startRelayRun runs `cdc-relay run --profile debezium` on slot and waits until it streams;
+// it is stopped (and must exit 0) at cleanup.
+func startRelayRun(t *testing.T, ctx context.Context, pool *pgxpool.Pool, bin, slot, pub, dlq string, extra ...string) *proc {
+	t.Helper()
+	args := append([]string{"run", "--pg-url", testenv.PGURL(t), "--brokers", strings.Join(testenv.Brokers(t), ","), "--slot", slot, "--publication", pub,
+		"--dlq-topic", dlq, "--profile", "debezium"}, extra...)
+	p, err := startProc("cdc-relay", filepath.Join(t.TempDir(), "relay.log"), nil, bin, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := p.stop(30 * time.Second); err != nil {
+			t.Errorf("relay: %v", err)
+		}
 	})
 	err = waitUntil(ctx, time.Minute, p, "the relay's slot "+slot+" to stream", func() (bool, error) {
 		var active bool
@@ -320,7 +335,8 @@ func TestRelayWritesDebeziumsOutboxRecordsRecordForRecord(t *testing.T) {
 	testenv.CreateTopic(t, dlq, 1)
 
 	// The relay's slot create makes the publication (inserts only) that both use.
-	relay := startRelayProfile(t, ctx, pool, name, table, name, dlq)
+	bin, slot := relaySlot(t, ctx, pool, name, table, name)
+	relay := startRelayRun(t, ctx, pool, bin, slot, name, dlq)
 	dside := startDebezium(t, ctx, pool, name, table, name)
 	waitStreaming(t, ctx, pool, table, name+"_Warmup", relay, dside.w.p)
 
