@@ -91,3 +91,16 @@ func checkTemplateColumns(have map[string][]string, streamed []string, template 
 	}
 	return nil
 }
+
+// explain adds to a column check's usage error that the profile chose the column names, so
+// that the operator knows the flags to give for a table that names them otherwise.
+func (p *profileFlags) explain(err error) error {
+	var ue *usageError
+	if err == nil || p.name == "" || !errors.As(err, &ue) {
+		return err
+	}
+	prof := outbox.Profiles[p.name]
+	c := prof.Columns
+	return usageErr("%w (--profile %s reads %s's columns %s, %s, %s, %s and %s: give --column-* or --topic-template for a table that names them otherwise)",
+		ue.err, p.name, p.name, c.ID, c.Topic, c.AggregateID, c.EventType, c.Payload)
+}

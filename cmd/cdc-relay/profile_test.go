@@ -92,3 +92,15 @@ func TestTemplateColumnMissingFromTheTableIsAUsageError(t *testing.T) {
 		t.Fatalf("err = %v with the column present", err)
 	}
 }
+
+func TestAColumnCheckUnderTheProfileSaysTheProfileChoseTheNames(t *testing.T) {
+	p := profileFlags{name: "debezium"}
+	err := p.explain(usageErr(`--column-aggregate-id aggregateid: no table has a column "aggregateid"`))
+	var ue *usageError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), `no table has a column "aggregateid" (--profile debezium reads debezium's columns id, aggregatetype, aggregateid, type and payload`) {
+		t.Fatalf("err = %v, want a usage error that names the profile's columns", err)
+	}
+	if err := (&profileFlags{}).explain(usageErr("x")); err.Error() != "x" {
+		t.Fatalf("without a profile: %v, want the error unchanged", err)
+	}
+}

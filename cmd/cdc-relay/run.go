@@ -191,10 +191,10 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) (err e
 		return fmt.Errorf("run: %w", err)
 	}
 	if err := checkColumns(have, streamed, dcfg.Columns, cmp.Or(dcfg.Topic, dcfg.TopicTemplate), func(name string) bool { return isSet(fs, name) }); err != nil {
-		return err
+		return prof.explain(err)
 	}
 	if err := checkTemplateColumns(have, streamed, dcfg.TopicTemplate); err != nil {
-		return err
+		return prof.explain(err)
 	}
 	log.Info("starting", "slot", c.slot, "publications", []string(pubs), "brokers", []string(prod.brokers))
 	streaming = true
