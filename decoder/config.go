@@ -23,6 +23,13 @@ type Config struct {
 	// NullPayload says what a row with a NULL payload becomes: a bad row (the zero value,
 	// outbox.NullPayloadDeadLetter) or a tombstone, an event with a nil Payload.
 	NullPayload outbox.NullPayload
+	// TopicTemplate, when non-empty, names each row's topic from its columns
+	// (outbox.ParseTopicTemplate, e.g. "outbox.event.${aggregatetype}"); the topic column is
+	// not read. A NULL or missing placeholder column is a bad row. Not with Topic.
+	TopicTemplate string
+	// IDHeader, when non-empty, adds a header of that name carrying the outbox id's text
+	// (Debezium's "id"); it must not be a reserved name (outbox.ErrReservedHeader).
+	IDHeader string
 }
 
 const defaultMessagePrefix = "outbox"
@@ -35,7 +42,7 @@ func (c Config) Validate() error {
 			return fmt.Errorf("decoder: Tables[%d]: %w", i, err)
 		}
 	}
-	return nil
+	return c.validateProfile()
 }
 
 // roles of the outbox columns, in the order bad rows are reported.

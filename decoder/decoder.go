@@ -63,6 +63,7 @@ type Decoder struct {
 	tables      map[string]struct{} // nil: every relation
 	tombstones  bool                // Config.NullPayload: a NULL payload is a nil Payload, not a bad row
 	rels        map[uint32]*relation
+	prof        profile // TopicTemplate, IDHeader (profile.go)
 
 	inTx       bool
 	xid        uint32
@@ -89,6 +90,7 @@ func New(cfg Config) (*Decoder, error) {
 
 		tombstones: cfg.NullPayload.Tombstone(),
 	}
+	d.prof = newProfile(cfg)
 	if d.prefix == "" {
 		d.prefix = defaultMessagePrefix
 	}

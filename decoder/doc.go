@@ -11,8 +11,9 @@
 //   - Streaming: events come out one by one; memory is the relation cache plus one row's scratch
 //     space, whatever the transaction's size.
 //   - Every event and Commit carries the xid, commit LSN (Begin.FinalLSN) and commit time (UTC).
-//   - A bad row (NULL or empty key, NULL payload, a mapped column dropped, bad or reserved headers,
-//     a non-outbox logical message) is returned with a *outbox.RowError: dead-letter it and go on.
+//   - A bad row (NULL or empty key, NULL payload unless Config.NullPayload is tombstone, a mapped
+//     column dropped, bad or reserved headers, a NULL or empty topic template column, a
+//     non-outbox logical message) is returned with a *outbox.RowError: dead-letter it and go on.
 //   - Anything else is a *ProtocolError (ErrProtocol): the stream cannot be trusted past it;
 //     reconnect and call Reset.
 //   - Columns are mapped by name from each Relation message, so ALTER TABLE mid-stream is followed.

@@ -95,6 +95,8 @@ func (d *Decoder) insertMessage(walStart pglogrepl.LSN, r *reader) (Output, erro
 	ev.ID, ev.AggregateID = d.idAndKey(id, key)
 	if d.topic != "" {
 		ev.Topic = d.topic
+	} else if d.prof.tmpl != nil {
+		ev.Topic = d.templateTopic(vals, rel, &bad)
 	} else if topic, ok := d.text(vals, rel, roleTopic, outbox.ErrNullTopic, &bad); ok {
 		if len(topic) == 0 {
 			bad.set(d.names[roleTopic], outbox.ErrEmptyTopic)
@@ -112,6 +114,7 @@ func (d *Decoder) insertMessage(walStart pglogrepl.LSN, r *reader) (Output, erro
 		}
 		ev.Headers = hs
 	}
+	d.prof.addIDHeader(ev, d.names[roleHeaders], &bad)
 	if bad.err != nil {
 		return out, &outbox.RowError{LSN: walStart, Relation: rel.name, Column: bad.col, ID: ev.ID, Err: bad.err}
 	}

@@ -13,6 +13,7 @@ type relation struct {
 	ncols    int
 	selected bool          // decoded; false when Config.Tables excludes it
 	col      [numRoles]int // tuple index of each role's column; -1 when the relation lacks it
+	tcol     []int         // tuple index of each topic template column; -1 when missing
 	// binary: the payload column is bytea, whose text (hex) the decoder turns back into bytes.
 	binary bool
 }
@@ -29,7 +30,7 @@ func (d *Decoder) relationMessage(walStart pglogrepl.LSN, r *reader) (Output, er
 	if r.bad {
 		return Output{}, protocolError(walStart, pglogrepl.MessageTypeRelation, errTruncated)
 	}
-	rel := &relation{ncols: ncols}
+	rel := &relation{ncols: ncols, tcol: d.prof.templateCols()}
 	for i := range rel.col {
 		rel.col[i] = -1
 	}
@@ -38,6 +39,7 @@ func (d *Decoder) relationMessage(walStart pglogrepl.LSN, r *reader) (Output, er
 		col := r.cstring()
 		oid := r.u32() // type oid
 		r.u32()        // type modifier
+		d.prof.match(rel, i, col)
 		for role, want := range d.names {
 			if rel.col[role] < 0 && string(col) == want && (role != roleTopic || d.topic == "") {
 				rel.col[role] = i

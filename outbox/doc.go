@@ -11,6 +11,9 @@
 //     (a table earlier in the path captures the writes).
 //   - Columns maps the contract's columns to the table's; zero fields take the default names.
 //   - Event (event.go) is the one outbox event type, whichever publisher read the row.
+//   - Profile (profile.go) is another publisher's table and records, e.g. Debezium's Outbox
+//     Event Router with its defaults (docs/debezium.md); TopicTemplate names a row's topic
+//     from its columns.
 //
 // # Headers and bad rows
 //

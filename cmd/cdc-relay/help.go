@@ -19,11 +19,11 @@ type flagGroup struct {
 // and the tuning (intervals, timeouts, buffers) only with --help-all.
 var runFlagGroups = []flagGroup{
 	{title: "Connection", names: []string{"pg-url", "pg-password-file", "slot", "publication", "table", "message-prefix"}},
-	{title: "Kafka", names: []string{"brokers", "dlq-topic", "topic", "create-topics", "topic-partitions", "topic-replication-factor",
+	{title: "Kafka", names: []string{"brokers", "dlq-topic", "topic", "topic-template", "create-topics", "topic-partitions", "topic-replication-factor",
 		"format", "ce-source", "kafka-client-id"}},
 	{title: "Security", names: []string{"kafka-tls", "kafka-ca-file", "kafka-cert-file", "kafka-key-file", "kafka-tls-insecure-skip-verify",
 		"kafka-sasl-mechanism", "kafka-user", "kafka-password", "kafka-password-file"}},
-	{title: "Columns", names: []string{"column-id", "column-aggregate-id", "column-topic", "column-payload", "column-event-type", "column-headers", "null-payload"}},
+	{title: "Columns", names: []string{"profile", "column-id", "column-aggregate-id", "column-topic", "column-payload", "column-event-type", "column-headers", "null-payload"}},
 	{title: "Delivery", names: []string{"delivery", "transactional-id", "checkpoint-topic", "dead-letter-table"}},
 	{title: "Operations", names: []string{"metrics-addr", "log-format", "log-level", "wal-retained-warn-bytes"}},
 	{title: "Tuning", tuning: true, names: []string{"batch-max-bytes", "max-buffered-records", "max-buffered-bytes", "linger",

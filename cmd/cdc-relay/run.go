@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -99,6 +100,7 @@ type runFlags struct {
 	ops          opsFlags
 	prod         producerFlags
 	delivery     deliveryFlags
+	prof         profileFlags
 }
 
 func (f *runFlags) register(fs *flag.FlagSet) {
@@ -111,6 +113,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.dcfg.MessagePrefix, "message-prefix", "outbox", "prefix of pg_logical_emit_message events to publish")
 	registerColumns(fs, &f.dcfg.Columns)
 	registerNullPayload(fs, &f.dcfg.NullPayload)
+	f.prof.register(fs)
 	fs.DurationVar(&f.interval, "status-interval", 10*time.Second, "how often a status update is sent to PostgreSQL when nothing new was confirmed (the heartbeat)")
 	fs.DurationVar(&f.confirmDelay, "confirm-delay", 100*time.Millisecond, "how soon after Kafka acknowledged a transaction its position is sent to PostgreSQL: what a kill -9 replays (negative: only every --status-interval)")
 	fs.DurationVar(&f.recvTimeout, "receive-timeout", 60*time.Second, "end the replication session and reconnect when nothing arrived from PostgreSQL for this long (a silent network; like wal_receiver_timeout); the relay asks the server to reply at least twice within it")
@@ -133,6 +136,9 @@ func (f *runFlags) parse(fs *flag.FlagSet, args []string) error {
 	}
 	if len(f.pubs) == 0 {
 		return usageErr("--publication is required (or set CDC_RELAY_PUBLICATION)")
+	}
+	if err := f.prof.apply(fs, &f.dcfg); err != nil {
+		return err
 	}
 	if err := checkRanges(fs, []string{"status-interval", "slot-status-interval", "kafka-timeout", "shutdown-timeout",
 		"max-buffered-records", "max-buffered-bytes"}, []string{"linger"}); err != nil {
@@ -237,8 +243,11 @@ func (f *runFlags) preflight(ctx context.Context, fs *flag.FlagSet, log *slog.Lo
 		return false, fmt.Errorf("run: %w", err)
 	}
 	given := func(name string) bool { return isSet(fs, name) }
-	if err := checkColumns(have, streamed, f.dcfg.Columns, f.dcfg.Topic, given); err != nil {
-		return false, err
+	if err := checkColumns(have, streamed, f.dcfg.Columns, cmp.Or(f.dcfg.Topic, f.dcfg.TopicTemplate), given); err != nil {
+		return false, f.prof.explain(err)
+	}
+	if err := checkTemplateColumns(have, streamed, f.dcfg.TopicTemplate); err != nil {
+		return false, f.prof.explain(err)
 	}
 	return true, nil
 }
