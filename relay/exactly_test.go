@@ -416,3 +416,36 @@ func topicID(t *testing.T, h *harness, topic string) [16]byte {
 	}
 	return td[topic].ID
 }
+
+// A quiet stream's transaction is committed as soon as the pipeline has decoded it, not at the
+// end of --transaction-interval: here the interval is 10 s, and a read_committed reader has
+// the row, and the slot its position, within a second of the commit in PostgreSQL. A relay that
+// held each Kafka transaction open for the interval kept a consumer waiting half of it on average.
+func TestExactlyOnceQuietStreamCommitsWithoutWaitingForTheInterval(t *testing.T) {
+	onExactlyOnceHarness(t, func(t *testing.T, h *harness) {
+		h.tune = func(c *Config) {
+			c.ExactlyOnce = &ExactlyOnce{Interval: 10 * time.Second, TransactionTimeout: time.Minute}
+		}
+		commit := h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Observe: true, Count: -1, When: commits})
+		r, run := runStreaming(t, h)
+		opts := append(h.netOpts(), kgo.SeedBrokers(h.kafka.ListenAddrs()...))
+		for i := range 3 {
+			h.commit(run.ctx, oneRow(int64(i+1)), 0)
+			end := h.committed[i].txn.EndLSN
+			took := waitFor(t, 30*time.Second, "the relay to confirm past the row", func() bool { return r.stream.Flushed() >= end })
+			if took > time.Second {
+				t.Errorf("row %d: confirmed %s after its commit, with the Kafka transaction interval at 10 s: want it committed once decoded", i+1, took)
+			}
+			n := 0
+			if err := kafkatxn.ReadCommitted(context.Background(), opts, "sim.t0", func(*kgo.Record) { n++ }); err != nil {
+				t.Fatal(err)
+			}
+			if n != i+1 || commit.Hits() != i+1 {
+				t.Errorf("after row %d: a read_committed reader sees %d records, Kafka took %d commits: want %d of each", i+1, n, commit.Hits(), i+1)
+			}
+		}
+		if err := run.stop(); err != nil {
+			t.Errorf("Run = %v after a cancel", err)
+		}
+	})
+}
