@@ -297,21 +297,36 @@ func TestExactlyOnceZombieIsFencedAndPublishesNothing(t *testing.T) {
 }
 
 // Records Kafka acknowledged in a Kafka transaction that is still open are not confirmed to
-// PostgreSQL, neither by their acknowledgement nor by the idle keepalives that come meanwhile
-// (each heartbeat asks for one): a kill -9 aborts the transaction, and the restart must find
-// them in the slot's replay. A read_uncommitted consumer sees them at once; a read_committed
-// one only after the commit. The interval of 10 s keeps the transaction open for the check.
+// PostgreSQL, neither by their acknowledgement nor by the heartbeats that come meanwhile (each
+// asks for a status): a kill -9 aborts the transaction, and the restart must find them in the
+// slot's replay. A read_uncommitted consumer sees them at once; a read_committed one only after
+// the commit. A relay caught up commits at once, so the transaction is held open by a third
+// row that Kafka refuses (too large for its topic) and whose dead letter neither the
+// dead-letter topic nor the table takes: the commit waits for it (E8) with the two rows
+// acknowledged, over a --transaction-interval of 10 s.
 func TestExactlyOnceOpenTransactionHoldsTheSlot(t *testing.T) {
 	t.Parallel()
 	e := newEOSEnv(t)
+	small := e.F.Name + ".small"
+	testenv.CreateTopicWithConfig(t, small, 1, map[string]string{"max.message.bytes": "2000"})
+	testenv.SetTopicConfig(t, e.F.DLQ, "max.message.bytes", "2000")
+	accept := e.F.RefuseDeadLetters(t)
 	p := e.start(t, nil, "--transaction-interval", "10s")
 	testenv.Eventually(t, 60*time.Second, "the relay to read the checkpoint", func() bool { return strings.Contains(p.Output(), "read the checkpoint") })
 	uncommitted, committed := testenv.Consume(t, e.F.Topic), readCommittedConsumer(t, e.F.Topic)
-	ids := e.F.Insert(t, false, testenv.Row{Key: "a", Payload: `{"n": 1}`}, testenv.Row{Key: "b", Payload: `{"n": 2}`})
+	inserted := e.F.Insert(t, false, testenv.Row{Key: "a", Payload: `{"n": 1}`}, testenv.Row{Key: "b", Payload: `{"n": 2}`},
+		testenv.Row{Key: "held", Topic: small, Payload: `{"pad": "` + strings.Repeat("x", 5000) + `"}`})
+	ids := inserted[:2]
 	recs := uncommitted.WaitFor(t, 30*time.Second, "the records, acknowledged in the open transaction", testenv.HasAll(ids))
 	commit := lsnOf(t, recs[0])
-	// Three heartbeats (--status-interval 1s), each answered by a keepalive the pipeline reaches
-	// between transactions, and the acknowledgement's confirm delay, many times over.
+	testenv.Eventually(t, 60*time.Second, "the table to refuse the letter", func() bool {
+		return p.Exited() || strings.Contains(p.Output(), "cannot park dead letters in PostgreSQL")
+	})
+	if p.Exited() {
+		t.Fatalf("the relay exited; output:\n%s", p.Output())
+	}
+	// Three heartbeats (--status-interval 1s) and the acknowledgement's confirm delay, many
+	// times over.
 	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		if c := e.F.SlotConfirmed(t); c > commit {
 			t.Fatalf("the slot confirmed %s, past the open transaction's records (commit %s)", c, commit)
@@ -321,10 +336,35 @@ func TestExactlyOnceOpenTransactionHoldsTheSlot(t *testing.T) {
 		t.Errorf("a read_committed consumer saw %d records of the open transaction", n)
 	}
 	p.Kill(t, 30*time.Second)
+	accept()
 	p = e.start(t, nil)
 	committed.WaitFor(t, 60*time.Second, "the rows, replayed and committed", testenv.HasAll(ids))
 	if code := p.Stop(t); code != 0 {
 		t.Fatalf("the restart exited %d; output:\n%s", code, p.Output())
+	}
+	assertOnceInKeyOrder(t, readCommitted(t, e.F.Topic), ids)
+}
+
+// A relay on a quiet stream commits each Kafka transaction as soon as it has decoded it, not
+// when --transaction-interval ends: with an interval of 10 s, a read_committed consumer sees
+// each row of three transactions, written one at a time, within 5 s (about the commit's round
+// trip on an idle machine). A relay that held each Kafka transaction open for the interval made
+// the consumer wait the whole 10 s for a row alone.
+func TestExactlyOnceQuietStreamIsCommittedWithoutWaitingForTheInterval(t *testing.T) {
+	t.Parallel()
+	e := newEOSEnv(t)
+	p := e.start(t, nil, "--transaction-interval", "10s")
+	testenv.Eventually(t, 60*time.Second, "the relay to read the checkpoint", func() bool { return strings.Contains(p.Output(), "read the checkpoint") })
+	cons := readCommittedConsumer(t, e.F.Topic)
+	var ids []int64
+	for i := range 3 {
+		ids = append(ids, e.F.Insert(t, false, testenv.Row{Key: "a", Payload: fmt.Sprintf(`{"n": %d}`, i)})...)
+		began := time.Now()
+		cons.WaitFor(t, 5*time.Second, fmt.Sprintf("row %d committed in Kafka well before the 10 s interval", i+1), testenv.HasAll(ids))
+		t.Logf("row %d: visible to a read_committed consumer %s after its commit in PostgreSQL", i+1, time.Since(began).Round(time.Millisecond))
+	}
+	if code := p.Stop(t); code != 0 {
+		t.Fatalf("the relay exited %d; output:\n%s", code, p.Output())
 	}
 	assertOnceInKeyOrder(t, readCommitted(t, e.F.Topic), ids)
 }
