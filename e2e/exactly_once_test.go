@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -250,9 +251,15 @@ func assertOnceInKeyOrder(t *testing.T, recs []*kgo.Record, ids []int64) {
 // transactional id (fencing the paused one and aborting its open transaction), reads the
 // checkpoint and publishes. The paused relay, resumed, publishes nothing a read_committed
 // consumer sees, confirms nothing, and exits 1 saying another relay holds the transactional id.
-// Relay A commits every 5 s, so that it is paused with an open transaction that holds records.
+// Relay A is paused with an open transaction that holds acknowledged records: a caught-up relay
+// commits at once, so its commit waits for the dead letter of a row Kafka refuses (too large for
+// its topic), which neither the dead-letter topic nor the table takes until A is paused.
 func TestExactlyOnceZombieIsFencedAndPublishesNothing(t *testing.T) {
 	e := newEOSEnv(t)
+	small := e.F.Name + ".small"
+	testenv.CreateTopicWithConfig(t, small, 1, map[string]string{"max.message.bytes": "2000"})
+	testenv.SetTopicConfig(t, e.F.DLQ, "max.message.bytes", "2000")
+	accept := e.F.RefuseDeadLetters(t)
 	a := e.start(t, nil, "--pg-url", walSenderURL(t, "", "5s"), "--transaction-interval", "5s", "--metrics-addr", "127.0.0.1:0")
 	aMetrics := metricsAddr(t, a)
 	testenv.Eventually(t, 60*time.Second, "relay A to take the transactional id", func() bool { return strings.Contains(a.Output(), "read the checkpoint") })
@@ -272,11 +279,17 @@ func TestExactlyOnceZombieIsFencedAndPublishesNothing(t *testing.T) {
 	cons.WaitFor(t, 60*time.Second, "the rows A committed", testenv.HasAll(w.Committed()))
 	metricAtLeast(t, aMetrics, "cdc_relay_kafka_transactions_committed_total", 1)
 	write(5)
-	metricAtLeast(t, aMetrics, "cdc_relay_transactions_total", 10) // in A's open Kafka transaction
+	held := e.F.Insert(t, false, testenv.Row{Key: "z", Payload: `{"n": 1}`},
+		testenv.Row{Key: "held", Topic: small, Payload: `{"pad": "` + strings.Repeat("x", 5000) + `"}`}, testenv.Row{Key: "z", Payload: `{"n": 2}`})
+	metricAtLeast(t, aMetrics, "cdc_relay_transactions_total", 11) // the last in A's open Kafka transaction
+	testenv.Eventually(t, 60*time.Second, "relay A's commit to wait for the letter the table refuses", func() bool {
+		return a.Exited() || strings.Contains(a.Output(), "cannot park dead letters in PostgreSQL")
+	})
 	a.Pause(t)
+	accept()
 	testenv.Eventually(t, 60*time.Second, "relay B to take the slot and the transactional id", func() bool { return strings.Contains(b.Output(), "read the checkpoint") })
 	write(10)
-	cons.WaitFor(t, 60*time.Second, "every committed row, A's open transaction's published by B", testenv.HasAll(w.Committed()))
+	cons.WaitFor(t, 60*time.Second, "every committed row, A's open transaction's published by B", testenv.HasAll(append(slices.Clone(w.Committed()), held[0], held[2])))
 
 	a.Continue()
 	if code, _ := a.Wait(t, 60*time.Second); code != 1 {
