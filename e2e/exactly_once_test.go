@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -250,9 +251,15 @@ func assertOnceInKeyOrder(t *testing.T, recs []*kgo.Record, ids []int64) {
 // transactional id (fencing the paused one and aborting its open transaction), reads the
 // checkpoint and publishes. The paused relay, resumed, publishes nothing a read_committed
 // consumer sees, confirms nothing, and exits 1 saying another relay holds the transactional id.
-// Relay A commits every 5 s, so that it is paused with an open transaction that holds records.
+// Relay A is paused with an open transaction that holds acknowledged records: a caught-up relay
+// commits at once, so its commit waits for the dead letter of a row Kafka refuses (too large for
+// its topic), which neither the dead-letter topic nor the table takes until A is paused.
 func TestExactlyOnceZombieIsFencedAndPublishesNothing(t *testing.T) {
 	e := newEOSEnv(t)
+	small := e.F.Name + ".small"
+	testenv.CreateTopicWithConfig(t, small, 1, map[string]string{"max.message.bytes": "2000"})
+	testenv.SetTopicConfig(t, e.F.DLQ, "max.message.bytes", "2000")
+	accept := e.F.RefuseDeadLetters(t)
 	a := e.start(t, nil, "--pg-url", walSenderURL(t, "", "5s"), "--transaction-interval", "5s", "--metrics-addr", "127.0.0.1:0")
 	aMetrics := metricsAddr(t, a)
 	testenv.Eventually(t, 60*time.Second, "relay A to take the transactional id", func() bool { return strings.Contains(a.Output(), "read the checkpoint") })
@@ -272,11 +279,17 @@ func TestExactlyOnceZombieIsFencedAndPublishesNothing(t *testing.T) {
 	cons.WaitFor(t, 60*time.Second, "the rows A committed", testenv.HasAll(w.Committed()))
 	metricAtLeast(t, aMetrics, "cdc_relay_kafka_transactions_committed_total", 1)
 	write(5)
-	metricAtLeast(t, aMetrics, "cdc_relay_transactions_total", 10) // in A's open Kafka transaction
+	held := e.F.Insert(t, false, testenv.Row{Key: "z", Payload: `{"n": 1}`},
+		testenv.Row{Key: "held", Topic: small, Payload: `{"pad": "` + strings.Repeat("x", 5000) + `"}`}, testenv.Row{Key: "z", Payload: `{"n": 2}`})
+	metricAtLeast(t, aMetrics, "cdc_relay_transactions_total", 11) // the last in A's open Kafka transaction
+	testenv.Eventually(t, 60*time.Second, "relay A's commit to wait for the letter the table refuses", func() bool {
+		return a.Exited() || strings.Contains(a.Output(), "cannot park dead letters in PostgreSQL")
+	})
 	a.Pause(t)
+	accept()
 	testenv.Eventually(t, 60*time.Second, "relay B to take the slot and the transactional id", func() bool { return strings.Contains(b.Output(), "read the checkpoint") })
 	write(10)
-	cons.WaitFor(t, 60*time.Second, "every committed row, A's open transaction's published by B", testenv.HasAll(w.Committed()))
+	cons.WaitFor(t, 60*time.Second, "every committed row, A's open transaction's published by B", testenv.HasAll(append(slices.Clone(w.Committed()), held[0], held[2])))
 
 	a.Continue()
 	if code, _ := a.Wait(t, 60*time.Second); code != 1 {
@@ -297,21 +310,36 @@ func TestExactlyOnceZombieIsFencedAndPublishesNothing(t *testing.T) {
 }
 
 // Records Kafka acknowledged in a Kafka transaction that is still open are not confirmed to
-// PostgreSQL, neither by their acknowledgement nor by the idle keepalives that come meanwhile
-// (each heartbeat asks for one): a kill -9 aborts the transaction, and the restart must find
-// them in the slot's replay. A read_uncommitted consumer sees them at once; a read_committed
-// one only after the commit. The interval of 10 s keeps the transaction open for the check.
+// PostgreSQL, neither by their acknowledgement nor by the heartbeats that come meanwhile (each
+// asks for a status): a kill -9 aborts the transaction, and the restart must find them in the
+// slot's replay. A read_uncommitted consumer sees them at once; a read_committed one only after
+// the commit. A relay caught up commits at once, so the transaction is held open by a third
+// row that Kafka refuses (too large for its topic) and whose dead letter neither the
+// dead-letter topic nor the table takes: the commit waits for it (E8) with the two rows
+// acknowledged, over a --transaction-interval of 10 s.
 func TestExactlyOnceOpenTransactionHoldsTheSlot(t *testing.T) {
 	t.Parallel()
 	e := newEOSEnv(t)
+	small := e.F.Name + ".small"
+	testenv.CreateTopicWithConfig(t, small, 1, map[string]string{"max.message.bytes": "2000"})
+	testenv.SetTopicConfig(t, e.F.DLQ, "max.message.bytes", "2000")
+	accept := e.F.RefuseDeadLetters(t)
 	p := e.start(t, nil, "--transaction-interval", "10s")
 	testenv.Eventually(t, 60*time.Second, "the relay to read the checkpoint", func() bool { return strings.Contains(p.Output(), "read the checkpoint") })
 	uncommitted, committed := testenv.Consume(t, e.F.Topic), readCommittedConsumer(t, e.F.Topic)
-	ids := e.F.Insert(t, false, testenv.Row{Key: "a", Payload: `{"n": 1}`}, testenv.Row{Key: "b", Payload: `{"n": 2}`})
+	inserted := e.F.Insert(t, false, testenv.Row{Key: "a", Payload: `{"n": 1}`}, testenv.Row{Key: "b", Payload: `{"n": 2}`},
+		testenv.Row{Key: "held", Topic: small, Payload: `{"pad": "` + strings.Repeat("x", 5000) + `"}`})
+	ids := inserted[:2]
 	recs := uncommitted.WaitFor(t, 30*time.Second, "the records, acknowledged in the open transaction", testenv.HasAll(ids))
 	commit := lsnOf(t, recs[0])
-	// Three heartbeats (--status-interval 1s), each answered by a keepalive the pipeline reaches
-	// between transactions, and the acknowledgement's confirm delay, many times over.
+	testenv.Eventually(t, 60*time.Second, "the table to refuse the letter", func() bool {
+		return p.Exited() || strings.Contains(p.Output(), "cannot park dead letters in PostgreSQL")
+	})
+	if p.Exited() {
+		t.Fatalf("the relay exited; output:\n%s", p.Output())
+	}
+	// Three heartbeats (--status-interval 1s) and the acknowledgement's confirm delay, many
+	// times over.
 	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		if c := e.F.SlotConfirmed(t); c > commit {
 			t.Fatalf("the slot confirmed %s, past the open transaction's records (commit %s)", c, commit)
@@ -321,10 +349,35 @@ func TestExactlyOnceOpenTransactionHoldsTheSlot(t *testing.T) {
 		t.Errorf("a read_committed consumer saw %d records of the open transaction", n)
 	}
 	p.Kill(t, 30*time.Second)
+	accept()
 	p = e.start(t, nil)
 	committed.WaitFor(t, 60*time.Second, "the rows, replayed and committed", testenv.HasAll(ids))
 	if code := p.Stop(t); code != 0 {
 		t.Fatalf("the restart exited %d; output:\n%s", code, p.Output())
+	}
+	assertOnceInKeyOrder(t, readCommitted(t, e.F.Topic), ids)
+}
+
+// A relay on a quiet stream commits each Kafka transaction as soon as it has decoded it, not
+// when --transaction-interval ends: with an interval of 10 s, a read_committed consumer sees
+// each row of three transactions, written one at a time, within 5 s (about the commit's round
+// trip on an idle machine). A relay that held each Kafka transaction open for the interval made
+// the consumer wait the whole 10 s for a row alone.
+func TestExactlyOnceQuietStreamIsCommittedWithoutWaitingForTheInterval(t *testing.T) {
+	t.Parallel()
+	e := newEOSEnv(t)
+	p := e.start(t, nil, "--transaction-interval", "10s")
+	testenv.Eventually(t, 60*time.Second, "the relay to read the checkpoint", func() bool { return strings.Contains(p.Output(), "read the checkpoint") })
+	cons := readCommittedConsumer(t, e.F.Topic)
+	var ids []int64
+	for i := range 3 {
+		ids = append(ids, e.F.Insert(t, false, testenv.Row{Key: "a", Payload: fmt.Sprintf(`{"n": %d}`, i)})...)
+		began := time.Now()
+		cons.WaitFor(t, 5*time.Second, fmt.Sprintf("row %d committed in Kafka well before the 10 s interval", i+1), testenv.HasAll(ids))
+		t.Logf("row %d: visible to a read_committed consumer %s after its commit in PostgreSQL", i+1, time.Since(began).Round(time.Millisecond))
+	}
+	if code := p.Stop(t); code != 0 {
+		t.Fatalf("the relay exited %d; output:\n%s", code, p.Output())
 	}
 	assertOnceInKeyOrder(t, readCommitted(t, e.F.Topic), ids)
 }

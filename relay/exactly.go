@@ -19,8 +19,9 @@ import (
 // the open Kafka transaction. At a session's first message it takes the slot's transactional
 // id, fencing every earlier holder, and only then reads the checkpoint (ready); it feeds
 // Progress each Begin, record and Commit, so that a replay drops what a committed transaction
-// has; it commits when the transaction is due (commitIfDue), once all of it is settled, and only
-// then confirms the checkpoint's position (commit). Whatever keeps a transaction from
+// has; it commits when the pipeline caught up between PostgreSQL transactions (caughtUp) or
+// the transaction is due (commitIfDue), once all of it is settled, and only then confirms the
+// checkpoint's position (commit). Whatever keeps a transaction from
 // committing (a fence, a failed commit or record, a lost session) ends the run unconfirmed: the
 // restart fences, reads the checkpoint and replays from the slot, which an in-process replay
 // would need a new session and producer epoch for. (DESIGN.md, "Exactly-once")
@@ -85,9 +86,20 @@ func (e *exactlyOnce) tick(ctx context.Context, inTxn bool) error {
 	return e.commitIfDue(ctx, inTxn, true)
 }
 
-// caughtUp changes nothing: a commit waits for its moment (commitIfDue) whether or not more is
-// decoded.
-func (e *exactlyOnce) caughtUp(context.Context, bool) error { return nil }
+// caughtUp commits the open Kafka transaction at once when the pipeline has decoded every
+// message the stream handed over, between PostgreSQL transactions: nothing decoded is left to
+// join it, and a read_committed consumer would only wait for the interval (DESIGN.md, "A Kafka
+// transaction commits as soon as"). The commit runs on the pipeline's goroutine, so what arrives
+// meanwhile waits in the stream's queue and goes into the next Kafka transaction, which commits
+// as soon as the pipeline is caught up again: the slower the commit or the faster the rows, the
+// more each transaction carries, and Interval and MaxRecords stay the bounds under load. Inside
+// a PostgreSQL transaction (inTxn) nothing changes: only a split commits part of one.
+func (e *exactlyOnce) caughtUp(ctx context.Context, inTxn bool) error {
+	if !e.open || inTxn {
+		return nil
+	}
+	return e.commitOpen(ctx)
+}
 
 // start takes the slot's transactional id and reads the checkpoint. It runs on the
 // pipeline's goroutine at the session's first messages: the slot is this relay's, and nothing
@@ -206,8 +218,8 @@ func (e *exactlyOnce) due() <-chan time.Time {
 // commitIfDue commits the open Kafka transaction if it is due: it holds MaxRecords, or it is
 // twice Interval old (inside a PostgreSQL transaction: a split, E6), or Interval old and no
 // PostgreSQL transaction is being decoded (inTxn false). Otherwise, when the timer fired
-// (fired), it sets the timer for the next of those moments. A stop while it waits for the
-// records is no error: Run's finish commits or aborts.
+// (fired), it sets the timer for the next of those moments. Between bursts caughtUp commits
+// sooner.
 func (e *exactlyOnce) commitIfDue(ctx context.Context, inTxn, fired bool) error {
 	if !e.open {
 		return nil
@@ -223,6 +235,12 @@ func (e *exactlyOnce) commitIfDue(ctx context.Context, inTxn, fired bool) error 
 		}
 		return nil
 	}
+	return e.commitOpen(ctx)
+}
+
+// commitOpen commits the open Kafka transaction (commit). A stop while it waits for the records
+// is no error: Run's finish commits or aborts.
+func (e *exactlyOnce) commitOpen(ctx context.Context) error {
 	// Only a wait for the records that the stop cut short is no error (the transaction is still
 	// open, and finish ends it). A commit that was sent and failed is one whatever ctx says:
 	// its transaction is closed and none of it is committed, and the pipeline, which may still

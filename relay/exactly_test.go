@@ -416,3 +416,82 @@ func topicID(t *testing.T, h *harness, topic string) [16]byte {
 	}
 	return td[topic].ID
 }
+
+// A quiet stream's transaction is committed as soon as the pipeline has decoded it, not at the
+// end of --transaction-interval: here the interval is 10 s, and a read_committed reader has
+// the row, and the slot its position, within a second of the commit in PostgreSQL. A relay that
+// held each Kafka transaction open for the interval kept a consumer waiting half of it on average.
+func TestExactlyOnceQuietStreamCommitsWithoutWaitingForTheInterval(t *testing.T) {
+	onExactlyOnceHarness(t, func(t *testing.T, h *harness) {
+		h.tune = func(c *Config) {
+			c.ExactlyOnce = &ExactlyOnce{Interval: 10 * time.Second, TransactionTimeout: time.Minute}
+		}
+		commit := h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Observe: true, Count: -1, When: commits})
+		r, run := runStreaming(t, h)
+		opts := append(h.netOpts(), kgo.SeedBrokers(h.kafka.ListenAddrs()...))
+		for i := range 3 {
+			h.commit(run.ctx, oneRow(int64(i+1)), 0)
+			end := h.committed[i].txn.EndLSN
+			took := waitFor(t, 30*time.Second, "the relay to confirm past the row", func() bool { return r.stream.Flushed() >= end })
+			if took > time.Second {
+				t.Errorf("row %d: confirmed %s after its commit, with the Kafka transaction interval at 10 s: want it committed once decoded", i+1, took)
+			}
+			n := 0
+			if err := kafkatxn.ReadCommitted(context.Background(), opts, "sim.t0", func(*kgo.Record) { n++ }); err != nil {
+				t.Fatal(err)
+			}
+			if n != i+1 || commit.Hits() != i+1 {
+				t.Errorf("after row %d: a read_committed reader sees %d records, Kafka took %d commits: want %d of each", i+1, n, commit.Hits(), i+1)
+			}
+		}
+		if err := run.stop(); err != nil {
+			t.Errorf("Run = %v after a cancel", err)
+		}
+	})
+}
+
+// A relay caught up inside a PostgreSQL transaction (the walsender pauses in the middle of one)
+// does not commit there: only the split rules (twice the interval, the record bound) may end a
+// Kafka transaction inside a PostgreSQL one. Here the interval is 10 s and the pause 1 s: one
+// commit, after the transaction's end, whose checkpoint is past it with no split.
+func TestExactlyOnceCaughtUpInsideATransactionWaitsForItsEnd(t *testing.T) {
+	onExactlyOnceHarness(t, func(t *testing.T, h *harness) {
+		h.tune = func(c *Config) {
+			c.ExactlyOnce = &ExactlyOnce{Interval: 10 * time.Second, TransactionTimeout: time.Minute}
+		}
+		const rows, before = 300, 100
+		var paused atomic.Bool
+		h.srv.Script = func(e simwal.Event) simwal.Action {
+			// The session's XLogData: Begin, Relation, then the rows.
+			if e.Sent == 2+before && !paused.Swap(true) {
+				return simwal.Action{Pause: time.Second}
+			}
+			return simwal.Action{}
+		}
+		commit := h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Observe: true, Count: -1, When: commits})
+		r, run := runStreaming(t, h)
+		spec := simTxnSpec{}
+		for i := range rows {
+			spec.rows = append(spec.rows, simRow{id: int64(i + 1), key: "k", topic: "sim.t0", payload: `{"n":1}`})
+		}
+		h.commit(run.ctx, []simTxnSpec{spec}, 0)
+		end := h.committed[0].txn.EndLSN
+		waitFor(t, 30*time.Second, "the relay to confirm past the transaction", func() bool { return r.stream.Flushed() >= end })
+		run.stopClean(t, h)
+		var cps []kafkatxn.Checkpoint
+		err := kafkatxn.ReadCommitted(context.Background(), append(h.netOpts(), kgo.SeedBrokers(h.kafka.ListenAddrs()...)), kafkatxn.DefaultCheckpointTopic,
+			func(rec *kgo.Record) {
+				var cp kafkatxn.Checkpoint
+				if err := cp.UnmarshalBinary(rec.Value); err != nil {
+					t.Errorf("checkpoint record at offset %d: %v", rec.Offset, err)
+				}
+				cps = append(cps, cp)
+			})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !paused.Load() || commit.Hits() != 1 || len(cps) != 1 || cps[0].Split != (kafkatxn.Split{}) || cps[0].Position < end {
+			t.Errorf("paused %v; %d commits, checkpoints %+v: want one, at %s or later, no split", paused.Load(), commit.Hits(), cps, end)
+		}
+	})
+}

@@ -36,6 +36,9 @@ type vschedule struct {
 	eosInterval   time.Duration
 	eosMaxRecords int
 	crashAfter    []int
+	// eosTimeout is the Kafka transaction timeout (0: the default), set when eosInterval is
+	// minutes long (drawEOS).
+	eosTimeout time.Duration
 }
 
 func newVSchedule(seed uint64) *vschedule {
@@ -186,7 +189,7 @@ func (vs *vschedule) tune(c *Config) {
 		return min(d, most)
 	}))
 	if vs.eos {
-		c.ExactlyOnce = &ExactlyOnce{Interval: vs.eosInterval, MaxRecords: vs.eosMaxRecords}
+		c.ExactlyOnce = &ExactlyOnce{Interval: vs.eosInterval, MaxRecords: vs.eosMaxRecords, TransactionTimeout: vs.eosTimeout}
 	}
 }
 

@@ -28,9 +28,9 @@ var eoFlags = []string{"transaction-interval", "transaction-max-records", "trans
 func (d *deliveryFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&d.mode, "delivery", deliveryAtLeastOnce, "at-least-once (a crash replays, consumers dedupe) or exactly-once (a transactional producer that belongs to the slot, "+
 		"with the slot's position in each Kafka transaction: a read_committed consumer sees each committed row once; see README, \"Exactly-once delivery\")")
-	fs.DurationVar(&d.eo.Interval, "transaction-interval", relay.DefaultTransactionInterval, "with --delivery exactly-once: how long a Kafka transaction stays open at most, "+
+	fs.DurationVar(&d.eo.Interval, "transaction-interval", relay.DefaultTransactionInterval, "with --delivery exactly-once: how long a Kafka transaction stays open at most while the relay has more decoded to send, "+
 		"committed after the PostgreSQL transaction decoded then (one still inside a PostgreSQL transaction at twice the interval is split there); "+
-		"what read_committed consumers wait for")
+		"a relay caught up between PostgreSQL transactions commits at once, so this bounds what read_committed consumers wait for under load, not on a quiet stream")
 	fs.IntVar(&d.eo.MaxRecords, "transaction-max-records", relay.DefaultTransactionMaxRecords, "with --delivery exactly-once: records (dead letters included) a Kafka transaction holds at most; "+
 		"a larger PostgreSQL transaction is split, and the checkpoint counts what of it was committed")
 	fs.StringVar(&d.eo.TransactionalID, "transactional-id", "", "with --delivery exactly-once: the producer's transactional.id (default cdc-relay-<slot>); "+

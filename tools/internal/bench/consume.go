@@ -24,6 +24,7 @@ type latencyConsumer struct {
 
 	after    atomic.Int64 // ids <= after are warm-up
 	records  atomic.Int64 // every record read
+	batches  atomic.Int64 // every record batch fetched (batchCounter), transaction markers' too
 	measured atomic.Int64 // distinct ids above after
 
 	// markMs (unix ms) set, sinceMark is when (unix ns) the first record stamped at or after
@@ -46,12 +47,13 @@ func (e *env) consume(topic string, pub Publisher) (*latencyConsumer, error) {
 	if pub.ExactlyOnce {
 		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	}
-	cl, err := kgo.NewClient(opts...)
+	c := &latencyConsumer{done: make(chan struct{}), seen: oracle.NewSeen()}
+	cl, err := kgo.NewClient(append(opts, kgo.WithHooks(batchCounter{&c.batches}))...)
 	if err != nil {
 		return nil, fmt.Errorf("bench: consumer: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &latencyConsumer{cl: cl, cancel: cancel, done: make(chan struct{}), seen: oracle.NewSeen()}
+	c.cl, c.cancel = cl, cancel
 	c.after.Store(-1)
 	go c.loop(ctx)
 	return c, nil
@@ -141,4 +143,14 @@ func (c *latencyConsumer) close() {
 	c.cancel()
 	<-c.done
 	c.cl.Close()
+}
+
+// batchCounter counts the record batches a consumer fetches. Every produce request appends one
+// batch per partition it carries, and the broker's work (appends, replication, fetches)
+// grows with them: batches per record says how full a publisher's produce requests are, read
+// on the topic alike for every publisher. A transactional publisher's markers are batches too.
+type batchCounter struct{ n *atomic.Int64 }
+
+func (b batchCounter) OnFetchBatchRead(kgo.BrokerMetadata, string, int32, kgo.FetchBatchMetrics) {
+	b.n.Add(1)
 }

@@ -209,6 +209,28 @@ func (r *Report) DocsTables(link string) string {
 			}
 			return c
 		})
+		if okRun && brokerPer10k(run) >= 0 {
+			row(fmt.Sprintf("Kafka broker CPU s per 10,000 events at %s rows/s", thousands(rate)), func(p string) string {
+				s, ok := r.steadyOf(p, rate)
+				if !ok || brokerPer10k(s) < 0 {
+					return "–"
+				}
+				c := fmt.Sprintf("%.3f", brokerPer10k(s))
+				if p != "run" {
+					c += " (" + ratio(brokerPer10k(s), brokerPer10k(run)) + ")"
+				}
+				return c
+			})
+		}
+		if okRun && run.BatchesPerRecord > 0 {
+			row(fmt.Sprintf("record batches per record at %s rows/s (one per partition of a produce request)", thousands(rate)), func(p string) string {
+				s, ok := r.steadyOf(p, rate)
+				if !ok || s.BatchesPerRecord <= 0 || p == RawProducer {
+					return "–"
+				}
+				return fmt.Sprintf("%.3f", s.BatchesPerRecord)
+			})
+		}
 	}
 	var scen []BacklogResult
 	for _, x := range r.Backlog {

@@ -40,6 +40,9 @@ type SteadyResult struct {
 	SpillBytes int64 `json:"spill_bytes"`
 	// Machine is what the machine did besides the benchmark during the measured part.
 	Machine *MachineState `json:"machine,omitempty"`
+	// BatchesPerRecord is the record batches the consumer fetched per record it read, warm-up
+	// included (batchCounter): a produce request appends one batch per partition it carries.
+	BatchesPerRecord float64 `json:"batches_per_record,omitempty"`
 
 	// Runs are every run's figures when the rate ran more than once (SteadyRepeats), in the
 	// order run; the fields above are then the medians (Latencies, Records and Events all runs').
@@ -83,6 +86,7 @@ func mergeSteady(rs []SteadyResult) SteadyResult {
 	out.ToProduceP99 = dur(func(r SteadyResult) time.Duration { return r.ToProduceP99 })
 	out.Achieved = med(func(r SteadyResult) float64 { return r.Achieved })
 	out.WALRate = med(func(r SteadyResult) float64 { return r.WALRate })
+	out.BatchesPerRecord = med(func(r SteadyResult) float64 { return r.BatchesPerRecord })
 	// CPU per event is the median run's; CPU and Events are scaled to all runs' events.
 	per := med(func(r SteadyResult) float64 { return cpuPer10k(r.CPU, r.Events) })
 	out.Records, out.Events, out.PeakRSS, out.SpillBytes, out.Latencies = 0, 0, 0, 0, nil
@@ -100,6 +104,15 @@ func mergeSteady(rs []SteadyResult) SteadyResult {
 	out.Machine = worst(machines)
 	slices.Sort(out.Latencies)
 	return out
+}
+
+// brokerPer10k is the Kafka broker's CPU seconds per 10,000 rows committed during the measured
+// part (its cores then ÷ the rows per second), or -1 when the broker is not on this host.
+func brokerPer10k(s SteadyResult) float64 {
+	if s.Machine == nil || s.Machine.BrokerCores <= 0 || s.Achieved <= 0 {
+		return -1
+	}
+	return s.Machine.BrokerCores / s.Achieved * 10_000
 }
 
 // CPUPer10k is the publisher's CPU seconds per 10,000 events.
@@ -200,6 +213,9 @@ func (e *env) steady(ctx context.Context, pub Publisher, rate int) (SteadyResult
 		return res, err
 	}
 	res.CPU, res.Events = p.cpu(), cons.records.Load()
+	if res.Events > 0 {
+		res.BatchesPerRecord = float64(cons.batches.Load()) / float64(res.Events)
+	}
 	res.PeakRSS = max(res.PeakRSS, p.peakRSS())
 	lat, prod, bad := cons.result()
 	if bad != nil {
