@@ -40,6 +40,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) (err e
 		ops          opsFlags
 		prod         producerFlags
 		delivery     deliveryFlags
+		values       valueFlags
 	)
 	fs := newFlagSet("run", "run --pg-url URL --brokers HOST:PORT[,..] --slot NAME --publication NAME [flags]", stderr)
 	c.register(fs)
@@ -61,6 +62,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) (err e
 	fs.DurationVar(&rcfg.StartupTimeout, "kafka-timeout", 10*time.Second, "how long each attempt to reach Kafka at startup waits before the relay warns and tries again (it waits as long as it takes)")
 	fs.DurationVar(&rcfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a stop waits, from the signal, for Kafka to acknowledge what it holds (and for an exactly-once commit in flight)")
 	delivery.register(fs)
+	values.register(fs)
 	ops.registerMetrics(fs)
 	ops.registerSlot(fs)
 	if err := ops.parse(fs, args, c.validate); err != nil {
@@ -100,6 +102,10 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) (err e
 	if rcfg.ExactlyOnce, err = delivery.config(fs, rcfg.DLQTopic, dcfg.Topic); err != nil {
 		return err
 	}
+	enc, err := values.apply(fs, prod.format, &scfg)
+	if err != nil {
+		return err
+	}
 	rcfg.Decoder, rcfg.Sink, rcfg.Logger = dcfg, scfg, log
 	rcfg.Replication = replication.Config{
 		Conn: c.pg, Slot: c.slot, Publications: pubs,
@@ -126,6 +132,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) (err e
 	}
 	reg := metrics.NewRegistry("run", version)
 	rcfg.Metrics = metrics.NewRelay(reg)
+	if enc != nil {
+		rcfg.Schema = &relay.Schema{Encoder: enc, Metrics: metrics.NewSchema(reg)}
+	}
 	rcfg.Sink.Opts = append(rcfg.Sink.Opts, kgo.WithHooks(rcfg.Metrics.KafkaHooks()))
 	r, err := relay.New(rcfg)
 	if err != nil {
@@ -187,10 +196,13 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) (err e
 	if err := checkColumns(have, streamed, dcfg.Columns, dcfg.Topic, func(name string) bool { return isSet(fs, name) }); err != nil {
 		return err
 	}
+	if err := values.schema.check(ctx, enc, dcfg.Topic, log); err != nil {
+		return err
+	}
 	log.Info("starting", "slot", c.slot, "publications", []string(pubs), "brokers", []string(prod.brokers))
 	streaming = true
 	if err := r.Run(ctx); err != nil {
-		return checkpointTopicErr(prod.topicErr(fmt.Errorf("run: %w", err)))
+		return schemaStopErr(checkpointTopicErr(prod.topicErr(fmt.Errorf("run: %w", err))))
 	}
 	return nil
 }
