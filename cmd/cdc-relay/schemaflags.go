@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/sr"
@@ -60,12 +61,14 @@ func (s *schemaFlags) register(fs *flag.FlagSet) {
 // (exit 2) that name the flags.
 func (s *schemaFlags) encoder(fs *flag.FlagSet, ceFormat string) (*schema.Encoder, error) {
 	if strings.EqualFold(strings.TrimSpace(s.format), valueFormatJSON) {
+		// Only the command line is checked: an environment that serves several commands (a
+		// deployment's, a CI's) may name a registry for the ones that use it.
 		var set []string
-		for _, n := range registryFlags {
-			if isSet(fs, n) {
-				set = append(set, "--"+n)
+		fs.Visit(func(f *flag.Flag) {
+			if slices.Contains(registryFlags, f.Name) {
+				set = append(set, "--"+f.Name)
 			}
-		}
+		})
 		if len(set) > 0 {
 			return nil, usageErr("%s given with --value-format json, which writes the payload as it is and uses no registry: "+
 				"set --value-format avro, protobuf, json-schema or wire, or drop them", strings.Join(set, ", "))
