@@ -132,6 +132,9 @@ func cmdPoll(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
+	if err := values.schema.check(ctx, enc, cfg.Topic, log); err != nil {
+		return err
+	}
 	if err := pollCrash(&cfg, log); err != nil {
 		return err
 	}
@@ -158,10 +161,6 @@ func cmdPoll(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return nil
 		}
 		return prod.topicErr(pollErr(err))
-	}
-	if err := values.schema.check(ctx, enc, cfg.Topic, log); err != nil {
-		p.Close()
-		return err
 	}
 	stopOps, err := ops.startPoll(ctx, reg, p, cfg, log)
 	if err != nil {

@@ -106,6 +106,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) (err e
 	if err != nil {
 		return err
 	}
+	if err := values.schema.check(ctx, enc, dcfg.Topic, log); err != nil {
+		return err
+	}
 	rcfg.Decoder, rcfg.Sink, rcfg.Logger = dcfg, scfg, log
 	rcfg.Replication = replication.Config{
 		Conn: c.pg, Slot: c.slot, Publications: pubs,
@@ -194,9 +197,6 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) (err e
 		return fmt.Errorf("run: %w", err)
 	}
 	if err := checkColumns(have, streamed, dcfg.Columns, dcfg.Topic, func(name string) bool { return isSet(fs, name) }); err != nil {
-		return err
-	}
-	if err := values.schema.check(ctx, enc, dcfg.Topic, log); err != nil {
 		return err
 	}
 	log.Info("starting", "slot", c.slot, "publications", []string(pubs), "brokers", []string(prod.brokers))
