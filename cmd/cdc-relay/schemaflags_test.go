@@ -130,4 +130,3 @@ func TestCompressionCodecsOnTheBroker(t *testing.T) {
 		}
 	}
 }
-
