@@ -240,3 +240,32 @@ func TestRegistryOutagePausesAndResumes(t *testing.T) {
 	}
 	p.Stop(t)
 }
+
+// A row for a topic whose subject the registry does not know, met after start (no fixed
+// --topic to check then), stops the relay with exit code 2 and the subject in the message,
+// without confirming past the row and without dead-lettering it: registered and restarted, the
+// relay publishes it.
+func TestUnknownSubjectAfterStartStopsWithoutLoss(t *testing.T) {
+	url := testenv.RegistryURL(t)
+	e := testenv.NewRelayEnv(t, false)
+	subject := e.F.Topic + "-value"
+	before := e.F.SlotConfirmed(t)
+	want := e.F.Insert(t, false, avroRow(1))[0]
+	p := e.Start(t, nil, "--value-format", "avro", "--registry-url", url)
+	code, _ := p.Wait(t, 60*time.Second)
+	if code != 2 || !strings.Contains(p.Output(), "subject "+subject) {
+		t.Fatalf("exit %d, want 2 naming subject %s; output:\n%s", code, subject, p.Output())
+	}
+	if c := e.F.SlotConfirmed(t); c > before {
+		t.Fatalf("the slot confirmed %s past the row (was %s)", c, before)
+	}
+	if n := testenv.EndOffset(t, e.F.DLQ); n != 0 {
+		t.Fatalf("%d dead letters for a configuration fault", n)
+	}
+	registerAvro(t, url, subject, orderAvro)
+	e.Start(t, nil, "--value-format", "avro", "--registry-url", url)
+	recs := testenv.Consume(t, e.F.Topic).WaitFor(t, 60*time.Second, "the row", func(r []*kgo.Record) bool { return len(r) >= 1 })
+	if got := testenv.Header(recs[0], "outbox-id"); got != strconv.FormatInt(want, 10) {
+		t.Fatalf("published outbox id %s, want %d", got, want)
+	}
+}

@@ -92,5 +92,6 @@ the same lists.
 			fmt.Fprintf(&b, "| `--%s` | `%s` | %s | %s |\n", m[1], m[2], def, desc)
 		}
 	}
+	b.WriteString(configDocValues)
 	return b.Bytes()
 }
