@@ -89,15 +89,17 @@ func TestAvroExactlyOnceRun(t *testing.T) {
 	p.Stop(t)
 }
 
-// `poll` encodes the same way: each row once in the wire format (lz4-compressed here), the row
-// that does not fit dead-lettered with its subject and schema id, and every row marked.
+// `poll` encodes the same way, here through the registry's HTTPS port with its CA from a file:
+// each row once in the wire format (lz4-compressed), the row that does not fit dead-lettered
+// with its subject and schema id, and every row marked.
 func TestAvroPoll(t *testing.T) {
 	url := testenv.RegistryURL(t)
 	e := newPollEnv(t)
 	subject := e.F.Topic + "-value"
 	id := registerAvro(t, url, subject, orderAvro)
 	want, bad := insertAvroRows(t, e.F, 10)
-	p := e.Start(t, nil, "--value-format", "avro", "--registry-url", url, "--compression", "lz4")
+	tlsURL, ca := testenv.RegistryTLS(t) // the same registry over HTTPS, its CA from a file
+	p := e.Start(t, nil, "--value-format", "avro", "--registry-url", tlsURL, "--registry-ca-file", ca, "--compression", "lz4")
 	testenv.Eventually(t, 60*time.Second, "every row marked", func() bool { return e.pending(t) == 0 })
 	recs := testenv.Consume(t, e.F.Topic).WaitFor(t, 30*time.Second, "the rows", func(r []*kgo.Record) bool { return len(r) >= len(want) })
 	checkAvroRecords(t, url, id, 3, recs, want)

@@ -130,3 +130,21 @@ func TestCompressionCodecsOnTheBroker(t *testing.T) {
 		}
 	}
 }
+
+// A registry whose certificate the relay does not trust stops the start with exit code 2 and a
+// message that says to pass its CA; with --registry-ca-file the same start gets past the check.
+func TestUntrustedRegistryCertificateExits2(t *testing.T) {
+	url, ca := testenv.RegistryTLS(t)
+	topic := testenv.Name(t) + ".nosuch"
+	var out, errOut strings.Builder
+	code := run(append(startArgs("run"), "--value-format", "avro", "--registry-url", url, "--topic", topic), &out, &errOut)
+	if code != exitUsage || !strings.Contains(errOut.String(), "registry CA file") {
+		t.Errorf("without the CA: exit %d, want %d naming the registry CA file; stderr:\n%s", code, exitUsage, errOut.String())
+	}
+	out.Reset()
+	errOut.Reset()
+	code = run(append(startArgs("run"), "--value-format", "avro", "--registry-url", url, "--registry-ca-file", ca, "--topic", topic), &out, &errOut)
+	if code != exitUsage || !strings.Contains(errOut.String(), "subject "+topic+"-value") {
+		t.Errorf("with the CA: exit %d, want %d about the unknown subject (the TLS handshake passed); stderr:\n%s", code, exitUsage, errOut.String())
+	}
+}
