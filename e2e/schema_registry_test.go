@@ -269,3 +269,37 @@ func TestUnknownSubjectAfterStartStopsWithoutLoss(t *testing.T) {
 		t.Fatalf("published outbox id %s, want %d", got, want)
 	}
 }
+
+// A stop while reading is paused for the registry is a clean stop that leaves the waiting
+// row's transaction unconfirmed: the next start, with the registry back, publishes it.
+func TestStopDuringRegistryOutageConfirmsNothingPast(t *testing.T) {
+	url := testenv.RegistryURL(t)
+	e := testenv.NewRelayEnv(t, false)
+	registerAvro(t, url, e.F.Topic+"-value", orderAvro)
+	target, path, _ := strings.Cut(strings.TrimPrefix(url, "http://"), "/")
+	proxy := testenv.NewProxy(t, target)
+	proxy.Stall()
+	before := e.F.SlotConfirmed(t)
+	want := e.F.Insert(t, false, avroRow(1), avroRow(2))
+	p := e.Start(t, nil, "--value-format", "avro", "--registry-url", "http://"+proxy.Addr()+"/"+path)
+	testenv.Eventually(t, 60*time.Second, "the pause's log line", func() bool {
+		return strings.Contains(p.Output(), "reading paused: schema registry unavailable")
+	})
+	if code := p.Stop(t); code != 0 {
+		t.Fatalf("stop while paused: exit %d, want 0; output:\n%s", code, p.Output())
+	}
+	if c := e.F.SlotConfirmed(t); c > before {
+		t.Fatalf("the slot confirmed %s past the waiting row (was %s)", c, before)
+	}
+	if n := testenv.EndOffset(t, e.F.Topic) + testenv.EndOffset(t, e.F.DLQ); n != 0 {
+		t.Fatalf("%d records published or dead-lettered while the registry was silent", n)
+	}
+	written := e.F.CurrentWAL(t)
+	e.Start(t, nil, "--value-format", "avro", "--registry-url", url)
+	got := ids(e.Settle(t, testenv.Consume(t, e.F.Topic), written))
+	for _, id := range want {
+		if got[strconv.FormatInt(id, 10)] == 0 {
+			t.Errorf("outbox id %d lost across the stop", id)
+		}
+	}
+}
