@@ -147,7 +147,7 @@ func (s *schemaFlags) check(ctx context.Context, enc *schema.Encoder, fixedTopic
 		log.Info("schema registry answers", "value_format", s.format, "subjects", subjects)
 		return nil
 	case ctx.Err() != nil:
-		return ctx.Err()
+		return nil // stopped during startup: the command's next step sees it and stops cleanly
 	case !errors.As(err, new(*schema.ConfigError)) && schema.Retriable(err):
 		log.Warn("schema registry unavailable at start: publishing pauses at the first record until it answers", "cause", err)
 		return nil
