@@ -61,11 +61,15 @@ func (s *schemaFlags) register(fs *flag.FlagSet) {
 // (exit 2) that name the flags.
 func (s *schemaFlags) encoder(fs *flag.FlagSet, ceFormat string) (*schema.Encoder, error) {
 	if strings.EqualFold(strings.TrimSpace(s.format), valueFormatJSON) {
-		// Only the command line is checked: an environment that serves several commands (a
-		// deployment's, a CI's) may name a registry for the ones that use it.
+		// Only flags set on the command line are refused: an environment that serves several
+		// commands (a deployment's, a CI's) may name a registry for the ones that use it. fs.Visit
+		// sees the twins too (parse applies them with fs.Set): a flag whose value is its twin's
+		// came from the environment.
 		var set []string
 		fs.Visit(func(f *flag.Flag) {
-			if slices.Contains(registryFlags, f.Name) {
+			env, ok := os.LookupEnv(envName(f.Name))
+			fromEnv := ok && f.Value.String() == strings.TrimSpace(env)
+			if slices.Contains(registryFlags, f.Name) && !fromEnv {
 				set = append(set, "--"+f.Name)
 			}
 		})

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/cdc-relay/cdc-relay/sink"
 	"github.com/cdc-relay/cdc-relay/testkit/testenv"
 )
 
@@ -146,5 +148,31 @@ func TestUntrustedRegistryCertificateExits2(t *testing.T) {
 	code = run(append(startArgs("run"), "--value-format", "avro", "--registry-url", url, "--registry-ca-file", ca, "--topic", topic), &out, &errOut)
 	if code != exitUsage || !strings.Contains(errOut.String(), "subject "+topic+"-value") {
 		t.Errorf("with the CA: exit %d, want %d about the unknown subject (the TLS handshake passed); stderr:\n%s", code, exitUsage, errOut.String())
+	}
+}
+
+// With --value-format json a registry named only in the environment is ignored (the CI's and a
+// deployment's environment serve every command), while the same flag on the command line is
+// refused. parse applies the environment twins with fs.Set, so fs.Visit alone cannot tell them
+// apart: every relay of the e2e suite saw CDC_RELAY_REGISTRY_URL and exited 2.
+func TestRegistryFromTheEnvironmentIsIgnoredWithJSON(t *testing.T) {
+	t.Setenv("CDC_RELAY_REGISTRY_URL", "http://127.0.0.1:1")
+	var v valueFlags
+	fs := newFlagSet("run", "run", io.Discard)
+	v.register(fs)
+	if err := parse(fs, nil); err != nil {
+		t.Fatal(err)
+	}
+	if enc, err := v.apply(fs, sink.FormatOutbox, &sink.Config{}); err != nil || enc != nil {
+		t.Fatalf("json with the registry URL from the environment: encoder %v, error %v; want neither", enc, err)
+	}
+	var w valueFlags
+	fs = newFlagSet("run", "run", io.Discard)
+	w.register(fs)
+	if err := parse(fs, []string{"--registry-user", "u"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.apply(fs, sink.FormatOutbox, &sink.Config{}); err == nil || !strings.Contains(err.Error(), "--registry-user given with --value-format json") {
+		t.Fatalf("json with --registry-user on the command line: %v, want it refused", err)
 	}
 }
