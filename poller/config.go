@@ -63,6 +63,8 @@ type Config struct {
 	// its transaction committed) and before the rows are marked published. Fault-injection
 	// tests use it.
 	BeforeCommit func(rows int)
+	// Schema, when set, writes each value in a schema registry's wire format (schema.go).
+	Schema *Schema
 }
 
 // Validate reports a configuration that cannot work.

@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/cdc-relay/cdc-relay/kafkatxn"
+	"github.com/cdc-relay/cdc-relay/schema"
 )
 
 var (
@@ -44,7 +45,7 @@ func IsRetryable(err error) bool {
 		return false
 	case errors.Is(err, ErrNoTable), errors.Is(err, ErrMissingColumn), errors.Is(err, ErrPayloadType), errors.Is(err, ErrDeadLetterRefused),
 		errors.Is(err, ErrFenced), errors.Is(err, ErrCheckpointOfAnotherTable), errors.Is(err, ErrCheckpointTooLarge),
-		errors.As(err, new(*kafkatxn.NotCompactedError)):
+		errors.As(err, new(*kafkatxn.NotCompactedError)), errors.As(err, new(*schema.ConfigError)):
 		return false
 	}
 	return true

@@ -112,7 +112,11 @@ func (p *Poller) selectIDs(ctx context.Context, tx pgx.Tx, sel string, ids []str
 		if id == nil {
 			continue
 		}
-		batch = append(batch, p.record(*id, key, topic, payload, evType, headers, created))
+		pd, err := p.encode(ctx, p.record(*id, key, topic, payload, evType, headers, created))
+		if err != nil {
+			return nil, err
+		}
+		batch = append(batch, pd)
 	}
 	if err := rows.Err(); err != nil {
 		p.dropQueriesOn(err)

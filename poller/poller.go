@@ -325,7 +325,11 @@ func (p *Poller) selectRows(ctx context.Context, tx pgx.Tx) ([]pending, error) {
 		if id == nil {
 			continue // cannot be marked; a NULL id is outside the contract (the id is the primary key)
 		}
-		batch = append(batch, p.record(*id, key, topic, payload, evType, headers, created))
+		pd, err := p.encode(ctx, p.record(*id, key, topic, payload, evType, headers, created))
+		if err != nil {
+			return nil, err
+		}
+		batch = append(batch, pd)
 	}
 	if err := rows.Err(); err != nil {
 		p.dropQueriesOn(err)

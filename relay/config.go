@@ -52,6 +52,9 @@ type Config struct {
 	// only from committed checkpoints (exactly.go; DESIGN.md, "Exactly-once"). Nil:
 	// at-least-once.
 	ExactlyOnce *ExactlyOnce
+	// Schema, when set, writes each value in a schema registry's wire format (schema.go).
+	// Nil: the payload as it is.
+	Schema *Schema
 }
 
 // ExactlyOnce configures exactly-once delivery. Zero fields take the defaults stated.

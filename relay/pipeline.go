@@ -11,6 +11,7 @@ import (
 	"github.com/cdc-relay/cdc-relay/metrics"
 	"github.com/cdc-relay/cdc-relay/outbox"
 	"github.com/cdc-relay/cdc-relay/replication"
+	"github.com/cdc-relay/cdc-relay/schema"
 	"github.com/cdc-relay/cdc-relay/sink"
 )
 
@@ -122,6 +123,14 @@ func (p *pipe) handle(ctx context.Context, m *replication.Message) error {
 			if p.stamp == nil {
 				p.stamp = sink.NewStamp(out.CommitLSN, out.CommitTime)
 			}
+			var berr error
+			if r.cfg.Schema != nil && err == nil {
+				// Before the record is made, and before it enters a Kafka transaction (schema.go).
+				var ok bool
+				if err, ok, berr = r.encodeValue(ctx, &out.Event, m.WALStart); !ok {
+					return berr // nil: stopped or halted while the registry was down; the pipeline checks which
+				}
+			}
 			if produce, berr := r.delivery.record(); berr != nil || !produce {
 				return berr // nil: a committed Kafka transaction has it (a replay)
 			}
@@ -190,7 +199,7 @@ func (r *Relay) produce(ctx context.Context, x *txn, stamp *sink.Stamp, out deco
 		r.stats.BadRows.Add(1)
 		r.cfg.Metrics.ProduceError(metrics.ClassBadRow)
 		r.log.Error("bad row: dead-lettering it", "lsn", out.CommitLSN, "relation", ev.Relation, "outbox_id", ev.ID, "cause", badRow)
-		r.park(deadLetter{rec: sink.DeadLetter(r.cfg.DLQTopic, rec, ev.Relation, badRow), txn: x})
+		r.park(deadLetter{rec: schema.LetterHeaders(sink.DeadLetter(r.cfg.DLQTopic, rec, ev.Relation, badRow), badRow), txn: x})
 		return
 	}
 	id, commitAt := ev.ID, out.CommitTime // what the promise reads of the event

@@ -135,5 +135,6 @@ Exit codes:
 		}
 		b.WriteString("\n")
 	}
+	b.WriteString(configDocValues)
 	return b.Bytes()
 }

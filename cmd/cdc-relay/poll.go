@@ -80,6 +80,7 @@ func cmdPoll(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		kafkaWait   time.Duration
 		prod        producerFlags
 		delivery    pollDelivery
+		values      valueFlags
 	)
 	cols := &cfg.Columns
 	var ops opsFlags
@@ -92,6 +93,7 @@ func cmdPoll(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.IntVar(&cfg.Batch, "batch", 100, "rows per cycle (one transaction)")
 	fs.BoolVar(&createIndex, "create-index", false, "create the partial index on pending rows (CREATE INDEX CONCURRENTLY IF NOT EXISTS <table>_pending_idx ON <table> (id) WHERE published_at IS NULL) and exit")
 	delivery.register(fs)
+	values.register(fs)
 	registerColumns(fs, cols)
 	registerNullPayload(fs, &cfg.NullPayload)
 	fs.StringVar(&cols.CreatedAt, "column-created-at", "created_at", "creation time column (becomes cdc-commit-time)")
@@ -127,6 +129,13 @@ func cmdPoll(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := delivery.apply(fs, &cfg); err != nil {
 		return err
 	}
+	enc, err := values.apply(fs, prod.format, &cfg.Sink)
+	if err != nil {
+		return err
+	}
+	if err := values.schema.check(ctx, enc, cfg.Topic, log); err != nil {
+		return err
+	}
 	if err := pollCrash(&cfg, log); err != nil {
 		return err
 	}
@@ -140,6 +149,9 @@ func cmdPoll(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	reg := metrics.NewRegistry("poll", version)
 	cfg.Metrics = metrics.NewPoller(reg)
+	if enc != nil {
+		cfg.Schema = &poller.Schema{Encoder: enc, Metrics: metrics.NewSchema(reg)}
+	}
 	p, err := poller.New(cfg)
 	if err != nil {
 		return &usageError{err}
@@ -162,7 +174,7 @@ func cmdPoll(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	defer stopOps()
 	log.Info("polling", "table", cfg.Table, "interval", cfg.Interval, "batch", cfg.Batch, "delivery", delivery.mode, "brokers", []string(prod.brokers))
 	if err := p.Run(ctx); err != nil {
-		return fmt.Errorf("poll: %w", pollErr(err))
+		return schemaStopErr(fmt.Errorf("poll: %w", pollErr(err)))
 	}
 	return nil
 }

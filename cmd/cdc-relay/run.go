@@ -20,6 +20,7 @@ import (
 	"github.com/cdc-relay/cdc-relay/outbox"
 	"github.com/cdc-relay/cdc-relay/relay"
 	"github.com/cdc-relay/cdc-relay/replication"
+	"github.com/cdc-relay/cdc-relay/schema"
 	"github.com/cdc-relay/cdc-relay/sink"
 	"github.com/cdc-relay/cdc-relay/slotstore"
 )
@@ -50,7 +51,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) (err e
 			err = nil
 		}
 	}()
-	rcfg, err := f.buildRunConfig(fs, log)
+	rcfg, enc, err := f.buildRunConfig(ctx, fs, log)
 	if err != nil {
 		return err
 	}
@@ -64,6 +65,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) (err e
 	}
 	reg := metrics.NewRegistry("run", version)
 	rcfg.Metrics = metrics.NewRelay(reg)
+	if enc != nil {
+		rcfg.Schema = &relay.Schema{Encoder: enc, Metrics: metrics.NewSchema(reg)}
+	}
 	rcfg.Sink.Opts = append(rcfg.Sink.Opts, kgo.WithHooks(rcfg.Metrics.KafkaHooks()))
 	r, err := relay.New(rcfg)
 	if err != nil {
@@ -82,7 +86,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) (err e
 	log.Info("starting", "slot", f.c.slot, "publications", []string(f.pubs), "brokers", []string(f.prod.brokers))
 	streaming = true
 	if err := r.Run(ctx); err != nil {
-		return checkpointTopicErr(f.prod.topicErr(fmt.Errorf("run: %w", err)))
+		return schemaStopErr(checkpointTopicErr(f.prod.topicErr(fmt.Errorf("run: %w", err))))
 	}
 	return nil
 }
@@ -101,6 +105,7 @@ type runFlags struct {
 	prod         producerFlags
 	delivery     deliveryFlags
 	prof         profileFlags
+	values       valueFlags
 }
 
 func (f *runFlags) register(fs *flag.FlagSet) {
@@ -125,6 +130,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.rcfg.StartupTimeout, "kafka-timeout", 10*time.Second, "how long each attempt to reach Kafka at startup waits before the relay warns and tries again (it waits as long as it takes)")
 	fs.DurationVar(&f.rcfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a stop waits, from the signal, for Kafka to acknowledge what it holds (and for an exactly-once commit in flight)")
 	f.delivery.register(fs)
+	f.values.register(fs)
 	f.ops.registerMetrics(fs)
 	f.ops.registerSlot(fs)
 }
@@ -157,16 +163,22 @@ func (f *runFlags) parse(fs *flag.FlagSet, args []string) error {
 }
 
 // buildRunConfig puts the parsed flags into the relay's configuration, checking the groups
-// that need the logger or one another (the producer's, the delivery's).
-func (f *runFlags) buildRunConfig(fs *flag.FlagSet, log *slog.Logger) (relay.Config, error) {
-	rcfg := f.rcfg
+// that need the logger or one another (the producer's, the delivery's, the values'), and the
+// schema registry when a value format needs one (enc: nil for json).
+func (f *runFlags) buildRunConfig(ctx context.Context, fs *flag.FlagSet, log *slog.Logger) (rcfg relay.Config, enc *schema.Encoder, err error) {
+	rcfg = f.rcfg
 	f.dcfg.Tables = f.tables
 	if err := f.prod.sink(&f.scfg, &f.c, fs, log, f.dcfg.Topic); err != nil {
-		return rcfg, err
+		return rcfg, nil, err
 	}
-	var err error
 	if rcfg.ExactlyOnce, err = f.delivery.config(fs, rcfg.DLQTopic, f.dcfg.Topic); err != nil {
-		return rcfg, err
+		return rcfg, nil, err
+	}
+	if enc, err = f.values.apply(fs, f.prod.format, &f.scfg); err != nil {
+		return rcfg, nil, err
+	}
+	if err := f.values.schema.check(ctx, enc, f.dcfg.Topic, log); err != nil {
+		return rcfg, nil, err
 	}
 	rcfg.Decoder, rcfg.Sink, rcfg.Logger = f.dcfg, f.scfg, log
 	rcfg.Replication = replication.Config{
@@ -176,15 +188,15 @@ func (f *runFlags) buildRunConfig(fs *flag.FlagSet, log *slog.Logger) (relay.Con
 	}
 	crash, err := crashHook(crashEnv, log, "after Kafka acknowledged, before the position is confirmed")
 	if err != nil {
-		return rcfg, err
+		return rcfg, nil, err
 	}
 	if crash != nil {
 		rcfg.BeforeConfirm = func(lsn pglogrepl.LSN) { crash("lsn", lsn) }
 	}
 	if err := rcfg.Validate(); err != nil {
-		return rcfg, &usageError{err}
+		return rcfg, nil, &usageError{err}
 	}
-	return rcfg, nil
+	return rcfg, enc, nil
 }
 
 // preflight checks that what answers at --brokers is Kafka if anything, then, over a normal

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// compressionFlag is --compression: the codec of every record batch the command produces,
+// dead letters and exactly-once checkpoints included (they share the producer).
+type compressionFlag struct{ value string }
+
+func (c *compressionFlag) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.value, "compression", "none", "record batch compression: none, gzip, snappy, lz4 or zstd, with an optional level: "+
+		"gzip:1-9 (default 6), lz4:0-9 (default 0, the fastest), zstd:1-4 (1 fastest, default 2, 4 smallest); snappy has none. See docs/configuration.md for what each costs")
+}
+
+// opts returns the producer option for the flag's codec. Errors are usage errors (exit 2).
+func (c *compressionFlag) opts() ([]kgo.Opt, error) {
+	codec, err := parseCompression(c.value)
+	if err != nil {
+		return nil, &usageError{fmt.Errorf("--compression %q: %w", c.value, err)}
+	}
+	return []kgo.Opt{kgo.ProducerBatchCompression(codec)}, nil
+}
+
+// parseCompression reads NAME[:LEVEL].
+func parseCompression(s string) (kgo.CompressionCodec, error) {
+	name, levelText, hasLevel := strings.Cut(strings.ToLower(strings.TrimSpace(s)), ":")
+	level := 0
+	if hasLevel {
+		n, err := strconv.Atoi(levelText)
+		if err != nil {
+			return kgo.CompressionCodec{}, fmt.Errorf("level %q is not a number", levelText)
+		}
+		level = n
+	}
+	inRange := func(lo, hi int) error {
+		if level < lo || level > hi {
+			return fmt.Errorf("%s takes a level from %d to %d", name, lo, hi)
+		}
+		return nil
+	}
+	switch name {
+	case "none", "":
+		if hasLevel {
+			return kgo.CompressionCodec{}, fmt.Errorf("none takes no level")
+		}
+		return kgo.NoCompression(), nil
+	case "snappy":
+		if hasLevel {
+			return kgo.CompressionCodec{}, fmt.Errorf("snappy takes no level")
+		}
+		return kgo.SnappyCompression(), nil
+	case "gzip":
+		if !hasLevel {
+			return kgo.GzipCompression(), nil
+		}
+		return kgo.GzipCompression().WithLevel(level), inRange(1, 9)
+	case "lz4":
+		if !hasLevel || level == 0 {
+			return kgo.Lz4Compression(), inRange(0, 9)
+		}
+		return kgo.Lz4Compression().WithLevel(1 << (8 + level)), inRange(0, 9) // lz4.Level1 is 1<<9
+	case "zstd":
+		if !hasLevel {
+			return kgo.ZstdCompression(), nil
+		}
+		return kgo.ZstdCompression().WithLevel(level), inRange(1, 4) // zstd.SpeedFastest is 1, SpeedBestCompression 4
+	}
+	return kgo.CompressionCodec{}, fmt.Errorf("use none, gzip, snappy, lz4 or zstd, e.g. zstd or gzip:6")
+}
