@@ -106,3 +106,43 @@ func TestAvroPoll(t *testing.T) {
 	checkSchemaLetter(t, testenv.Consume(t, e.F.DLQ).WaitFor(t, 30*time.Second, "the letter", func(r []*kgo.Record) bool { return len(r) >= 1 }), bad, subject, id)
 	p.Stop(t)
 }
+
+// TestAvroTombstoneStaysNull pins that a NULL payload published as a tombstone keeps its null
+// value under a registry format: a compacted topic deletes a key only on a null value, which no
+// schema encodes (an encoder handed the nil payload would dead-letter it as a misfit).
+func TestAvroTombstoneStaysNull(t *testing.T) {
+	url := testenv.RegistryURL(t)
+	check := func(t *testing.T, f *testenv.Fixture, cons *testenv.Consumer, id int, gone, kept string) {
+		t.Helper()
+		recs := byOutboxID(cons.WaitFor(t, 60*time.Second, "both rows", func(r []*kgo.Record) bool { return len(r) >= 2 }))
+		if r := recs[gone]; r == nil || r.Value != nil || string(r.Key) != "gone" {
+			t.Errorf("NULL payload under --value-format avro: %+v, want a null value keyed gone", r)
+		}
+		if r := recs[kept]; r == nil || len(r.Value) < 5 || r.Value[0] != 0 || int(binary.BigEndian.Uint32(r.Value[1:5])) != id {
+			t.Errorf("the other row: %+v, want the wire format with schema id %d", r, id)
+		}
+		if n := testenv.EndOffset(t, f.DLQ); n != 0 {
+			t.Errorf("%d dead letters, want none", n)
+		}
+	}
+	t.Run("run", func(t *testing.T) {
+		e := testenv.NewRelayEnv(t, false)
+		id := registerAvro(t, url, e.F.Topic+"-value", orderAvro)
+		cons := testenv.Consume(t, e.F.Topic)
+		p := e.Start(t, nil, "--value-format", "avro", "--registry-url", url, "--null-payload", "tombstone")
+		gone := insertPayload(t, e.F, e.F.Topic, "gone", nil, "")
+		kept := insertPayload(t, e.F, e.F.Topic, "k", `{"n": 1, "note": "kept"}`, "")
+		check(t, e.F, cons, id, gone, kept)
+		p.Stop(t)
+	})
+	t.Run("poll", func(t *testing.T) {
+		e := newPollEnv(t)
+		id := registerAvro(t, url, e.F.Topic+"-value", orderAvro)
+		cons := testenv.Consume(t, e.F.Topic)
+		gone := insertPayload(t, e.F, e.F.Topic, "gone", nil, "")
+		kept := insertPayload(t, e.F, e.F.Topic, "k", `{"n": 1, "note": "kept"}`, "")
+		p := e.Start(t, nil, "--value-format", "avro", "--registry-url", url, "--null-payload", "tombstone")
+		check(t, e.F, cons, id, gone, kept)
+		p.Stop(t)
+	})
+}

@@ -33,8 +33,8 @@ type ValueEncoder interface {
 // *schema.ConfigError fails it for good (IsRetryable).
 func (p *Poller) encode(ctx context.Context, pd pending) (pending, error) {
 	sc := p.cfg.Schema
-	if sc == nil || pd.dlq {
-		return pd, nil
+	if sc == nil || pd.dlq || pd.rec.Value == nil {
+		return pd, nil // a tombstone's null value is null in every format
 	}
 	rec := pd.rec
 	v, err := sc.Encoder.Encode(ctx, rec.Topic, string(sink.Header(rec, sink.HeaderEventType)), rec.Value)

@@ -124,8 +124,9 @@ func (p *pipe) handle(ctx context.Context, m *replication.Message) error {
 				p.stamp = sink.NewStamp(out.CommitLSN, out.CommitTime)
 			}
 			var berr error
-			if r.cfg.Schema != nil && err == nil {
+			if r.cfg.Schema != nil && err == nil && out.Event.Payload != nil {
 				// Before the record is made, and before it enters a Kafka transaction (schema.go).
+				// A tombstone (nil payload) stays null in every format.
 				var ok bool
 				if err, ok, berr = r.encodeValue(ctx, &out.Event, m.WALStart); !ok {
 					return berr // nil: stopped or halted while the registry was down; the pipeline checks which
