@@ -15,7 +15,8 @@ type compressionFlag struct{ value string }
 
 func (c *compressionFlag) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.value, "compression", "none", "record batch compression: none, gzip, snappy, lz4 or zstd, with an optional level: "+
-		"gzip:1-9 (default 6), lz4:0-9 (default 0, the fastest), zstd:1-4 (1 fastest, default 2, 4 smallest); snappy has none. See docs/configuration.md for what each costs")
+		"gzip:1-9 (6 when none is given), lz4:0-9 (0, the fastest, when none is given), zstd:1-4 (1 fastest, 4 smallest, 2 when none is given); snappy has none. "+
+		"docs/configuration.md, \"Values and compression\", says what each costs")
 }
 
 // opts returns the producer option for the flag's codec. Errors are usage errors (exit 2).
