@@ -17,6 +17,11 @@
 // rewrites the published figures (the sections between <!-- cdc-bench:NAME begin/end -->
 // markers) from a run's report.json, and refuses a run with phases on a busy machine unless
 // --allow-busy (exit 1).
+//
+//	go run ./cmd/cdc-bench shapes [--rows 100000] [--payload 512] [--repeats 3]
+//
+// drains the same backlog from a plain, a bytea and a partitioned outbox side by side
+// (docs/benchmark.md, "Outbox shapes").
 package main
 
 import (
