@@ -17,6 +17,11 @@
 // rewrites the published figures (the sections between <!-- cdc-bench:NAME begin/end -->
 // markers) from a run's report.json, and refuses a run with phases on a busy machine unless
 // --allow-busy (exit 1).
+//
+//	go run ./cmd/cdc-bench shapes [--rows 100000] [--payload 512] [--repeats 3]
+//
+// drains the same backlog from a plain, a bytea and a partitioned outbox side by side
+// (docs/benchmark.md, "Outbox shapes").
 package main
 
 import (
@@ -44,6 +49,9 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "docs" {
 		return docs(args[1:], stderr)
+	}
+	if len(args) > 0 && args[0] == "shapes" {
+		return shapes(args[1:], stdout, stderr)
 	}
 	var (
 		cfg     bench.Config
