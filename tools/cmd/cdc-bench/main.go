@@ -45,6 +45,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "docs" {
 		return docs(args[1:], stderr)
 	}
+	if len(args) > 0 && args[0] == "values" {
+		return values(args[1:], stdout, stderr)
+	}
 	var (
 		cfg     bench.Config
 		quick   bool
