@@ -473,7 +473,7 @@ func (e *env) valuesBacklog(ctx context.Context, phase string, f *fixture, n, pa
 // asynchronous, as backlogLoad's, and documentLoad waits until the WAL is flushed.
 func documentLoad(ctx context.Context, e *env, f *fixture, n, payload int) error {
 	const chunk = 200
-	lines := max(1, payload/62) // {"qty": 3, "sku": "sku-0421", "name": "flat white", "price": 42.17}, about 62 bytes
+	lines := max(1, payload/67) // {"qty": 3, "sku": "sku-0421", "name": "flat white", "price": 42.17}, 65-70 bytes with its separator
 	stmt := fmt.Sprintf(`WITH o AS (INSERT INTO %[1]s (customer, amount) VALUES ('customer-' || t, 12.5) RETURNING id, customer, amount)
       INSERT INTO %[2]s (aggregate_id, topic, payload)
       SELECT 'order-' || o.id, '%[3]s', jsonb_build_object('event', 'order.created', 'order_id', o.id, 'customer', o.customer,
