@@ -45,7 +45,7 @@ func TestParseCodecs(t *testing.T) {
 func TestValuesMarkdownTargets(t *testing.T) {
 	rep := &ValuesReport{
 		Formats: []FormatResult{
-			{Format: "json", Rows: 1000, DrainRate: 10000, CPUPer10k: 1.0, Rate: 2000, P99: 10 * time.Millisecond},
+			{Format: "json", Rows: 1000, DrainRate: 10000, CPUPer10k: 1.0, Rate: 2000, P99: 10 * time.Millisecond, SteadyCPUPer10k: 2},
 			{Format: "avro", Rows: 1000, DrainRate: 9000, CPUPer10k: 1.2, Rate: 2000, P99: 10*time.Millisecond + 1500*time.Microsecond},
 			{Format: "protobuf", Rows: 1000, DrainRate: 8000, CPUPer10k: 1.5, Rate: 2000, P99: 11 * time.Millisecond, Machine: &MachineState{Seconds: 1, Busy: true}},
 		},
@@ -61,9 +61,9 @@ func TestValuesMarkdownTargets(t *testing.T) {
 	md := rep.Markdown()
 	for _, want := range []string{
 		"### Value formats (1000-row drains, steady 2000 rows/s)",
-		"| json | 10000 | 1.00× | 1.000 | 1.00× | 10.0 ms | – | – |",
-		"| avro | 9000 | 0.90× | 1.200 | 1.20× | 11.5 ms | +1.5 ms | CPU ≤ 1.3× json: yes; p99 ≤ json + 1ms: **no** |",
-		"| protobuf | 8000 | 0.80× | 1.500 | 1.50× | 11.0 ms | +1.0 ms | – | **busy**",
+		"| json | 10000 | 1.00× | 1.000 | 1.00× | 10.0 ms | – | 2.000 | – |",
+		"| avro | 9000 | 0.90× | 1.200 | 1.20× | 11.5 ms | +1.5 ms | 0.000 | CPU ≤ 1.3× json: yes; p99 ≤ json + 1ms: **no** |",
+		"| protobuf | 8000 | 0.80× | 1.500 | 1.50× | 11.0 ms | +1.0 ms | 0.000 | – | **busy**",
 		"### Codecs (100-row drains, JSON payloads of 10300 bytes)",
 		"| none (default) | 1000 | 1.00× | 2.000 | 10500 | 1.00× | – |",
 		"| zstd:1 | 950 | 0.95× | 3.000 | 5000 | 0.48× | bytes yes, drain yes |",
@@ -95,7 +95,7 @@ func TestValuesSuite(t *testing.T) {
 		t.Fatalf("%d format and %d codec results, want %d and 2", len(rep.Formats), len(rep.Codecs), len(ValueFormats))
 	}
 	for _, f := range rep.Formats {
-		if f.DrainRate <= 0 || f.CPUPer10k <= 0 || f.P99 <= 0 || f.P99 > time.Minute || len(f.Drains) != 1 || len(f.P99Runs) != 1 {
+		if f.DrainRate <= 0 || f.CPUPer10k <= 0 || f.P99 <= 0 || f.P99 > time.Minute || f.SteadyCPUPer10k <= 0 || len(f.Drains) != 1 || len(f.P99Runs) != 1 {
 			t.Errorf("%s: implausible %+v", f.Format, f)
 		}
 	}
