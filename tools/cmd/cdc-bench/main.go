@@ -22,6 +22,11 @@
 //
 // drains the same backlog from a plain, a bytea and a partitioned outbox side by side
 // (docs/benchmark.md, "Outbox shapes").
+//
+//	go run ./cmd/cdc-bench values [--rows 20000] [--rate 2000] [--codecs none,snappy,lz4,zstd:1,gzip]
+//
+// compares json, avro and protobuf values and each compression codec side by side
+// (docs/benchmark.md, "Value formats and compression").
 package main
 
 import (
@@ -52,6 +57,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if len(args) > 0 && args[0] == "shapes" {
 		return shapes(args[1:], stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "values" {
+		return values(args[1:], stdout, stderr)
 	}
 	var (
 		cfg     bench.Config
