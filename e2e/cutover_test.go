@@ -210,7 +210,12 @@ func TestMarkPublishedBackToPollingLosesNothing(t *testing.T) {
 	}
 	cons := testenv.Consume(t, f.Topic)
 	w := startWriter(t, f, 3*time.Millisecond)
-	relay := e.Start(t, []string{"CDC_RELAY_TEST_CRASH_AFTER_CONFIRMS=60"})
+	// --confirm-delay 1ms: each position Kafka's acknowledgements earn reaches the slot at once,
+	// so the 59 confirmations before the kill move it past delivered rows. With the default
+	// 100 ms, a backlog whose first 60 transactions are acknowledged within one delay (a loaded
+	// machine delivers them in a burst) is killed before any earned position was sent, and
+	// mark-published rightly marks nothing.
+	relay := e.Start(t, []string{"CDC_RELAY_TEST_CRASH_AFTER_CONFIRMS=60"}, "--confirm-delay", "1ms")
 	relay.WaitKilled(t, 60*time.Second)
 	relayed := ids(caughtUp(t, cons, f.Topic))
 
