@@ -177,7 +177,8 @@ func Run(ctx context.Context, conn *pgx.Conn, o Options) (Result, error) {
 		if o.Mode == ModeRun {
 			published = `(age(xmin) > age($2::text::xid) OR age(xmin) < 0)`
 		}
-		return res, runPartitions(ctx, conn, o, t, published, partitionArgs(o, &res), &res)
+		err := runPartitions(ctx, conn, o, t, published, partitionArgs(o, &res), &res) // fills res: call it before res is read
+		return res, err
 	}
 	q := `WITH batch AS (
     SELECT ` + id + ` FROM ` + tbl + `

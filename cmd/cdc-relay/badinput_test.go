@@ -174,7 +174,7 @@ func TestBrokersAtAPostgreSQLPortStopTheStart(t *testing.T) {
 		{"poll", "--metrics-addr", ""},
 		{"cutover", "--slot", name, "--publication", name},
 	} {
-		args := append(cmd, "--pg-url", pgURL, "--brokers", pgAddr)
+		args := append(append([]string{}, cmd...), "--pg-url", pgURL, "--brokers", pgAddr)
 		code, stderr := runBad(t, nil, args...)
 		if code != exitUsage || !strings.Contains(stderr, "--brokers "+pgAddr) || !strings.Contains(stderr, "PostgreSQL server") ||
 			!strings.Contains(stderr, "not Kafka") {

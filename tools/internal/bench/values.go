@@ -626,15 +626,6 @@ func (r *ValuesReport) formatOf(name string) (FormatResult, bool) {
 	return FormatResult{}, false
 }
 
-func (r *ValuesReport) codecOf(name string) (CodecResult, bool) {
-	for _, c := range r.Codecs {
-		if c.Codec == name {
-			return c, true
-		}
-	}
-	return CodecResult{}, false
-}
-
 // AvroTarget says whether avro met its targets against json: CPU per event at most
 // AvroCPURatio × json's, p99 at the steady rate at most AvroP99Slack above json's.
 func (r *ValuesReport) AvroTarget() (cpuOK, p99OK, measured bool) {
