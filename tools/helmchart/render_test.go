@@ -228,10 +228,15 @@ func relay(t *testing.T) string {
 
 var helpLine = regexp.MustCompile(`(?m)^  --([a-z0-9-]+) \[(CDC_RELAY_[A-Z0-9_]+)\]$`)
 
-// help runs `cdc-relay <command...> --help` and returns its flags: name -> environment twin.
+// help runs `cdc-relay <command...> --help` (run: --help-all, which lists the tuning flags too)
+// and returns its flags: name -> environment twin.
 func help(t *testing.T, command ...string) map[string]string {
 	t.Helper()
-	cmd := exec.Command(relay(t), append(command, "--help")...)
+	ask := "--help"
+	if command[0] == "run" {
+		ask = "--help-all"
+	}
+	cmd := exec.Command(relay(t), append(command, ask)...)
 	cmd.Env = []string{} // no CDC_RELAY_* of the caller's
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
