@@ -20,7 +20,8 @@ source scripts/lib.sh
 
 # The core tests: delivery in commit order per key, kill -9 after Kafka's ack (replay, no loss), bad rows
 # to the dead-letter topic, schema changes mid-stream, the slot CLI, the idle slot following other
-# tables' WAL, and a 1,000,000-row transaction in bounded memory.
+# tables' WAL, a 1,000,000-row transaction in bounded memory, and a partitioned outbox (published
+# through its root, partitions attached and dropped while streaming, poll and cutover on it).
 default_tests=(
 	TestDeliversEveryCommittedRowInCommitOrderPerKey
 	TestKill9AfterKafkaAckReplaysWithoutLoss
@@ -29,6 +30,10 @@ default_tests=(
 	TestSlotCLILifecycle
 	TestQuietOutboxSlotFollowsOtherTablesWAL
 	TestMillionRowTransactionInBoundedMemory
+	TestSlotCreatePublishesAPartitionedOutboxUnderItsOwnName
+	TestRunRefusesAPartitionedOutboxPublishedUnderItsPartitionsNames
+	TestPartitionsAttachedDetachedAndDroppedWhileStreamingLoseNothing
+	TestPollAndCutoverOnAPartitionedOutbox
 )
 # Both lists take spaces or commas.
 v="${CDC_RELAY_MATRIX_VERSIONS:-${PG_MAJORS[*]}}"
