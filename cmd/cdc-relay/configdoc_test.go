@@ -135,6 +135,7 @@ Exit codes:
 		}
 		b.WriteString("\n")
 	}
+	b.WriteString(configDocShapes)
 	b.WriteString(configDocValues)
 	return b.Bytes()
 }
