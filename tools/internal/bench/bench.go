@@ -46,27 +46,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.SkipReplay {
 		rep.Config.ReplayRate = 0
 	}
-	if cfg.RelayBin == "" {
-		dir, err := os.MkdirTemp("", "cdc-bench")
-		if err != nil {
-			return nil, err
-		}
-		defer func() { _ = os.RemoveAll(dir) }()
-		fmt.Fprintf(cfg.Progress, "cdc-bench: building cdc-relay\n")
-		if cfg.RelayBin, err = BuildRelay(ctx, dir); err != nil {
-			return nil, err
-		}
-	}
-	e, err := newEnv(ctx, cfg, cfg.RelayBin)
+	e, done, err := openEnv(ctx, &cfg, "tables, slots, publications and topics")
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		e.progress("cleaning up (tables, slots, publications and topics named %s_*)", e.prefix)
-		e.close()
-	}()
+	defer done()
 	rep.Services, rep.Prefix = e.serverInfo(ctx), e.prefix
-	e.ours = e.findOurs(ctx)
 
 	err = e.suite(ctx, rep)
 	rep.Elapsed = time.Since(rep.Started)
@@ -154,4 +139,36 @@ func (r *Report) write(dir string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// openEnv builds cdc-relay when cfg names no binary, opens the run's env and marks what of an
+// earlier run of its prefix it finds (findOurs). done closes the env, removing the tables,
+// slots, publications and topics (and what) it made, then the built binary.
+func openEnv(ctx context.Context, cfg *Config, what string) (e *env, done func(), err error) {
+	var dir string
+	removeDir := func() {
+		if dir != "" {
+			_ = os.RemoveAll(dir)
+		}
+	}
+	if cfg.RelayBin == "" {
+		if dir, err = os.MkdirTemp("", "cdc-bench"); err != nil {
+			return nil, nil, err
+		}
+		fmt.Fprintf(cfg.Progress, "cdc-bench: building cdc-relay\n")
+		if cfg.RelayBin, err = BuildRelay(ctx, dir); err != nil {
+			removeDir()
+			return nil, nil, err
+		}
+	}
+	if e, err = newEnv(ctx, *cfg, cfg.RelayBin); err != nil {
+		removeDir()
+		return nil, nil, err
+	}
+	e.ours = e.findOurs(ctx)
+	return e, func() {
+		e.progress("cleaning up (%s named %s_*)", what, e.prefix)
+		e.close()
+		removeDir()
+	}, nil
 }

@@ -113,26 +113,11 @@ func RunShapes(ctx context.Context, cfg ShapesConfig) (*ShapesResult, error) {
 	if err := os.MkdirAll(filepath.Join(bc.OutDir, "logs"), 0o755); err != nil {
 		return nil, err
 	}
-	if bc.RelayBin == "" {
-		dir, err := os.MkdirTemp("", "cdc-bench")
-		if err != nil {
-			return nil, err
-		}
-		defer func() { _ = os.RemoveAll(dir) }()
-		fmt.Fprintf(bc.Progress, "cdc-bench: building cdc-relay\n")
-		if bc.RelayBin, err = BuildRelay(ctx, dir); err != nil {
-			return nil, err
-		}
-	}
-	e, err := newEnv(ctx, bc, bc.RelayBin)
+	e, done, err := openEnv(ctx, &bc, "tables, slots, publications and topics")
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		e.progress("cleaning up (tables, slots, publications and topics named %s_*)", e.prefix)
-		e.close()
-	}()
-	e.ours = e.findOurs(ctx)
+	defer done()
 
 	n, reps := cfg.Rows, cfg.Repeats
 	fixtures := map[string]*fixture{}

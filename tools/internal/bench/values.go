@@ -174,26 +174,11 @@ func RunValues(ctx context.Context, vc ValuesConfig) (*ValuesReport, error) {
 		return nil, err
 	}
 	rep := &ValuesReport{Started: time.Now(), Command: cfg.Command}
-	if cfg.RelayBin == "" {
-		dir, err := os.MkdirTemp("", "cdc-bench")
-		if err != nil {
-			return nil, err
-		}
-		defer func() { _ = os.RemoveAll(dir) }()
-		fmt.Fprintf(cfg.Progress, "cdc-bench: building cdc-relay\n")
-		if cfg.RelayBin, err = BuildRelay(ctx, dir); err != nil {
-			return nil, err
-		}
-	}
-	e, err := newEnv(ctx, cfg, cfg.RelayBin)
+	e, done, err := openEnv(ctx, &cfg, "tables, slots, publications, topics and subjects")
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		e.progress("cleaning up (tables, slots, publications, topics and subjects named %s_*)", e.prefix)
-		e.close()
-	}()
-	e.ours = e.findOurs(ctx)
+	defer done()
 	rep.Prefix = e.prefix
 	err = e.valueFormats(ctx, vc, rep)
 	if err == nil {
