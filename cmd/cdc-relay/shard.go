@@ -125,6 +125,9 @@ func (s *shardsFlags) parse(fs *flag.FlagSet) error {
 	if s.count < 1 || s.count > slotstore.MaxShards {
 		return usageErr("--shards %d: use 1 to %d", s.count, slotstore.MaxShards)
 	}
+	if fs.Lookup("column-aggregate-id") == nil {
+		return nil // slot drop: the names alone
+	}
 	if s.profile != "" {
 		prof, ok := outbox.Profiles[s.profile]
 		if !ok {
@@ -187,6 +190,8 @@ func dropShards(ctx context.Context, conn *pgx.Conn, slot, pub string, n int, st
 			if err := store.DropPublication(ctx, sp); err != nil {
 				return slotErr(err)
 			}
+			fmt.Fprintf(stdout, "dropped publication %s if it existed\n", sp)
+			continue
 		case err != nil:
 			return slotErr(err)
 		default:
