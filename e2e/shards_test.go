@@ -131,6 +131,9 @@ func TestShardRelaysSurviveKill9OfOneAndPublishEachKeyThroughItsShard(t *testing
 		n := shardsSeen(recs, nil)
 		return n[0] > 20 && n[1] > 20 && n[2] > 20
 	})
+	if !strings.Contains(relays[0].Output(), "logical messages (pg_logical_emit_message) are not") {
+		t.Errorf("a shard relay does not warn that logical messages reach every shard:\n%s", relays[0].Output())
+	}
 	relays[1].Kill(t, 30*time.Second)
 	before := map[string]bool{}
 	for _, r := range cons.Records() {
