@@ -23,41 +23,39 @@ func (r *reader) u8() byte {
 }
 
 func (r *reader) u16() uint16 {
-	if len(r.buf) < 2 {
-		r.bad = true
-		r.buf = nil
-		return 0
+	if b := r.take(2); b != nil {
+		return binary.BigEndian.Uint16(b)
 	}
-	v := binary.BigEndian.Uint16(r.buf)
-	r.buf = r.buf[2:]
-	return v
+	return 0
 }
 
 func (r *reader) u32() uint32 {
-	if len(r.buf) < 4 {
-		r.bad = true
-		r.buf = nil
-		return 0
+	if b := r.take(4); b != nil {
+		return binary.BigEndian.Uint32(b)
 	}
-	v := binary.BigEndian.Uint32(r.buf)
-	r.buf = r.buf[4:]
-	return v
+	return 0
 }
 
 func (r *reader) u64() uint64 {
-	if len(r.buf) < 8 {
-		r.bad = true
-		r.buf = nil
-		return 0
+	if b := r.take(8); b != nil {
+		return binary.BigEndian.Uint64(b)
 	}
-	v := binary.BigEndian.Uint64(r.buf)
-	r.buf = r.buf[8:]
-	return v
+	return 0
 }
 
 // bytes returns the next n bytes, aliasing the buffer.
 func (r *reader) bytes(n uint32) []byte {
 	if uint64(n) > uint64(len(r.buf)) {
+		r.bad = true
+		r.buf = nil
+		return nil
+	}
+	return r.take(int(n))
+}
+
+// take returns the next n bytes, aliasing the buffer, or nil (and sets bad) if fewer are left.
+func (r *reader) take(n int) []byte {
+	if len(r.buf) < n {
 		r.bad = true
 		r.buf = nil
 		return nil

@@ -264,16 +264,7 @@ func TestExactlyOnceRefusedRetryOfAnAppendedProduceEndsTheRunAndReplays(t *testi
 		if err := run2.stop(); err != nil {
 			t.Errorf("the restart's Run = %v after a cancel", err)
 		}
-		opts := append(h.netOpts(), kgo.SeedBrokers(h.kafka.ListenAddrs()...))
-		for topic, want := range map[string]int{"sim.t0": 1, simDLQ: 0} {
-			n := 0
-			if err := kafkatxn.ReadCommitted(context.Background(), opts, topic, func(*kgo.Record) { n++ }); err != nil {
-				t.Fatal(err)
-			}
-			if n != want {
-				t.Errorf("a read_committed reader sees %d records on %s, want %d", n, topic, want)
-			}
-		}
+		h.expectCommitted(t, map[string]int{"sim.t0": 1, simDLQ: 0})
 	})
 }
 
@@ -334,16 +325,7 @@ func TestExactlyOnceRefusedRecordOfATopicTheRelayMayNotReadIsDeadLettered(t *tes
 			t.Errorf("Run = %v after a cancel", err)
 		}
 		checking.Store(true)
-		opts := append(h.netOpts(), kgo.SeedBrokers(h.kafka.ListenAddrs()...))
-		for topic, want := range map[string]int{"sim.t0": 0, simDLQ: 1} {
-			n := 0
-			if err := kafkatxn.ReadCommitted(context.Background(), opts, topic, func(*kgo.Record) { n++ }); err != nil {
-				t.Fatal(err)
-			}
-			if n != want {
-				t.Errorf("a read_committed reader sees %d records on %s, want %d", n, topic, want)
-			}
-		}
+		h.expectCommitted(t, map[string]int{"sim.t0": 0, simDLQ: 1})
 	})
 }
 
@@ -428,7 +410,6 @@ func TestExactlyOnceQuietStreamCommitsWithoutWaitingForTheInterval(t *testing.T)
 		}
 		commit := h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Observe: true, Count: -1, When: commits})
 		r, run := runStreaming(t, h)
-		opts := append(h.netOpts(), kgo.SeedBrokers(h.kafka.ListenAddrs()...))
 		for i := range 3 {
 			h.commit(run.ctx, oneRow(int64(i+1)), 0)
 			end := h.committed[i].txn.EndLSN
@@ -436,11 +417,7 @@ func TestExactlyOnceQuietStreamCommitsWithoutWaitingForTheInterval(t *testing.T)
 			if took > time.Second {
 				t.Errorf("row %d: confirmed %s after its commit, with the Kafka transaction interval at 10 s: want it committed once decoded", i+1, took)
 			}
-			n := 0
-			if err := kafkatxn.ReadCommitted(context.Background(), opts, "sim.t0", func(*kgo.Record) { n++ }); err != nil {
-				t.Fatal(err)
-			}
-			if n != i+1 || commit.Hits() != i+1 {
+			if n := h.committedCount(t, "sim.t0"); n != i+1 || commit.Hits() != i+1 {
 				t.Errorf("after row %d: a read_committed reader sees %d records, Kafka took %d commits: want %d of each", i+1, n, commit.Hits(), i+1)
 			}
 		}
@@ -494,4 +471,25 @@ func TestExactlyOnceCaughtUpInsideATransactionWaitsForItsEnd(t *testing.T) {
 			t.Errorf("paused %v; %d commits, checkpoints %+v: want one, at %s or later, no split", paused.Load(), commit.Hits(), cps, end)
 		}
 	})
+}
+
+// committedCount is how many records a read_committed reader sees on topic.
+func (h *harness) committedCount(t *testing.T, topic string) int {
+	t.Helper()
+	n := 0
+	opts := append(h.netOpts(), kgo.SeedBrokers(h.kafka.ListenAddrs()...))
+	if err := kafkatxn.ReadCommitted(context.Background(), opts, topic, func(*kgo.Record) { n++ }); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// expectCommitted fails t unless a read_committed reader sees want[topic] records on each topic.
+func (h *harness) expectCommitted(t *testing.T, want map[string]int) {
+	t.Helper()
+	for topic, w := range want {
+		if n := h.committedCount(t, topic); n != w {
+			t.Errorf("a read_committed reader sees %d records on %s, want %d", n, topic, w)
+		}
+	}
 }
