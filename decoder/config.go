@@ -20,6 +20,10 @@ type Config struct {
 	// MessagePrefix is the prefix of pg_logical_emit_message events to publish; default "outbox".
 	// Messages with other prefixes are ignored.
 	MessagePrefix string
+	// IgnoreMessages passes over every logical message, whatever its prefix. PostgreSQL sends a
+	// message to every slot that asks for messages, whatever the publications' row filters, so
+	// of an outbox split into shards only shard 0 publishes messages and the others set this.
+	IgnoreMessages bool
 	// NullPayload says what a row with a NULL payload becomes: a bad row (the zero value,
 	// outbox.NullPayloadDeadLetter) or a tombstone, an event with a nil Payload.
 	NullPayload outbox.NullPayload

@@ -60,6 +60,7 @@ type Decoder struct {
 	topic       string              // Config.Topic
 	prefix      string              // logical message prefix
 	msgRelation string              // "message:<prefix>"
+	noMsgs      bool                // Config.IgnoreMessages
 	tables      map[string]struct{} // nil: every relation
 	tombstones  bool                // Config.NullPayload: a NULL payload is a nil Payload, not a bad row
 	rels        map[uint32]*relation
@@ -86,6 +87,7 @@ func New(cfg Config) (*Decoder, error) {
 		names:  names(cfg.Columns),
 		topic:  cfg.Topic,
 		prefix: cfg.MessagePrefix,
+		noMsgs: cfg.IgnoreMessages,
 		rels:   make(map[uint32]*relation),
 
 		tombstones: cfg.NullPayload.Tombstone(),

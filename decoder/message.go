@@ -38,7 +38,7 @@ func (d *Decoder) logicalMessage(walStart pglogrepl.LSN, r *reader) (Output, err
 	if !r.done() {
 		return Output{}, protocolError(walStart, pglogrepl.MessageTypeMessage, errTruncated)
 	}
-	if string(prefix) != d.prefix {
+	if d.noMsgs || string(prefix) != d.prefix {
 		return Output{}, nil
 	}
 	transactional := flags&1 != 0

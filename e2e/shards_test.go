@@ -131,8 +131,8 @@ func TestShardRelaysSurviveKill9OfOneAndPublishEachKeyThroughItsShard(t *testing
 		n := shardsSeen(recs, nil)
 		return n[0] > 20 && n[1] > 20 && n[2] > 20
 	})
-	if !strings.Contains(relays[0].Output(), "logical messages (pg_logical_emit_message) are not") {
-		t.Errorf("a shard relay does not warn that logical messages reach every shard:\n%s", relays[0].Output())
+	if !strings.Contains(relays[0].Output(), "shard 0 publishes them all") {
+		t.Errorf("a shard relay does not say where logical messages go:\n%s", relays[0].Output())
 	}
 	relays[1].Kill(t, 30*time.Second)
 	before := map[string]bool{}
@@ -179,6 +179,64 @@ func TestShardRelaysSurviveKill9OfOneAndPublishEachKeyThroughItsShard(t *testing
 			shardsWithProducers, len(byProducer))
 	}
 	t.Logf("%d rows committed, %d records, %d duplicates (shard 1's replay), producers per shard %v", len(w.Committed()), len(recs), dups, shardsWithProducers)
+}
+
+// PostgreSQL sends a logical message to every slot whatever the publications' row filters, so
+// of two shard relays only shard 0's publishes it: each message reaches Kafka once, and both
+// slots are confirmed past the messages (shard 1 passed over them, it did not stall on them).
+func TestShardsPublishEachLogicalMessageOnceThroughShardZero(t *testing.T) {
+	t.Parallel()
+	f := testenv.NewFixture(t)
+	bin := testenv.Binary(t, true)
+	env := []string{"CDC_RELAY_SLOT=" + f.Slot, "CDC_RELAY_PUBLICATION=" + f.Publication}
+	createShards(t, f, bin, env, 2)
+	cons := testenv.Consume(t, f.Topic)
+	prefix := f.Name // every slot of the database receives every message: a prefix of this test's own
+	for i := range 2 {
+		testenv.Start(t, bin, env, "run", "--dlq-topic", f.DLQ, "--status-interval", "200ms", "--message-prefix", prefix, "--shard", fmt.Sprintf("%d/2", i))
+	}
+	ctx := context.Background()
+	const messages = 20
+	for i := range messages {
+		content := fmt.Sprintf(`{"id": "msg-%d", "key": "m%d", "topic": %q, "payload": {"n": %d}}`, i, i%7, f.Topic, i)
+		if _, err := f.Pool.Exec(ctx, `SELECT pg_logical_emit_message(true, $1, $2::text)`, prefix, content); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Rows of both shards after the messages: once every row is on the topic and both slots
+	// are confirmed past them, both relays have read the messages.
+	w := testenv.NewWriter(f.Pool, f.Table, f.Topic)
+	for range 20 {
+		if err := w.Tx(ctx, 2, 40); err != nil {
+			t.Fatal(err)
+		}
+	}
+	written := f.CurrentWAL(t)
+	cons.WaitFor(t, 90*time.Second, "every row and every message", func(recs []*kgo.Record) bool {
+		got := ids(recs)
+		for i := range messages {
+			if got[fmt.Sprintf("msg-%d", i)] == 0 {
+				return false
+			}
+		}
+		return testenv.HasAll(w.Committed())(recs)
+	})
+	for _, sh := range slotstore.AllShards(2) {
+		testenv.Eventually(t, 60*time.Second, sh.Slot(f.Slot)+" confirmed past the messages and rows", func() bool {
+			var ok bool
+			err := f.Pool.QueryRow(ctx, `SELECT confirmed_flush_lsn >= $2::pg_lsn FROM pg_replication_slots WHERE slot_name = $1`, sh.Slot(f.Slot), written.String()).Scan(&ok)
+			return err == nil && ok
+		})
+	}
+	recs := cons.WaitFor(t, 60*time.Second, "every record on the topic", func(recs []*kgo.Record) bool {
+		return int64(len(recs)) >= testenv.EndOffset(t, f.Topic)
+	})
+	got := ids(recs)
+	for i := range messages {
+		if n := got[fmt.Sprintf("msg-%d", i)]; n != 1 {
+			t.Errorf("message msg-%d published %d times, want once (by shard 0 only)", i, n)
+		}
+	}
 }
 
 // slot create --shards refuses a server without row filters (PostgreSQL 14) with exit code 2

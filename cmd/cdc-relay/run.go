@@ -146,7 +146,7 @@ func (f *runFlags) parse(fs *flag.FlagSet, args []string) error {
 	if len(f.pubs) == 0 {
 		return usageErr("--publication is required (or set CDC_RELAY_PUBLICATION)")
 	}
-	if err := f.shard.applyRun(&f.c, &f.pubs); err != nil {
+	if err := f.shard.applyRun(&f.c, &f.pubs, &f.dcfg); err != nil {
 		return err
 	}
 	if err := f.prof.apply(fs, &f.dcfg); err != nil {

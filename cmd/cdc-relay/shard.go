@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/cdc-relay/cdc-relay/decoder"
 	"github.com/cdc-relay/cdc-relay/outbox"
 	"github.com/cdc-relay/cdc-relay/slotstore"
 )
@@ -50,11 +51,14 @@ func (s *shardFlag) parse() error {
 }
 
 // applyRun parses --shard and, when given, replaces the slot and every publication with the
-// shard's, checking the names they make.
-func (s *shardFlag) applyRun(c *common, pubs *listFlag) error {
+// shard's, checking the names they make. Logical messages are not split by the row filters
+// (PostgreSQL sends each to every slot), so only shard 0 publishes them: the others' decoders
+// pass over them.
+func (s *shardFlag) applyRun(c *common, pubs *listFlag, dcfg *decoder.Config) error {
 	if err := s.parse(); err != nil || s.shard == nil {
 		return err
 	}
+	dcfg.IgnoreMessages = s.shard.Index != 0
 	s.baseSlot, s.basePubs = c.slot, append([]string(nil), (*pubs)...)
 	c.slot = s.shard.Slot(c.slot)
 	if err := slotstore.ValidateName("slot", c.slot); err != nil {
@@ -72,8 +76,8 @@ func (s *shardFlag) applyRun(c *common, pubs *listFlag) error {
 
 // checkPublications refuses, before run streams, a shard publication without the shard's
 // row filter: its slot would carry other shards' rows, which their relays publish too. It
-// warns that logical messages are not sharded: PostgreSQL sends each to every slot, so every
-// shard's relay publishes each one.
+// says where logical messages go: PostgreSQL sends each to every shard's slot, and shard 0
+// publishes them.
 func (s *shardFlag) checkPublications(ctx context.Context, conn *pgx.Conn, pubs []string, keyColumn, messagePrefix string, log *slog.Logger) error {
 	if s.shard == nil {
 		return nil
@@ -83,9 +87,10 @@ func (s *shardFlag) checkPublications(ctx context.Context, conn *pgx.Conn, pubs 
 			return shardErr(err)
 		}
 	}
-	log.Warn("sharded: outbox rows are split by the publications' row filters, but logical messages (pg_logical_emit_message) are not: "+
-		"PostgreSQL sends each to every shard's slot, and every shard's relay publishes it; write outbox rows, not messages, to a sharded outbox",
-		"shard", s.shard.String(), "message_prefix", cmp.Or(messagePrefix, "outbox"))
+	log.Info("sharded: outbox rows are split by the publications' row filters; logical messages (pg_logical_emit_message) are not split "+
+		"(PostgreSQL sends each to every shard's slot), so shard 0 publishes them all and the others pass over them: "+
+		"a message and a row of the same key keep their order only when both are in shard 0",
+		"shard", s.shard.String(), "message_prefix", cmp.Or(messagePrefix, "outbox"), "publishes_messages", s.shard.Index == 0)
 	return nil
 }
 
