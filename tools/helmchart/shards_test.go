@@ -193,6 +193,16 @@ func TestShardsRenderOnePairPerShard(t *testing.T) {
 		if got, want := fmt.Sprint(envOf(job.Containers[0])), fmt.Sprint(envOf(plain.job.Spec.Template.Spec.Containers[0])); got != want {
 			t.Errorf("%s: slot Job environment\n%s\nwant the unsharded one's\n%s", file, got, want)
 		}
+		// The key column the shards hash is run's: with a profile or a column of its own,
+		// the Job passes them (unsharded, slot create refuses them).
+		m, err := render(t, readValues(t, file, map[string]any{"shards": n, "relay": map[string]any{"column-aggregate-id": "order_id", "profile": "debezium"}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		keyed := envOf(decodeAll(t, file+" keyed", m).jobs[0].Spec.Template.Spec.Containers[0])
+		if keyed["CDC_RELAY_COLUMN_AGGREGATE_ID"] != "order_id" || keyed["CDC_RELAY_PROFILE"] != "debezium" {
+			t.Errorf("%s: the slot Job's key column %q and profile %q, want run's (order_id, debezium)", file, keyed["CDC_RELAY_COLUMN_AGGREGATE_ID"], keyed["CDC_RELAY_PROFILE"])
+		}
 		if len(job.InitContainers) != 0 {
 			t.Errorf("%s: the install's slot Job checks %d slots first, want none (they may not exist yet)", file, len(job.InitContainers))
 		}

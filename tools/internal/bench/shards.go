@@ -374,6 +374,13 @@ func (e *env) shardDrain(ctx context.Context, label string, f *fixture, count in
 		r.relayCPU += p.cpu()
 	}
 	procs = nil
+	// Each row is in exactly one shard: more records than rows after a clean drain means
+	// shards that overlap (or a relay that ignored its shard), and a rate of duplicates.
+	if held, err := e.endOffsets(ctx, topic); err != nil {
+		return shardRun{}, err
+	} else if held != int64(n) {
+		return shardRun{}, fmt.Errorf("bench: %d shards published %d records for %d rows: every row must be in exactly one shard", count, held, n)
+	}
 	var wal time.Duration
 	for _, c := range r.walCPU {
 		wal += c
