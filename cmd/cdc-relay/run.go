@@ -106,6 +106,7 @@ type runFlags struct {
 	delivery     deliveryFlags
 	prof         profileFlags
 	values       valueFlags
+	shard        shardFlag
 }
 
 func (f *runFlags) register(fs *flag.FlagSet) {
@@ -133,6 +134,8 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	f.values.register(fs)
 	f.ops.registerMetrics(fs)
 	f.ops.registerSlot(fs)
+	f.shard.register(fs, "stream the shard's slot and publications, <slot>_s<I>of<N> and <publication>_s<I>of<N> (made by slot create --shards N), "+
+		"so the transactional id, the hold on the slot and the metrics are the shard's")
 }
 
 // parse reads the flags and twins and checks what needs no service (usage errors, exit 2).
@@ -142,6 +145,9 @@ func (f *runFlags) parse(fs *flag.FlagSet, args []string) error {
 	}
 	if len(f.pubs) == 0 {
 		return usageErr("--publication is required (or set CDC_RELAY_PUBLICATION)")
+	}
+	if err := f.shard.applyRun(&f.c, &f.pubs); err != nil {
+		return err
 	}
 	if err := f.prof.apply(fs, &f.dcfg); err != nil {
 		return err
@@ -222,7 +228,7 @@ func (f *runFlags) preflight(ctx context.Context, fs *flag.FlagSet, log *slog.Lo
 					return false, promotedSlotAdvice(ctx, &f.c, f.c.slot, f.pubs, f.tables, tl)
 				}
 			}
-			return false, slotErr(err)
+			return false, f.shard.explain(slotErr(err))
 		}
 		if st.Publication != nil {
 			published = append(published, st.Publication.Tables...)
@@ -233,6 +239,9 @@ func (f *runFlags) preflight(ctx context.Context, fs *flag.FlagSet, log *slog.Lo
 		}
 	}
 	if err := checkTables(f.tables, published, f.pubs); err != nil {
+		return false, err
+	}
+	if err := f.shard.checkPublications(ctx, conn, f.pubs, f.dcfg.Columns.WithDefaults().AggregateID); err != nil {
 		return false, err
 	}
 	streamed := published
