@@ -18,7 +18,7 @@ import (
 
 // shardsUsage is `cdc-bench shards -h`'s first lines.
 const shardsUsage = `usage: cdc-bench shards [--rows 200000] [--tx-size 1] [--shards 1,2,4] [--filter-rows N] [--repeats 3] [--out results]
-drains one backlog with 1, 2 and 4 shards side by side (slot create --shards N, then N relays
+drains a backlog with 1, 2 and 4 shards side by side (slot create --shards N, then N relays
 run --shard I/N on one topic), interleaved, and prints each count's rows/s, each walsender's and
 the relays' CPU per 10,000 rows; then what a shard's row filter costs a walsender for the rows it
 skips against the rows it sends (pg_recvlogical on a backlog of one key)

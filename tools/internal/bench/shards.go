@@ -239,59 +239,54 @@ func (e *env) waitFlushed(ctx context.Context) (string, error) {
 	})
 }
 
-// shardDrains writes the backlog with every shard count's slots in place, then drains it with
-// each count's relays, Repeats rounds in a rotating order.
+// shardDrains drains Repeats backlogs, one per round: each round makes every shard count's
+// slots, writes the backlog, then drains it with each count in a rotating order. A round at
+// a time, so that the slots alive at once are one round's (max_replication_slots).
 func (e *env) shardDrains(ctx context.Context, sc ShardsConfig, rep *ShardsReport) error {
 	defer e.cleanupTo(e.mark())
 	n := sc.Rows
+	need := 0
+	for _, count := range sc.Shards {
+		need += max(count, 1)
+	}
+	if err := e.freeSlots(ctx, need); err != nil {
+		return err
+	}
 	f, err := e.newFixture(ctx, "shards")
 	if err != nil {
 		return err
 	}
-	slots := map[int][][]string{} // shard count -> repeat -> the shards' slots
+	runs := map[int][]shardRun{}
 	for k := 0; k < sc.Repeats; k++ {
+		// The slots precede the round's rows and follow the last round's: each decodes
+		// exactly this round's backlog.
+		slots := map[int][]string{}
 		for _, count := range sc.Shards {
 			s, err := e.shardSlots(ctx, f, shardsSlotBase(f, count, k), count)
 			if err != nil {
 				return err
 			}
-			slots[count] = append(slots[count], s)
+			slots[count] = s
 		}
-	}
-	phase := fmt.Sprintf("shards: %d rows in %d-row transactions", n, sc.TxSize)
-	e.progress("%s: writing", phase)
-	start := time.Now()
-	var last atomic.Int64
-	err = backlogLoad(ctx, e.pool, f, n, sc.TxSize, 0, func(done int) {
-		if now := time.Now().UnixNano(); now-last.Load() >= int64(time.Second) || done >= n {
-			last.Store(now)
-			e.progress("%s: %d/%d rows written", phase, done, n)
+		phase := fmt.Sprintf("shards: %d rows in %d-row transactions (round %d/%d)", n, sc.TxSize, k+1, sc.Repeats)
+		if _, err := e.writeBacklog(ctx, phase, func(progress func(int)) error {
+			return backlogLoad(ctx, e.pool, f, n, sc.TxSize, 0, progress)
+		}, n); err != nil {
+			return err
 		}
-	})
-	if err != nil {
-		return err
-	}
-	end, err := e.waitFlushed(ctx)
-	if err != nil {
-		return err
-	}
-	e.progress("%s: written in %.1fs, WAL end %s", phase, time.Since(start).Seconds(), end)
-
-	runs := map[int][]shardRun{}
-	for k := 0; k < sc.Repeats; k++ {
 		for i := range sc.Shards {
 			count := sc.Shards[(i+k)%len(sc.Shards)]
-			label := fmt.Sprintf("%s: %d shards (%d/%d)", phase, count, k+1, sc.Repeats)
+			label := fmt.Sprintf("%s: %d shards", phase, count)
 			topic := fmt.Sprintf("%s.n%d.%d", f.topic, count, k)
 			if err := e.createTopic(ctx, topic); err != nil {
 				return err
 			}
-			r, err := e.shardDrain(ctx, label, f, count, shardsSlotBase(f, count, k), slots[count][k], topic, n)
+			r, err := e.shardDrain(ctx, label, f, count, shardsSlotBase(f, count, k), slots[count], topic, n)
 			if err != nil {
 				return err
 			}
 			runs[count] = append(runs[count], r)
-			for _, s := range slots[count][k] {
+			for _, s := range slots[count] {
 				e.dropSlot(ctx, s) // drained: its WAL is no longer needed
 			}
 		}
@@ -300,6 +295,42 @@ func (e *env) shardDrains(ctx context.Context, sc ShardsConfig, rep *ShardsRepor
 		rep.Drains = append(rep.Drains, summarizeShards(count, n, runs[count]))
 	}
 	return nil
+}
+
+// freeSlots fails, saying what to change, when the server has fewer than need replication
+// slots free (max_replication_slots less the slots that exist).
+func (e *env) freeSlots(ctx context.Context, need int) error {
+	var max, used int
+	if err := e.pool.QueryRow(ctx, `SELECT current_setting('max_replication_slots')::int, (SELECT count(*) FROM pg_replication_slots)`).Scan(&max, &used); err != nil {
+		return err
+	}
+	if max-used < need {
+		return fmt.Errorf("bench: the shard counts need %d replication slots at once and the server has %d free (max_replication_slots %d, %d in use): compare fewer shard counts, or raise max_replication_slots", need, max-used, max, used)
+	}
+	return nil
+}
+
+// writeBacklog runs write (n rows), printing its progress under phase, waits for the WAL to
+// be flushed and returns its end.
+func (e *env) writeBacklog(ctx context.Context, phase string, write func(progress func(int)) error, n int) (string, error) {
+	e.progress("%s: writing", phase)
+	start := time.Now()
+	var last atomic.Int64
+	err := write(func(done int) {
+		if now := time.Now().UnixNano(); now-last.Load() >= int64(time.Second) || done >= n {
+			last.Store(now)
+			e.progress("%s: %d/%d rows written", phase, done, n)
+		}
+	})
+	if err != nil {
+		return "", err
+	}
+	end, err := e.waitFlushed(ctx)
+	if err != nil {
+		return "", err
+	}
+	e.progress("%s: written in %.1fs, WAL end %s", phase, time.Since(start).Seconds(), end)
+	return end, nil
 }
 
 // shardsSlotBase is the slot (shards: the slots' base) of shard count count's drain k.
@@ -435,12 +466,15 @@ func summarizeShards(count, n int, runs []shardRun) ShardsResult {
 	return r
 }
 
-// filterCost writes FilterRows rows that all have one key, then streams them with
-// pg_recvlogical through the plain publication, the key's shard's (of 2) and the other
-// shard's, Repeats rounds in a rotating order, measuring each walsender's CPU.
+// filterCost streams Repeats backlogs of FilterRows rows that all have one key, one per
+// round, with pg_recvlogical through the plain publication, the key's shard's (of 2) and the
+// other shard's, in a rotating order, measuring each walsender's CPU.
 func (e *env) filterCost(ctx context.Context, sc ShardsConfig, rep *ShardsReport) error {
 	defer e.cleanupTo(e.mark())
 	n := sc.FilterRows
+	if err := e.freeSlots(ctx, len(FilterCases)); err != nil {
+		return err
+	}
 	f, err := e.newFixture(ctx, "shardfilter")
 	if err != nil {
 		return err
@@ -460,7 +494,7 @@ func (e *env) filterCost(ctx context.Context, sc ShardsConfig, rep *ShardsReport
 	if err := e.createPublication(ctx, f); err != nil {
 		return err
 	}
-	slots := map[string][]string{}
+	runs := map[string][]drainRun{}
 	for k := 0; k < sc.Repeats; k++ {
 		// slot create --shards 2 makes both shards' publications (the first time) and slots;
 		// the plain publication's slot is made with SQL.
@@ -468,36 +502,30 @@ func (e *env) filterCost(ctx context.Context, sc ShardsConfig, rep *ShardsReport
 		if err != nil {
 			return err
 		}
-		slots[FilterPass] = append(slots[FilterPass], s[keyShard])
-		slots[FilterSkip] = append(slots[FilterSkip], s[1-keyShard])
 		plain := fmt.Sprintf("%s_r%d_plain", f.base, k)
 		if err := e.createPlainSlot(ctx, plain); err != nil {
 			return err
 		}
-		slots[FilterNone] = append(slots[FilterNone], plain)
-	}
-	phase := fmt.Sprintf("shard filter: %d rows of one key in %d-row transactions", n, sc.TxSize)
-	e.progress("%s: writing", phase)
-	start := time.Now()
-	if err := oneKeyLoad(ctx, e, f, key, n, sc.TxSize); err != nil {
-		return err
-	}
-	end, err := e.waitFlushed(ctx)
-	if err != nil {
-		return err
-	}
-	e.progress("%s: written in %.1fs, WAL end %s", phase, time.Since(start).Seconds(), end)
-	runs := map[string][]drainRun{}
-	for k := 0; k < sc.Repeats; k++ {
+		slots := map[string]string{FilterNone: plain, FilterPass: s[keyShard], FilterSkip: s[1-keyShard]}
+		phase := fmt.Sprintf("shard filter: %d rows of one key in %d-row transactions (round %d/%d)", n, sc.TxSize, k+1, sc.Repeats)
+		end, err := e.writeBacklog(ctx, phase, func(progress func(int)) error {
+			err := oneKeyLoad(ctx, e, f, key, n, sc.TxSize)
+			if err == nil {
+				progress(n)
+			}
+			return err
+		}, n)
+		if err != nil {
+			return err
+		}
 		for i := range FilterCases {
 			c := FilterCases[(i+k)%len(FilterCases)]
-			label := fmt.Sprintf("%s: %s (%d/%d)", phase, c, k+1, sc.Repeats)
-			r, err := e.recvLogical(ctx, label, pubs[c], slots[c][k], end, n)
+			r, err := e.recvLogical(ctx, fmt.Sprintf("%s: %s", phase, c), pubs[c], slots[c], end, n)
 			if err != nil {
 				return err
 			}
 			runs[c] = append(runs[c], r)
-			e.dropSlot(ctx, slots[c][k])
+			e.dropSlot(ctx, slots[c])
 		}
 	}
 	for _, c := range FilterCases {

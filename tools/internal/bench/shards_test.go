@@ -110,7 +110,10 @@ func TestRunShards(t *testing.T) {
 	testenv.Require(t, "PostgreSQL and Kafka", "CDC_RELAY_PG_URL", "CDC_RELAY_BROKERS")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	sc := ShardsConfig{Rows: 2000, Repeats: 1, Shards: []int{1, 2, 0}, Config: Config{OutDir: t.TempDir(), Progress: testWriter{t}, DrainTimeout: time.Minute}}
+	// The filter's backlog is larger: a walsender that skips 2,000 rows is done within one
+	// sample of its CPU (every 50 ms, in ticks of 10 ms).
+	sc := ShardsConfig{Rows: 2000, FilterRows: 20_000, Repeats: 1, Shards: []int{1, 2, 0},
+		Config: Config{OutDir: t.TempDir(), Progress: testWriter{t}, DrainTimeout: time.Minute}}
 	rep, err := RunShards(ctx, sc)
 	if err != nil {
 		t.Fatal(err)
@@ -134,7 +137,7 @@ func TestRunShards(t *testing.T) {
 	var cases []string
 	for _, f := range rep.Filter {
 		cases = append(cases, f.Case)
-		if f.Rows != 2000 || f.Elapsed <= 0 || f.WalsenderCPU == nil || *f.WalsenderCPU <= 0 {
+		if f.Rows != 20_000 || f.Elapsed <= 0 || f.WalsenderCPU == nil || *f.WalsenderCPU <= 0 {
 			t.Errorf("%s: %+v", f.Case, f)
 		}
 	}
@@ -151,6 +154,10 @@ func TestRunShards(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.close()
+	// More shards than the server has slots for is refused before anything is made.
+	if err := e.freeSlots(ctx, 10_000); err == nil || !strings.Contains(err.Error(), "raise max_replication_slots") {
+		t.Errorf("10,000 slots: %v", err)
+	}
 	like := strings.ReplaceAll(rep.Prefix, "_", `\_`) + `\_%`
 	var left int
 	err = e.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM pg_class WHERE relname LIKE $1)
