@@ -366,7 +366,7 @@ func checkEnv(t *testing.T, what string, cs []corev1.Container, twins map[string
 // the ones the chart sets itself, so a typo is refused at install and a new flag of run fails
 // here until the chart can set it.
 func TestValuesSchemaNamesRunsFlags(t *testing.T) {
-	chartSets := map[string]bool{"metrics-addr": true, "shutdown-timeout": true, "pg-password-file": true,
+	chartSets := map[string]bool{"shard": true, "metrics-addr": true, "shutdown-timeout": true, "pg-password-file": true,
 		"kafka-password": true, "kafka-password-file": true, "kafka-ca-file": true, "kafka-cert-file": true, "kafka-key-file": true}
 	var schema struct {
 		Properties struct {

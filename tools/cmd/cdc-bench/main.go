@@ -27,6 +27,11 @@
 //
 // compares json, avro and protobuf values and each compression codec side by side
 // (docs/benchmark.md, "Value formats and compression").
+//
+//	go run ./cmd/cdc-bench shards [--rows 200000] [--shards 1,2,4] [--repeats 3]
+//
+// drains one backlog with 1, 2 and 4 shards side by side, and measures what a shard's row
+// filter costs a walsender (docs/benchmark.md, "Shards").
 package main
 
 import (
@@ -60,6 +65,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if len(args) > 0 && args[0] == "values" {
 		return values(args[1:], stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "shards" {
+		return shards(args[1:], stdout, stderr)
 	}
 	var (
 		cfg     bench.Config

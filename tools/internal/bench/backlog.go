@@ -158,7 +158,7 @@ func (e *env) backlog(ctx context.Context, txSize, payload, n int) ([]BacklogRes
 			var err error
 			switch {
 			case name == RecvLogical:
-				r, err = e.recvLogical(ctx, label, f, slots[name][k], end, n)
+				r, err = e.recvLogical(ctx, label, f.base, slots[name][k], end, n)
 			case name == RawProducer:
 				topic := fmt.Sprintf("%s.%s.%d", f.topic, slug(name), k)
 				if err := e.createTopic(ctx, topic); err != nil {
@@ -265,13 +265,13 @@ ANALYZE `+c.outbox)
 	return &c, nil
 }
 
-// recvLogical times pg_recvlogical streaming the backlog to /dev/null up to end, and the CPU
-// time of its walsender until it exits.
-func (e *env) recvLogical(ctx context.Context, label string, f *fixture, slot, end string, n int) (drainRun, error) {
+// recvLogical times pg_recvlogical streaming the backlog to /dev/null up to end through the
+// publication pub, and the CPU time of its walsender until it exits.
+func (e *env) recvLogical(ctx context.Context, label string, pub, slot, end string, n int) (drainRun, error) {
 	e.pauseWorkers(Publisher{})
 	p, err := startProc(RecvLogical, filepath.Join(e.logDir, "backlog-"+slot+".log"), nil, filepath.Join(e.cfg.PGBin, RecvLogical),
 		"-d", e.cfg.PGURL, "--slot", slot, "--start", "--no-loop", "--endpos", end,
-		"-o", "proto_version=1", "-o", "publication_names="+f.base, "-f", "/dev/null")
+		"-o", "proto_version=1", "-o", "publication_names="+pub, "-f", "/dev/null")
 	if err != nil {
 		return drainRun{}, err
 	}

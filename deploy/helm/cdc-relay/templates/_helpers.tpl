@@ -28,6 +28,40 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end -}}
 
+{{/*
+The relay pairs to render, as JSON: one per shard (shards: N renders N, each named
+<fullname>-s<I>of<N> with `run --shard I/N`, so each has its own slot <slot>_s<I>of<N> and with
+it its own standby lock, transactional id and metrics), or the one unsharded pair (shards: 0),
+named and labelled as before shards existed. label is the pair's cdc-relay/shard label ("" for
+the unsharded one).
+*/}}
+{{- define "cdc-relay.pairs" -}}
+{{- $n := int .Values.shards -}}
+{{- if or (lt $n 0) (gt $n 64) -}}
+{{- fail (printf "shards %d: want 0 (not sharded) or 1 to 64" $n) -}}
+{{- end -}}
+{{- $full := include "cdc-relay.fullname" . -}}
+{{- $out := list -}}
+{{- if eq $n 0 -}}
+{{- $out = append $out (dict "name" $full "shard" "" "label" "" "index" 0) -}}
+{{- else -}}
+{{- range $i := until $n -}}
+{{- $label := printf "s%dof%d" $i $n -}}
+{{- $name := printf "%s-%s" ($full | trunc (int (sub 62 (len $label))) | trimSuffix "-") $label -}}
+{{- $out = append $out (dict "name" $name "shard" (printf "%d/%d" $i $n) "label" $label "index" $i) -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $out -}}
+{{- end -}}
+
+{{/* The selector labels of one pair's pods: the release's, and the shard's when sharded. */}}
+{{- define "cdc-relay.pairSelectorLabels" -}}
+{{ include "cdc-relay.selectorLabels" .root }}
+{{- with .pair.label }}
+cdc-relay/shard: {{ . }}
+{{- end }}
+{{- end -}}
+
 {{- define "cdc-relay.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create -}}
 {{- default (include "cdc-relay.fullname" .) .Values.serviceAccount.name -}}
