@@ -24,7 +24,13 @@ type Config struct {
 	// Default 32 MiB.
 	MaxBufferedBytes int
 	// Linger is how long a partition waits for more records before a request is built.
-	// Default 0: franz-go batches whatever accumulates while earlier requests are in flight.
+	// Default 0: each record is sent at once. The idempotent producer keeps up to five
+	// requests in flight per broker (franz-go allows no fewer with idempotence), so records
+	// share a request only when five are in flight or they were produced together: at a
+	// steady load of one-row transactions, which arrive one at a time, most go in a request
+	// of their own. A linger trades latency for fewer requests; Go's timers wake an idle
+	// process at millisecond granularity, so a linger under 1ms costs about as much as 1ms
+	// (docs/benchmark.md).
 	Linger time.Duration
 	// UnknownTopicRetries is how many times a record to a topic Kafka does not know is
 	// retried before it fails (and is dead-lettered). Default 8; -1 retries forever.

@@ -126,7 +126,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.scfg.BatchMaxBytes, "batch-max-bytes", sink.DefaultBatchMaxBytes, "largest record batch; each topic's batches are also capped at its max.message.bytes")
 	fs.IntVar(&f.scfg.MaxBufferedRecords, "max-buffered-records", 10_000, "records the producer may hold before reading pauses")
 	fs.IntVar(&f.scfg.MaxBufferedBytes, "max-buffered-bytes", 32<<20, "bytes the producer may hold before reading pauses")
-	fs.DurationVar(&f.scfg.Linger, "linger", 0, "how long a partition waits for more records before sending")
+	fs.DurationVar(&f.scfg.Linger, "linger", 0, "how long a partition waits for more records before sending: 0 sends each record at once (at a steady load, most records in a produce request of their own); a linger sends fewer, fuller requests for up to that much latency more, and one under 1ms costs about as much as 1ms (docs/benchmark.md)")
 	fs.StringVar(&f.scfg.ClientID, "kafka-client-id", "cdc-relay", "Kafka client id")
 	fs.DurationVar(&f.rcfg.StartupTimeout, "kafka-timeout", 10*time.Second, "how long each attempt to reach Kafka at startup waits before the relay warns and tries again (it waits as long as it takes)")
 	fs.DurationVar(&f.rcfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a stop waits, from the signal, for Kafka to acknowledge what it holds (and for an exactly-once commit in flight)")
