@@ -241,7 +241,7 @@ func (g *payloadGen) value(s avro.Schema, depth int) string {
 		types := s.(*avro.UnionSchema).Types()
 		b := types[g.rng.IntN(len(types))]
 		v := g.value(b, depth+1)
-		if b.Type() != avro.Null && g.rng.IntN(3) == 0 {
+		if g.rng.IntN(3) == 0 {
 			return "{" + strconv.Quote(avroTypeName(b)) + ":" + v + "}"
 		}
 		return v
