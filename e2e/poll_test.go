@@ -304,7 +304,9 @@ func TestPollKeepsABatchRefusedAsTooLargePending(t *testing.T) {
 	lim := e.F.Name + ".lim"
 	testenv.CreateTopicWithConfig(t, lim, 1, map[string]string{"max.message.bytes": "100000"})
 	dlq := testenv.Consume(t, e.F.DLQ)
-	p := e.Start(t, nil, "--linger", "300ms") // a cycle's records go in one batch
+	// A cycle's records go in one batch, sent uncompressed: the broker measures the batch as sent,
+	// and the repeated payloads would compress under the lowered limit.
+	p := e.Start(t, nil, "--linger", "300ms", "--compression", "none")
 	payload := `{"p": "` + strings.Repeat("x", 1000) + `"}`
 	e.F.Insert(t, false, testenv.Row{Key: "k", Topic: lim, Payload: payload})
 	testenv.Eventually(t, 30*time.Second, "the first row published (the poller read the topic's limit)", func() bool { return e.pending(t) == 0 })

@@ -20,7 +20,14 @@ import (
 // or in Avro's JSON encoding ({"branch": value}); bytes and fixed are strings of code points
 // 0-255 (Avro's JSON encoding); a missing field takes its default. A field the schema does not
 // have, a value of the wrong type or out of range, does not fit.
-type avroCodec struct{ schema avro.Schema }
+//
+// Most payloads are written by the schema's compiled plan (avrofast.go), straight from the
+// JSON; one the plan does not take goes the general way below (avroNative, then hamba/avro),
+// which writes the same bytes or says what does not fit.
+type avroCodec struct {
+	schema avro.Schema
+	plan   *avroPlan // nil when the schema has a type only the general way writes
+}
 
 func newAvroCodec(text string) (*avroCodec, error) {
 	// A cache of its own: named types of different subjects never meet.
@@ -28,10 +35,22 @@ func newAvroCodec(text string) (*avroCodec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parsing the Avro schema: %w", err)
 	}
-	return &avroCodec{schema: s}, nil
+	return &avroCodec{schema: s, plan: newAvroPlan(s)}, nil
 }
 
 func (c *avroCodec) encode(dst, payload []byte) ([]byte, error) {
+	if c.plan != nil {
+		if out, ok := c.plan.encode(dst, payload); ok {
+			return out, nil
+		}
+		// What the plan wrote past len(dst) is dropped: the general way appends over it.
+	}
+	return c.encodeGeneral(dst, payload)
+}
+
+// encodeGeneral is the general way: the payload decoded into Go values, checked against the
+// schema and encoded by hamba/avro.
+func (c *avroCodec) encodeGeneral(dst, payload []byte) ([]byte, error) {
 	v, err := decodeJSON(payload)
 	if err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -39,6 +40,7 @@ type dlFlags struct {
 	dryRun       bool
 	unclassified bool
 	readTimeout  time.Duration
+	compression  compressionFlag // replay: the codec of the batches it sends
 
 	sel deadletters.Selection
 }
@@ -68,6 +70,7 @@ func (f *dlFlags) register(fs *flag.FlagSet, sub string) {
 		fs.BoolVar(&f.all, "all", false, "every waiting letter (else a selection is required)")
 		fs.BoolVar(&f.dryRun, "dry-run", false, "only say what would be done")
 		if sub == "replay" {
+			f.compression.register(fs)
 			fs.BoolVar(&f.unclassified, "replay-unclassified", false, "also replay letters an older relay parked without a class (reason \"unclassified\"): any of them may be a bad row; check them with show first")
 		}
 	}
@@ -98,6 +101,11 @@ func (f *dlFlags) validate(sub string) error {
 		errs = append(errs, errors.New("--brokers is required (or set CDC_RELAY_BROKERS)"))
 	} else if err := checkBrokers(f.brokers); err != nil {
 		errs = append(errs, err)
+	}
+	if sub == "replay" {
+		if _, err := f.compression.opts(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	sel, err := f.selection(sub, time.Now())
 	if err != nil {
@@ -257,7 +265,11 @@ func cmdDeadLetters(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	scfg.MaxBufferedBytes = max(32<<20, 2*biggest+1<<20)
 	scfg.UnknownTopicRetries = 2
-	scfg.Opts = kopts[1:] // the security options and the log, without the seed brokers (scfg.Brokers)
+	copts, err := f.compression.opts()
+	if err != nil {
+		return err
+	}
+	scfg.Opts = slices.Concat(kopts[1:], copts) // the security options and the log, without the seed brokers (scfg.Brokers)
 	s, err := sink.New(scfg)
 	if err != nil {
 		return &usageError{err}

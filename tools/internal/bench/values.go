@@ -28,7 +28,7 @@ var ValueFormats = []string{"json", "avro", "protobuf"}
 var DefaultCodecs = []string{"none", "snappy", "lz4", "zstd:1", "gzip"}
 
 // RelayDefaultCodec is cdc-relay's default --compression (docs/configuration.md).
-const RelayDefaultCodec = "none"
+const RelayDefaultCodec = "lz4"
 
 // The targets of `cdc-bench values`: Avro's CPU per event at most AvroCPURatio × json's and
 // its p99 at the steady rate at most AvroP99Slack above json's; a codec's bytes per row at

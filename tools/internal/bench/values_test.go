@@ -51,6 +51,7 @@ func TestValuesMarkdownTargets(t *testing.T) {
 		},
 		Codecs: []CodecResult{
 			{Codec: "none", Rows: 100, PayloadBytes: 10300, DrainRate: 1000, CPUPer10k: 2, BytesPerRow: 10500},
+			{Codec: "lz4", Rows: 100, PayloadBytes: 10300, DrainRate: 920, CPUPer10k: 2.5, BytesPerRow: 2400},
 			{Codec: "zstd:1", Rows: 100, PayloadBytes: 10300, DrainRate: 950, CPUPer10k: 3, BytesPerRow: 5000},
 			{Codec: "gzip", Rows: 100, PayloadBytes: 10300, DrainRate: 800, CPUPer10k: 6, BytesPerRow: 6000},
 		},
@@ -65,7 +66,8 @@ func TestValuesMarkdownTargets(t *testing.T) {
 		"| avro | 9000 | 0.90× | 1.200 | 1.20× | 11.5 ms | +1.5 ms | 0.000 | CPU ≤ 1.3× json: yes; p99 ≤ json + 1ms: **no** |",
 		"| protobuf | 8000 | 0.80× | 1.500 | 1.50× | 11.0 ms | +1.0 ms | 0.000 | – | **busy**",
 		"### Codecs (100-row drains, JSON payloads of 10300 bytes)",
-		"| none (default) | 1000 | 1.00× | 2.000 | 10500 | 1.00× | – |",
+		"| none | 1000 | 1.00× | 2.000 | 10500 | 1.00× | – |",
+		"| lz4 (default) | 920 | 0.92× | 2.500 | 2400 | 0.23× | bytes yes, drain yes |",
 		"| zstd:1 | 950 | 0.95× | 3.000 | 5000 | 0.48× | bytes yes, drain yes |",
 		"| gzip | 800 | 0.80× | 6.000 | 6000 | 0.57× | bytes **no**, drain **no** |",
 		"**The machine was busy** during protobuf",
