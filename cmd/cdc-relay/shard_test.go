@@ -78,9 +78,9 @@ func TestShardFlagsRefuseBadValues(t *testing.T) {
 	} {
 		var stdout, stderr bytes.Buffer
 		// An unreachable server: a check that waited for a connection would fail differently.
-		args := append(c.args, "--pg-url", "postgres://u@127.0.0.1:1/db", "--brokers", "127.0.0.1:1")
-		if c.args[0] == "slot" {
-			args = append(c.args, "--pg-url", "postgres://u@127.0.0.1:1/db")
+		args := slices.Concat(c.args, []string{"--pg-url", "postgres://u@127.0.0.1:1/db"})
+		if c.args[0] != "slot" {
+			args = append(args, "--brokers", "127.0.0.1:1")
 		}
 		code := run(args, &stdout, &stderr)
 		if code != 2 || !strings.Contains(stderr.String(), c.want) {

@@ -371,10 +371,13 @@ func (e *env) shardDrain(ctx context.Context, label string, f *fixture, count in
 		}
 		procs = append(procs, p)
 	}
+	defer func() {
+		for _, w := range ws {
+			w.stop()
+		}
+	}()
 	for _, slot := range slots {
-		w := e.watchWalsender(ctx, slot)
-		defer w.stop()
-		ws = append(ws, w)
+		ws = append(ws, e.watchWalsender(ctx, slot))
 	}
 	start := procs[0].startedAt()
 	var acked atomic.Int64
