@@ -35,6 +35,13 @@ default_tests=(
 	TestPartitionsAttachedDetachedAndDroppedWhileStreamingLoseNothing
 	TestPollAndCutoverOnAPartitionedOutbox
 )
+# On 15 and later (row-filtered publications) also: an outbox split over shards, each key in exactly
+# one shard, a shard's relay killed while the others go on (14 refuses shards: a test of e2e/ pins that).
+row_filter_tests=(
+	TestSlotCLIShards
+	TestShardRelaysSurviveKill9OfOneAndPublishEachKeyThroughItsShard
+)
+[[ -n "${CDC_RELAY_MATRIX_TESTS:-}" ]] && row_filter_tests=()
 # Both lists take spaces or commas.
 v="${CDC_RELAY_MATRIX_VERSIONS:-${PG_MAJORS[*]}}"
 read -ra versions <<<"${v//,/ }"
@@ -63,16 +70,16 @@ log "building the e2e tests (-race)"
 go test -race -c -o "$bin" ./e2e
 # A renamed or deleted test must not silently drop out of the matrix.
 listed="$(cd e2e && "$bin" -test.list '.*')"
-for t in "${tests[@]}"; do
+for t in "${tests[@]}" "${row_filter_tests[@]}"; do
 	if ! grep -qx -- "$t" <<<"$listed"; then
 		[[ -n "${CDC_RELAY_MATRIX_TESTS:-}" ]] && die "CDC_RELAY_MATRIX_TESTS names $t, which is not a test in e2e/: name tests that go test -list . ./e2e lists"
 		die "the matrix names $t, which is not a test in e2e/ (renamed?): fix the list in $0"
 	fi
 done
-run="^($(
-	IFS='|'
-	echo "${tests[*]}"
-))\$"
+pattern() {
+	local IFS='|'
+	echo "^($*)\$"
+}
 
 summary=() failed=() total_start=$SECONDS
 for v in "${versions[@]}"; do
@@ -82,7 +89,10 @@ for v in "${versions[@]}"; do
 	start=$SECONDS
 	exports="$(CDC_RELAY_DEV_PG_VERSION="$v" scripts/dev-up.sh)"
 	server="$("$PG_BIN/postgres" --version | grep -oE '[0-9]+\.[0-9]+' | head -n 1)"
-	log "PostgreSQL $v ($server): ${#tests[@]} tests, log $logs/pg$v.log"
+	run_tests=("${tests[@]}")
+	((v >= 15)) && run_tests+=("${row_filter_tests[@]}")
+	run="$(pattern "${run_tests[@]}")"
+	log "PostgreSQL $v ($server): ${#run_tests[@]} tests, log $logs/pg$v.log"
 	rc=0
 	(
 		eval "$exports"
@@ -98,7 +108,7 @@ for v in "${versions[@]}"; do
 	summary+=("$(printf '%-6s %-8s %-6s %4ds' "$v" "$server" "$( ((rc == 0)) && echo ok || echo FAIL)" $((SECONDS - start)))")
 done
 
-printf '\nPostgreSQL version matrix: %d tests per version\n%-6s %-8s %-6s %s\n' "${#tests[@]}" major server result time
+printf '\nPostgreSQL version matrix: %d tests per version (%d more on 15 and later)\n%-6s %-8s %-6s %s\n' "${#tests[@]}" "${#row_filter_tests[@]}" major server result time
 printf '%s\n' "${summary[@]}"
 printf 'total %ds\n' $((SECONDS - total_start))
 if ((${#failed[@]})); then
