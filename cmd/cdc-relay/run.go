@@ -106,6 +106,7 @@ type runFlags struct {
 	delivery     deliveryFlags
 	prof         profileFlags
 	values       valueFlags
+	stopAt       stopAtFlag
 }
 
 func (f *runFlags) register(fs *flag.FlagSet) {
@@ -133,6 +134,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	f.values.register(fs)
 	f.ops.registerMetrics(fs)
 	f.ops.registerSlot(fs)
+	f.stopAt.register(fs)
 }
 
 // parse reads the flags and twins and checks what needs no service (usage errors, exit 2).
@@ -159,7 +161,7 @@ func (f *runFlags) parse(fs *flag.FlagSet, args []string) error {
 	if _, err := outbox.ParseTable(f.rcfg.DeadLetterTable); err != nil {
 		return &usageError{fmt.Errorf("--dead-letter-table: %w", err)}
 	}
-	return nil
+	return f.stopAt.parse()
 }
 
 // buildRunConfig puts the parsed flags into the relay's configuration, checking the groups
@@ -180,7 +182,7 @@ func (f *runFlags) buildRunConfig(ctx context.Context, fs *flag.FlagSet, log *sl
 	if err := f.values.schema.check(ctx, enc, f.dcfg.Topic, log); err != nil {
 		return rcfg, nil, err
 	}
-	rcfg.Decoder, rcfg.Sink, rcfg.Logger = f.dcfg, f.scfg, log
+	rcfg.Decoder, rcfg.Sink, rcfg.Logger, rcfg.StopAt = f.dcfg, f.scfg, log, f.stopAt.lsn
 	rcfg.Replication = replication.Config{
 		Conn: f.c.pg, Slot: f.c.slot, Publications: f.pubs,
 		StatusInterval: f.interval, ConfirmDelay: f.confirmDelay, ReceiveTimeout: f.recvTimeout, Logger: log,
