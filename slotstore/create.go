@@ -39,6 +39,16 @@ type CreateOptions struct {
 	// standby, Create returns ErrFailoverUnsupported; an existing slot without failover is
 	// ErrSlotNotFailover.
 	Failover bool
+	// Shard, when set, makes the publication shard Shard's (slot create --shards): every
+	// table is published with the row filter Shard.RowFilter(KeyColumn), so the slot
+	// decodes only that shard's rows. Slot and Publication are the shard's names already
+	// (Shard.Slot, Shard.Publication). Row filters need PostgreSQL 15+: below,
+	// ErrRowFilterUnsupported. An existing publication must carry the shard's filter on
+	// every table (ErrShardFilter).
+	Shard *Shard
+	// KeyColumn is the column the shard's hash reads: the relay's Kafka key column.
+	// Default "aggregate_id".
+	KeyColumn string
 }
 
 // ErrSlotNotFailover means a failover slot was asked for and the slot exists without failover.
@@ -136,6 +146,9 @@ func (s *Store) Create(ctx context.Context, o CreateOptions) (CreateResult, erro
 	if err := checkCreateWhere(o, res.ServerVersion, res.Standby); err != nil {
 		return res, err
 	}
+	if o.Shard != nil && res.ServerVersion < rowFilterVersion {
+		return res, rowFilterUnsupported(o.Publication, res.ServerVersion)
+	}
 
 	slot, slotFound, err := s.lookupSlot(ctx, o.Slot)
 	if err != nil {
@@ -160,6 +173,11 @@ func (s *Store) Create(ctx context.Context, o CreateOptions) (CreateResult, erro
 	plan, err := s.planPublication(ctx, ss, o.Publication, tables)
 	if err != nil {
 		return res, err
+	}
+	if o.Shard != nil {
+		if plan.Filter, err = s.checkShard(ctx, o, tables, plan); err != nil {
+			return res, err
+		}
 	}
 	if res.Standby && (len(plan.Missing) > 0 || plan.SetViaRoot) {
 		return res, fmt.Errorf("publication %q: %w: this server is a standby (read-only), and the publication lacks %s; "+
@@ -190,6 +208,8 @@ func (s *Store) Create(ctx context.Context, o CreateOptions) (CreateResult, erro
 type pubPlan struct {
 	Exists  bool
 	Missing []outbox.Table // tables to publish: all of them for a new publication
+	// Filter, when not "", is the row filter every table is published with (a shard's).
+	Filter string
 	// ViaRoot: the publication publishes through partition roots (already, or once created).
 	ViaRoot bool
 	// SetViaRoot: it must be made to (a partitioned table in it or among the tables, and
@@ -279,9 +299,11 @@ func (s *Store) applyPublication(ctx context.Context, ss session, pub string, ta
 		if err == nil || pgCode(err) != pgerrcode.DuplicateObject || attempt > 0 {
 			return created, added, plan, err
 		}
+		filter := plan.Filter
 		if plan, err = s.planPublication(ctx, ss, pub, tables); err != nil {
 			return false, nil, plan, err
 		}
+		plan.Filter = filter
 	}
 }
 
@@ -302,7 +324,7 @@ func (s *Store) applyPublicationOnce(ctx context.Context, ss session, pub string
 	if len(plan.Missing) == 0 {
 		return false, nil, nil
 	}
-	if _, err := s.conn.Exec(ctx, addTablesDDL(pub, plan.Missing)); err != nil {
+	if _, err := s.conn.Exec(ctx, addTablesDDL(pub, plan.Missing, plan.Filter)); err != nil {
 		return false, nil, ddlError("publication", pub, "add tables to publication", ss.Role, err)
 	}
 	for _, t := range plan.Missing {
@@ -409,14 +431,14 @@ func publicationDDL(pub string, plan pubPlan) string {
 		if plan.SetViaRoot {
 			with += ", publish_via_partition_root = true"
 		}
-		return "CREATE PUBLICATION " + pgx.Identifier{pub}.Sanitize() + " FOR TABLE " + sanitizeList(plan.Missing) + " WITH (" + with + ")"
+		return "CREATE PUBLICATION " + pgx.Identifier{pub}.Sanitize() + " FOR TABLE " + sanitizeList(plan.Missing, plan.Filter) + " WITH (" + with + ")"
 	}
 	var stmts []string
 	if plan.SetViaRoot {
 		stmts = append(stmts, viaRootDDL(pub))
 	}
 	if len(plan.Missing) > 0 {
-		stmts = append(stmts, addTablesDDL(pub, plan.Missing))
+		stmts = append(stmts, addTablesDDL(pub, plan.Missing, plan.Filter))
 	}
 	return strings.Join(stmts, "; ")
 }
@@ -426,14 +448,18 @@ func viaRootDDL(pub string) string {
 	return "ALTER PUBLICATION " + pgx.Identifier{pub}.Sanitize() + " SET (publish_via_partition_root = true)"
 }
 
-func addTablesDDL(pub string, tables []outbox.Table) string {
-	return "ALTER PUBLICATION " + pgx.Identifier{pub}.Sanitize() + " ADD TABLE " + sanitizeList(tables)
+func addTablesDDL(pub string, tables []outbox.Table, filter string) string {
+	return "ALTER PUBLICATION " + pgx.Identifier{pub}.Sanitize() + " ADD TABLE " + sanitizeList(tables, filter)
 }
 
-func sanitizeList(ts []outbox.Table) string {
+// sanitizeList is the quoted tables, each with the row filter WHERE (filter) when filter is not "".
+func sanitizeList(ts []outbox.Table, filter string) string {
 	list := make([]string, len(ts))
 	for i, t := range ts {
 		list[i] = t.Sanitize()
+		if filter != "" {
+			list[i] += " WHERE (" + filter + ")"
+		}
 	}
 	return strings.Join(list, ", ")
 }

@@ -81,8 +81,9 @@ func cmdSlotCreate(ctx context.Context, args []string, stdout, stderr io.Writer)
 	var failover bool
 	var syncWait time.Duration
 	var tables listFlag
+	var shards shardsFlags
 	fs := newFlagSet("slot create", "slot create --pg-url URL --slot NAME --publication NAME [--table public.outbox] [--dead-letter-table public.cdc_relay_dead_letters] "+
-		"[--failover [--standby-url URL]] [--primary-url URL]", stderr)
+		"[--failover [--standby-url URL]] [--primary-url URL] [--shards N [--column-aggregate-id COLUMN]]", stderr)
 	c.register(fs)
 	fs.StringVar(&pub, "publication", "", "publication to create (insert-only) or extend")
 	fs.BoolVar(&failover, "failover", false, "create the slot with failover on (PostgreSQL 17+, on the primary): standbys with slot sync keep a copy that a promoted standby streams from")
@@ -92,10 +93,14 @@ func cmdSlotCreate(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs.Var(&tables, "table", "outbox table(s) to publish, schema.table, comma-separated or repeated; a partitioned table is published through its root "+
 		"(publish_via_partition_root = true): every record names it, never a partition, and partitions attached later need nothing (default public.outbox)")
 	fs.StringVar(&deadTable, "dead-letter-table", deadletters.DefaultTable, deadLetterTableUsage)
+	shards.register(fs, true)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if err := c.validate(); err != nil {
+		return err
+	}
+	if err := shards.parse(fs); err != nil {
 		return err
 	}
 	ddl, err := deadletters.TableDDL(deadTable)
@@ -107,6 +112,9 @@ func cmdSlotCreate(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	if standbyURL != "" && !failover {
 		return usageErr("--standby-url goes with --failover")
+	}
+	if standbyURL != "" && shards.count > 0 {
+		return usageErr("--standby-url and --shards: check each shard's slot on the standby with slot status --slot <slot>_s<I>of<N> --standby-url URL")
 	}
 	opts := slotstore.CreateOptions{Slot: c.slot, Publication: pub, Tables: tables, Failover: failover}
 	if err := opts.Validate(); err != nil {
@@ -120,6 +128,14 @@ func cmdSlotCreate(ctx context.Context, args []string, stdout, stderr io.Writer)
 	stop, err := whileCreatingOnStandby(ctx, conn, &c, primaryURL, stderr)
 	if err != nil {
 		return err
+	}
+	if shards.count > 0 {
+		err := createShards(ctx, conn, opts, shards, stdout)
+		stop()
+		if err != nil {
+			return err
+		}
+		return readyDeadLetterTable(ctx, conn, deadTable, ddl, stdout, stderr)
 	}
 	res, err := slotstore.New(conn).Create(ctx, opts)
 	stop()
@@ -162,8 +178,13 @@ func cmdSlotCreate(ctx context.Context, args []string, stdout, stderr io.Writer)
 			return err
 		}
 	}
-	// The slot and publication are what run needs; the dead-letter table is the last resort
-	// for records the dead-letter topic refuses, and the relay also creates it on first use.
+	return readyDeadLetterTable(ctx, conn, deadTable, ddl, stdout, stderr)
+}
+
+// readyDeadLetterTable creates the dead-letter table if missing, or says how to. The slot and
+// publication are what run needs; the dead-letter table is the last resort for records the
+// dead-letter topic refuses, and the relay also creates it on first use.
+func readyDeadLetterTable(ctx context.Context, conn *pgx.Conn, deadTable, ddl string, stdout, stderr io.Writer) error {
 	if err := deadletters.CreateTable(ctx, conn, deadTable); err != nil {
 		fmt.Fprintf(stderr, "cdc-relay: warning: %v\nThe relay parks a record there only when the dead-letter topic refuses it too, "+
 			"and holds its position while it cannot. Create it as a role that may, and let the relay's role insert into it:\n%s;\n",
@@ -205,10 +226,14 @@ func cmdSlotStatus(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return err
 	}
 	defer conn.Close(context.Background())
-	st, err := slotstore.New(conn).Status(ctx, c.slot, pub)
+	plain, shards, err := shardStatuses(ctx, conn, c.slot, pub)
 	if err != nil {
 		return slotErr(err)
 	}
+	if len(shards) > 0 {
+		return printShardStatuses(stdout, plain, shards, asJSON, ops.warnBytes)
+	}
+	st := *plain
 	var standby *slotstore.Status
 	if standbyURL != "" {
 		if standby, err = standbyCopy(ctx, &c, standbyURL); err != nil {
@@ -287,14 +312,22 @@ func printStatus(w io.Writer, st slotstore.Status) {
 func cmdSlotDrop(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var c common
 	var pub string
-	fs := newFlagSet("slot drop", "slot drop --pg-url URL --slot NAME [--publication NAME]", stderr)
+	var shards shardsFlags
+	fs := newFlagSet("slot drop", "slot drop --pg-url URL --slot NAME [--publication NAME] [--shards N]", stderr)
 	c.register(fs)
 	fs.StringVar(&pub, "publication", "", "also drop this publication")
+	shards.register(fs, false)
 	conn, err := slotConn(ctx, fs, args, &c)
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.Background())
+	if shards.count != 0 {
+		if err := shards.parse(fs); err != nil {
+			return err
+		}
+		return dropShards(ctx, conn, c.slot, pub, shards.count, stdout)
+	}
 	if err := slotstore.New(conn).Drop(ctx, c.slot, pub); err != nil {
 		return slotErr(err)
 	}
