@@ -13,6 +13,7 @@ import (
 	"github.com/cdc-relay/cdc-relay/metrics"
 	"github.com/cdc-relay/cdc-relay/outbox"
 	"github.com/cdc-relay/cdc-relay/sink"
+	"github.com/cdc-relay/cdc-relay/slotstore"
 )
 
 // Config configures a Poller. Zero fields take the defaults stated.
@@ -65,6 +66,12 @@ type Config struct {
 	BeforeCommit func(rows int)
 	// Schema, when set, writes each value in a schema registry's wire format (schema.go).
 	Schema *Schema
+	// Shard, when set, polls only the rows of that shard of the outbox (poll --shard): the
+	// cycle's SELECT keeps the rows where Shard.RowFilter of the key column holds, the
+	// expression the shard's publication filters with, computed by the same server, so a
+	// key's rows go to the same shard's relay or poller. The default transactional id is the
+	// shard's (Shard.Slot of the table's). Nil: every row.
+	Shard *slotstore.Shard
 }
 
 // Validate reports a configuration that cannot work.
@@ -108,7 +115,7 @@ func (c Config) withDefaults() Config {
 		if t, err := outbox.ParseTable(table); err == nil {
 			table = t.String() // "outbox" is "public.outbox"
 		}
-		e := c.ExactlyOnce.withDefaults(table)
+		e := c.ExactlyOnce.withDefaults(table, c.Shard)
 		c.ExactlyOnce = &e
 	}
 	return c

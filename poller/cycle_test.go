@@ -278,7 +278,7 @@ func TestCreateIndex(t *testing.T) {
 		t.Fatalf("second: %v %v", created, err)
 	}
 	tb, _ := outbox.ParseTable(name)
-	q, err := buildQueries(ctx, pool, tb, outbox.Columns{}.WithDefaults(), "")
+	q, err := buildQueries(ctx, pool, tb, outbox.Columns{}.WithDefaults(), "", nil)
 	if err != nil || !q.hasIndex {
 		t.Fatalf("index not found by the poller: %v", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdc-relay/cdc-relay/kafkatxn"
+	"github.com/cdc-relay/cdc-relay/slotstore"
 )
 
 // ExactlyOnce configures `poll --delivery exactly-once` (DESIGN.md "`poll --delivery
@@ -21,7 +22,8 @@ import (
 type ExactlyOnce struct {
 	// TransactionalID is the producer's transactional.id; whoever starts with it fences every
 	// earlier producer of it (which then stops with ErrFenced). Default
-	// txn.PollTransactionalID(Table): "cdc-relay-poll-<schema>.<table>".
+	// txn.PollTransactionalID(Table): "cdc-relay-poll-<schema>.<table>", with Config.Shard
+	// "cdc-relay-poll-<schema>.<table>_s<I>of<N>".
 	TransactionalID string
 	// CheckpointTopic is the compacted topic of the checkpoints, shared with `run`'s (created
 	// by the poller if missing, one partition; refused if it deletes by retention). Default
@@ -32,8 +34,12 @@ type ExactlyOnce struct {
 	CheckpointReplicas int16
 }
 
-func (e ExactlyOnce) withDefaults(table string) ExactlyOnce {
-	e.TransactionalID = cmp.Or(e.TransactionalID, kafkatxn.PollTransactionalID(table))
+func (e ExactlyOnce) withDefaults(table string, shard *slotstore.Shard) ExactlyOnce {
+	id := kafkatxn.PollTransactionalID(table)
+	if shard != nil {
+		id = shard.Slot(id) // each shard's poller its own producer: they must not fence each other
+	}
+	e.TransactionalID = cmp.Or(e.TransactionalID, id)
 	e.CheckpointTopic = cmp.Or(e.CheckpointTopic, kafkatxn.DefaultCheckpointTopic)
 	e.CheckpointReplicas = cmp.Or(e.CheckpointReplicas, -1)
 	return e

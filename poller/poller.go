@@ -192,7 +192,7 @@ type pending struct {
 // The wait is bounded: the poller's sessions end a transaction left idle longer than the Kafka
 // transaction it belongs to can live (idleInTransactionTimeout), which ends a paused one's.
 func (p *Poller) buildQueries(ctx context.Context) (*queries, error) {
-	q, err := buildQueries(ctx, p.pool, p.tbl, p.cfg.Columns, p.cfg.Topic)
+	q, err := buildQueries(ctx, p.pool, p.tbl, p.cfg.Columns, p.cfg.Topic, p.cfg.Shard)
 	if err != nil || p.eos == nil {
 		return q, err
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cdc-relay/cdc-relay/internal/slotfacts"
 	"github.com/cdc-relay/cdc-relay/outbox"
+	"github.com/cdc-relay/cdc-relay/slotstore"
 )
 
 // querier is what the table inspection needs: a *pgx.Conn, a *pgxpool.Pool or a pgx.Tx.
@@ -57,7 +58,7 @@ func columnsOf(ctx context.Context, q querier, t outbox.Table) (map[string]strin
 // buildQueries reads the table's columns and writes the cycle's statements. Optional
 // columns the table lacks (event type, headers) are read as NULL; a missing required column
 // is ErrMissingColumn.
-func buildQueries(ctx context.Context, q querier, t outbox.Table, c outbox.Columns, fixedTopic string) (*queries, error) {
+func buildQueries(ctx context.Context, q querier, t outbox.Table, c outbox.Columns, fixedTopic string, shard *slotstore.Shard) (*queries, error) {
 	cols, err := columnsOf(ctx, q, t)
 	if err != nil {
 		return nil, err
@@ -94,16 +95,21 @@ func buildQueries(ctx context.Context, q querier, t outbox.Table, c outbox.Colum
 	if binary {
 		payload = col(c.Payload) // read as bytea: its bytes, not its hex text
 	}
+	// A shard's rows: the server's expression of the shard's publication, on the key column.
+	shardCond := ""
+	if shard != nil {
+		shardCond = "(" + shard.RowFilter(c.AggregateID) + ") AND "
+	}
 	// Output columns have their own names so that ORDER BY reaches the table's id column
 	// (and its index), never the text output column.
 	sel := fmt.Sprintf(`SELECT %s AS p_id, %s AS p_key, %s AS p_topic, %s AS p_payload, %s AS p_event_type, %s AS p_headers, %s::timestamptz AS p_created_at
   FROM %s o
- WHERE o.%s IS NULL
+ WHERE %so.%s IS NULL
  ORDER BY %s
  LIMIT $1
  FOR UPDATE`+skipLocked,
 		text(c.ID, true), text(c.AggregateID, true), text(c.Topic, fixedTopic == ""), payload,
-		text(c.EventType, true), text(c.Headers, true), col(c.CreatedAt), tbl, pub, id)
+		text(c.EventType, true), text(c.Headers, true), col(c.CreatedAt), tbl, shardCond, pub, id)
 	// A row marked already keeps its time: marking the rows of a checkpoint again is a no-op.
 	upd := fmt.Sprintf(`UPDATE %s SET %s = now() WHERE %s = ANY($1::text[]::%s[]) AND %s IS NULL`,
 		tbl, pub, pgx.Identifier{c.ID}.Sanitize(), cols[c.ID], pub)

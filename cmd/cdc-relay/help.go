@@ -18,7 +18,7 @@ type flagGroup struct {
 // runFlagGroups are run's flags by what they are about: what a first run needs comes first,
 // and the tuning (intervals, timeouts, buffers) only with --help-all.
 var runFlagGroups = []flagGroup{
-	{title: "Connection", names: []string{"pg-url", "pg-password-file", "slot", "publication", "table", "message-prefix"}},
+	{title: "Connection", names: []string{"pg-url", "pg-password-file", "slot", "publication", "shard", "table", "message-prefix"}},
 	{title: "Kafka", names: []string{"brokers", "dlq-topic", "topic", "topic-template", "create-topics", "topic-partitions", "topic-replication-factor",
 		"format", "ce-source", "kafka-client-id"}},
 	{title: "Security", names: []string{"kafka-tls", "kafka-ca-file", "kafka-cert-file", "kafka-key-file", "kafka-tls-insecure-skip-verify",

@@ -81,6 +81,7 @@ func cmdPoll(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		prod        producerFlags
 		delivery    pollDelivery
 		values      valueFlags
+		shard       shardFlag
 	)
 	cols := &cfg.Columns
 	var ops opsFlags
@@ -106,9 +107,15 @@ func cmdPoll(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.DurationVar(&kafkaWait, "kafka-timeout", 10*time.Second, "how long to wait for PostgreSQL and Kafka to answer at startup")
 	ops.registerMetrics(fs)
 	ops.registerPending(fs)
+	shard.register(fs, "poll only the rows of that shard, those whose key column hashes to I as in the publication of slot create --shards N; "+
+		"the default --transactional-id is the shard's")
 	if err := ops.parse(fs, args, c.validateNoSlot); err != nil {
 		return err
 	}
+	if err := shard.parse(); err != nil {
+		return err
+	}
+	cfg.Shard = shard.shard
 	if createIndex {
 		return pollCreateIndex(ctx, &c, cfg, stdout)
 	}
@@ -172,7 +179,7 @@ func cmdPoll(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer stopOps()
-	log.Info("polling", "table", cfg.Table, "interval", cfg.Interval, "batch", cfg.Batch, "delivery", delivery.mode, "brokers", []string(prod.brokers))
+	log.Info("polling", "table", cfg.Table, "shard", shard.text, "interval", cfg.Interval, "batch", cfg.Batch, "delivery", delivery.mode, "brokers", []string(prod.brokers))
 	if err := p.Run(ctx); err != nil {
 		return schemaStopErr(fmt.Errorf("poll: %w", pollErr(err)))
 	}

@@ -107,6 +107,7 @@ type runFlags struct {
 	prof         profileFlags
 	values       valueFlags
 	stopAt       stopAtFlag
+	shard        shardFlag
 }
 
 func (f *runFlags) register(fs *flag.FlagSet) {
@@ -135,6 +136,8 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	f.ops.registerMetrics(fs)
 	f.ops.registerSlot(fs)
 	f.stopAt.register(fs)
+	f.shard.register(fs, "stream the shard's slot and publications, <slot>_s<I>of<N> and <publication>_s<I>of<N> (made by slot create --shards N), "+
+		"so the transactional id, the hold on the slot and the metrics are the shard's")
 }
 
 // parse reads the flags and twins and checks what needs no service (usage errors, exit 2).
@@ -144,6 +147,9 @@ func (f *runFlags) parse(fs *flag.FlagSet, args []string) error {
 	}
 	if len(f.pubs) == 0 {
 		return usageErr("--publication is required (or set CDC_RELAY_PUBLICATION)")
+	}
+	if err := f.shard.applyRun(&f.c, &f.pubs); err != nil {
+		return err
 	}
 	if err := f.prof.apply(fs, &f.dcfg); err != nil {
 		return err
@@ -224,7 +230,7 @@ func (f *runFlags) preflight(ctx context.Context, fs *flag.FlagSet, log *slog.Lo
 					return false, promotedSlotAdvice(ctx, &f.c, f.c.slot, f.pubs, f.tables, tl)
 				}
 			}
-			return false, slotErr(err)
+			return false, f.shard.explain(slotErr(err))
 		}
 		if st.Publication != nil {
 			published = append(published, st.Publication.Tables...)
@@ -235,6 +241,9 @@ func (f *runFlags) preflight(ctx context.Context, fs *flag.FlagSet, log *slog.Lo
 		}
 	}
 	if err := checkTables(f.tables, published, f.pubs); err != nil {
+		return false, err
+	}
+	if err := f.shard.checkPublications(ctx, conn, f.pubs, f.dcfg.Columns.WithDefaults().AggregateID); err != nil {
 		return false, err
 	}
 	streamed := published
