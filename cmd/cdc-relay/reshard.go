@@ -134,6 +134,15 @@ func printReshardNext(w io.Writer, slot, pub string, old, gen slotstore.Generati
 		old, at, drain, gen, base, gen.Count, gen.Count-1, drop)
 }
 
+// awaitGeneration is run's generation guard (awaitGeneration below) for a shard relay that does
+// not drain with --stop-at-lsn; ok is true at once for any other.
+func (f *runFlags) awaitGeneration(ctx context.Context, log *slog.Logger) (ok bool, err error) {
+	if f.shard.shard == nil || f.stopAt.lsn != 0 {
+		return true, nil
+	}
+	return awaitGeneration(ctx, &f.c, f.shard.baseSlot, *f.shard.shard, f.pubs[0], log)
+}
+
 // generationCheckEvery is how often a shard relay held by the generation guard looks again.
 var generationCheckEvery = 5 * time.Second
 

@@ -83,6 +83,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) (err e
 	if ok, err := f.preflight(ctx, fs, log); !ok || err != nil {
 		return err // ok false, err nil: stopped while waiting
 	}
+	if ok, err := f.awaitGeneration(ctx, log); !ok || err != nil {
+		return err // ok false, err nil: stopped while waiting
+	}
 	log.Info("starting", "slot", f.c.slot, "publications", []string(f.pubs), "brokers", []string(f.prod.brokers))
 	streaming = true
 	if err := r.Run(ctx); err != nil {
