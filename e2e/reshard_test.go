@@ -203,3 +203,29 @@ func slotPosition(t *testing.T, f *testenv.Fixture, slot string) pglogrepl.LSN {
 	}
 	return lsn
 }
+
+// slot reshard refuses, with exit 2 and what to do, a call without --shards, a --from equal
+// to --shards, and a base name with no other generation to move from.
+func TestSlotReshardRefusesWhatItCannotDo(t *testing.T) {
+	t.Parallel()
+	f := testenv.NewFixture(t)
+	bin := testenv.Binary(t, false)
+	env := []string{"CDC_RELAY_SLOT=" + f.Slot, "CDC_RELAY_PUBLICATION=" + f.Publication}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--table", f.Table}, "--shards M is required"},
+		{[]string{"--table", f.Table, "--shards", "2", "--from", "2"}, "--from 2"},
+		{[]string{"--table", f.Table, "--shards", "2"}, "slot create --shards 2"},
+	} {
+		_, errOut, code := testenv.Run(t, 30*time.Second, bin, env, append([]string{"slot", "reshard"}, c.args...)...)
+		if code != 2 || !strings.Contains(errOut, c.want) {
+			t.Errorf("slot reshard %v: exit %d, want 2 with %q:\n%s", c.args, code, c.want, errOut)
+		}
+	}
+	var n int
+	if err := f.Pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_replication_slots WHERE starts_with(slot_name::text, $1)`, f.Slot).Scan(&n); err != nil || n != 0 {
+		t.Errorf("a refused slot reshard left %d slots (%v)", n, err)
+	}
+}
