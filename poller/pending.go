@@ -9,8 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// WatchPending counts the rows not published yet (published_at IS NULL) and the age of the
-// oldest every interval (default 10s) into Config.Metrics, until ctx ends. It queries on the
+// WatchPending counts the rows not published yet (published_at IS NULL; with Config.Shard,
+// the shard's) and the age of the oldest every interval (default 10s) into Config.Metrics, until ctx ends. It queries on the
 // poller's pool, beside the cycles; with the pending-rows index the count reads only that
 // index. Failures are logged once per outage.
 func (p *Poller) WatchPending(ctx context.Context, interval time.Duration) {
@@ -21,6 +21,9 @@ func (p *Poller) WatchPending(ctx context.Context, interval time.Duration) {
 	c := p.cfg.Columns
 	q := "SELECT count(*), min(" + pgx.Identifier{c.CreatedAt}.Sanitize() + ") FROM " + p.tbl.Sanitize() +
 		" WHERE " + pgx.Identifier{c.PublishedAt}.Sanitize() + " IS NULL"
+	if p.cfg.Shard != nil {
+		q += " AND (" + p.cfg.Shard.RowFilter(c.AggregateID) + ")" // the shard's rows: what this poller publishes
+	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	failing := false

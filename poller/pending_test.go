@@ -10,6 +10,7 @@ import (
 
 	"github.com/cdc-relay/cdc-relay/metrics"
 	"github.com/cdc-relay/cdc-relay/sink"
+	"github.com/cdc-relay/cdc-relay/slotstore"
 	"github.com/cdc-relay/cdc-relay/testkit/testenv"
 )
 
@@ -70,4 +71,52 @@ func TestWatchPendingCountsPendingRows(t *testing.T) {
 	})
 	cancel()
 	<-done
+}
+
+// poll --shard's pending gauge counts the shard's pending rows only: the rows it is behind on.
+func TestWatchPendingCountsTheShardsRows(t *testing.T) {
+	pool := testenv.Pool(t)
+	ctx := context.Background()
+	table := "public." + testenv.Name(t)
+	if _, err := pool.Exec(ctx, testenv.OutboxDDL(table)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+table) })
+	if _, err := pool.Exec(ctx, `INSERT INTO `+table+` (aggregate_id, topic, payload)
+		SELECT 'key-' || g, 't', '{}' FROM generate_series(1, 100) g`); err != nil {
+		t.Fatal(err)
+	}
+	sh := slotstore.Shard{Index: 2, Count: 3}
+	var want float64
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM `+table+` WHERE `+sh.RowFilter("aggregate_id")).Scan(&want); err != nil {
+		t.Fatal(err)
+	}
+	if want == 0 || want == 100 {
+		t.Fatalf("shard %s holds %v of the 100 rows: the test needs some in and some out", sh, want)
+	}
+	reg := prometheus.NewRegistry()
+	p, err := New(Config{Conn: testenv.PGConfig(t), Table: table, Metrics: metrics.NewPoller(reg), Shard: &sh,
+		Sink: sink.Config{Brokers: []string{"127.0.0.1:1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); p.WatchPending(wctx, 50*time.Millisecond) }()
+	defer func() { cancel(); <-done }()
+	testenv.Eventually(t, 30*time.Second, "the pending count", func() bool { return p.PendingReady(ctx) == nil })
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "cdc_relay_outbox_pending_rows" {
+			if got := mf.GetMetric()[0].GetGauge().GetValue(); got != want {
+				t.Fatalf("pending rows %v, want shard %s's %v of 100", got, sh, want)
+			}
+			return
+		}
+	}
+	t.Fatal("no cdc_relay_outbox_pending_rows")
 }

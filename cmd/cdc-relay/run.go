@@ -246,7 +246,7 @@ func (f *runFlags) preflight(ctx context.Context, fs *flag.FlagSet, log *slog.Lo
 	if err := checkTables(f.tables, published, f.pubs); err != nil {
 		return false, err
 	}
-	if err := f.shard.checkPublications(ctx, conn, f.pubs, f.dcfg.Columns.WithDefaults().AggregateID); err != nil {
+	if err := f.shard.checkPublications(ctx, conn, f.pubs, f.dcfg.Columns.WithDefaults().AggregateID, f.dcfg.MessagePrefix, log); err != nil {
 		return false, err
 	}
 	streamed := published

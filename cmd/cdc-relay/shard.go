@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -70,8 +71,10 @@ func (s *shardFlag) applyRun(c *common, pubs *listFlag) error {
 }
 
 // checkPublications refuses, before run streams, a shard publication without the shard's
-// row filter: its slot would carry other shards' rows, which their relays publish too.
-func (s *shardFlag) checkPublications(ctx context.Context, conn *pgx.Conn, pubs []string, keyColumn string) error {
+// row filter: its slot would carry other shards' rows, which their relays publish too. It
+// warns that logical messages are not sharded: PostgreSQL sends each to every slot, so every
+// shard's relay publishes each one.
+func (s *shardFlag) checkPublications(ctx context.Context, conn *pgx.Conn, pubs []string, keyColumn, messagePrefix string, log *slog.Logger) error {
 	if s.shard == nil {
 		return nil
 	}
@@ -80,6 +83,9 @@ func (s *shardFlag) checkPublications(ctx context.Context, conn *pgx.Conn, pubs 
 			return shardErr(err)
 		}
 	}
+	log.Warn("sharded: outbox rows are split by the publications' row filters, but logical messages (pg_logical_emit_message) are not: "+
+		"PostgreSQL sends each to every shard's slot, and every shard's relay publishes it; write outbox rows, not messages, to a sharded outbox",
+		"shard", s.shard.String(), "message_prefix", cmp.Or(messagePrefix, "outbox"))
 	return nil
 }
 
@@ -124,6 +130,9 @@ func (s *shardsFlags) parse(fs *flag.FlagSet) error {
 	}
 	if s.count < 1 || s.count > slotstore.MaxShards {
 		return usageErr("--shards %d: use 1 to %d", s.count, slotstore.MaxShards)
+	}
+	if fs.Lookup("column-aggregate-id") == nil {
+		return nil // slot drop: the names alone
 	}
 	if s.profile != "" {
 		prof, ok := outbox.Profiles[s.profile]
@@ -187,6 +196,8 @@ func dropShards(ctx context.Context, conn *pgx.Conn, slot, pub string, n int, st
 			if err := store.DropPublication(ctx, sp); err != nil {
 				return slotErr(err)
 			}
+			fmt.Fprintf(stdout, "dropped publication %s if it existed\n", sp)
+			continue
 		case err != nil:
 			return slotErr(err)
 		default:
