@@ -144,12 +144,11 @@ func reshardUnderLoad(t *testing.T, from, to int, stopFirst bool) {
 			t.Errorf("new relay %d started while the old slots exist:\n%s", i, p.Output())
 		}
 	}
-	if from == 0 {
-		cli("slot", "drop", "--publication", f.Publication)
+	drop := []string{"slot", "drop", "--publication", f.Publication}
+	if from > 0 {
+		drop = append(drop, "--shards", strconv.Itoa(from))
 	}
-	for i := range from { // shard by shard: the names slot drop --shards N drops
-		cli("slot", "drop", "--slot", fmt.Sprintf("%s_s%dof%d", f.Slot, i, from), "--publication", fmt.Sprintf("%s_s%dof%d", f.Publication, i, from))
-	}
+	cli(drop...)
 	for i, p := range fresh {
 		testenv.Eventually(t, 60*time.Second, fmt.Sprintf("new relay %d to start publishing", i), func() bool {
 			return strings.Contains(p.Output(), "the other generation's slots are gone: starting to publish")
