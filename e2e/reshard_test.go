@@ -46,7 +46,7 @@ var reshardStartRE = regexp.MustCompile(`starts at commit LSN ([0-9A-F]+/[0-9A-F
 // published twice); without, they run on past C until each is replaced by its drain.
 func reshardUnderLoad(t *testing.T, from, to int, stopFirst bool) {
 	f := testenv.NewFixture(t)
-	bin := testenv.Binary(t, false)
+	bin := testenv.Binary(t, true)
 	env := []string{"CDC_RELAY_SLOT=" + f.Slot, "CDC_RELAY_PUBLICATION=" + f.Publication}
 	cli := func(args ...string) string {
 		t.Helper()

@@ -22,7 +22,7 @@ func TestStopAtLSNPublishesExactlyTheTransactionsCommittedBeforeIt(t *testing.T)
 	for _, mode := range []string{"at-least-once", "exactly-once"} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
-			e := testenv.NewRelayEnv(t, false)
+			e := testenv.NewRelayEnv(t, true)
 			f := e.F
 			args := []string{"--delivery", mode}
 			if mode == "exactly-once" {
