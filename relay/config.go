@@ -52,6 +52,11 @@ type Config struct {
 	// only from committed checkpoints (exactly.go; DESIGN.md, "Exactly-once"). Nil:
 	// at-least-once.
 	ExactlyOnce *ExactlyOnce
+	// StopAt, when set, is `run --stop-at-lsn`: the relay publishes every transaction whose
+	// commit record starts before it and none at or after it, and once the stream passed it and
+	// everything before is acknowledged and confirmed, Run returns nil and Reached reports true
+	// (stopat.go). Zero: no stop.
+	StopAt pglogrepl.LSN
 	// Schema, when set, writes each value in a schema registry's wire format (schema.go).
 	// Nil: the payload as it is.
 	Schema *Schema

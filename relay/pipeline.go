@@ -90,6 +90,9 @@ func (p *pipe) handle(ctx context.Context, m *replication.Message) error {
 		r.track.dropOpen()
 		p.cur = nil
 	case replication.KindKeepalive:
+		if p.cur == nil && r.pastStop(m.ServerWALEnd) {
+			return r.reachStop(ctx, m.ServerWALEnd)
+		}
 		if p.cur == nil {
 			r.delivery.idle(m.ServerWALEnd)
 		}
@@ -107,6 +110,9 @@ func (p *pipe) handle(ctx context.Context, m *replication.Message) error {
 		}
 		switch out.Kind {
 		case decoder.KindBegin:
+			if r.pastStop(out.CommitLSN) {
+				return r.reachStop(ctx, out.CommitLSN) // this transaction is the next generation's
+			}
 			// A record held for good must pause reading, not grow the tracker (held.go).
 			if !r.track.hasRoom(r.maxTxns) && !r.waitForRoom(ctx) {
 				return nil // stopped while paused: the pipeline checks why after this message
@@ -144,6 +150,9 @@ func (p *pipe) handle(ctx context.Context, m *replication.Message) error {
 			p.cur = nil
 			return r.delivery.committed(ctx, out.EndLSN)
 		case decoder.KindNone:
+			if err != nil && p.cur == nil && r.pastStop(m.WALStart) {
+				return r.reachStop(ctx, m.WALStart)
+			}
 			if err != nil {
 				return p.nonTransactional(ctx, out, err)
 			}

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -77,6 +78,8 @@ type Relay struct {
 	produced uint64
 	// onPassed, if set (tests), hears of each record that passed its key's letter.
 	onPassed func(rec *kgo.Record, letters []*kgo.Record)
+	// reached: the run ended at Config.StopAt (stopat.go).
+	reached atomic.Bool
 }
 
 // New validates cfg and builds the parts. Nothing is contacted until Run.
@@ -170,6 +173,9 @@ func (r *Relay) Run(ctx context.Context) error {
 	g.Go(func() error { return r.deadLetterLoop(gctx) })
 	g.Go(func() error { return r.watchKafka(gctx) })
 	runErr := g.Wait()
+	if errors.Is(runErr, errStopReached) {
+		runErr = nil // a clean stop: delivered and confirmed up to StopAt (stopat.go)
+	}
 
 	// Shutdown: reading has stopped. Let Kafka acknowledge what it holds, then confirm it, within
 	// ShutdownTimeout of the stop (of now, if a failure ended the run).
@@ -191,6 +197,10 @@ func (r *Relay) Run(ctx context.Context) error {
 	defer ccancel()
 	if err := r.stream.Close(cctx); err != nil {
 		r.log.Warn("shutdown: final standby status not sent; the next start replays from the previous one", "cause", err)
+	}
+	if r.Reached() {
+		r.log.Info("reached --stop-at-lsn: every transaction committed before it is published and acknowledged, and the slot is confirmed at it",
+			"stop_at_lsn", r.cfg.StopAt, "confirmed", r.stream.Flushed())
 	}
 	r.log.Info("stopped", "confirmed", r.stream.Flushed(), "published", r.stats.Published.Load(), "dead_lettered", r.stats.DeadLettered.Load())
 	return runErr

@@ -14,7 +14,7 @@ var updateDocs = flag.Bool("update", false, "rewrite docs/configuration.md from 
 
 // configDocCommands are the commands docs/configuration.md describes, in its order.
 var configDocCommands = [][]string{
-	{"run"}, {"poll"}, {"slot", "create"}, {"slot", "status"}, {"slot", "drop"},
+	{"run"}, {"poll"}, {"slot", "create"}, {"slot", "status"}, {"slot", "drop"}, {"slot", "reshard"},
 	{"cutover"}, {"outbox", "mark-published"}, {"outbox", "prune"},
 	{"dead-letters", "list"}, {"dead-letters", "show"}, {"dead-letters", "replay"}, {"dead-letters", "discard"},
 }

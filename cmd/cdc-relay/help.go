@@ -27,7 +27,7 @@ var runFlagGroups = []flagGroup{
 		"registry-cert-file", "registry-key-file", "registry-tls-insecure-skip-verify", "subject-strategy", "register-schemas", "schema-file",
 		"protobuf-message", "compression"}},
 	{title: "Columns", names: []string{"profile", "column-id", "column-aggregate-id", "column-topic", "column-payload", "column-event-type", "column-headers", "null-payload"}},
-	{title: "Delivery", names: []string{"delivery", "transactional-id", "checkpoint-topic", "dead-letter-table"}},
+	{title: "Delivery", names: []string{"delivery", "transactional-id", "checkpoint-topic", "dead-letter-table", "stop-at-lsn"}},
 	{title: "Operations", names: []string{"metrics-addr", "log-format", "log-level", "wal-retained-warn-bytes"}},
 	{title: "Tuning", tuning: true, names: []string{"batch-max-bytes", "max-buffered-records", "max-buffered-bytes", "linger",
 		"status-interval", "confirm-delay", "receive-timeout", "slot-status-interval", "transaction-interval", "transaction-max-records",

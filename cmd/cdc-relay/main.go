@@ -17,6 +17,7 @@ Usage:
   cdc-relay slot create --pg-url URL --slot NAME --publication NAME [--table public.outbox]
   cdc-relay slot status --pg-url URL --slot NAME [--publication NAME] [--json]
   cdc-relay slot drop   --pg-url URL --slot NAME [--publication NAME]
+  cdc-relay slot reshard --pg-url URL --slot NAME --publication NAME --shards M [--from N]
   cdc-relay run         --pg-url URL --brokers HOST:PORT[,..] --slot NAME --publication NAME [--metrics-addr ADDR]
   cdc-relay poll        --pg-url URL --brokers HOST:PORT[,..] [--table public.outbox] [--interval 100ms] [--batch 100]
   cdc-relay poll --create-index --pg-url URL [--table public.outbox]
@@ -109,7 +110,7 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case "slot":
 		if len(args) < 2 {
 			fmt.Fprint(stderr, usage)
-			return usageErr("slot needs a subcommand: create, status or drop")
+			return usageErr("slot needs a subcommand: create, status, drop or reshard")
 		}
 		switch args[1] {
 		case "create":
@@ -118,11 +119,13 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return cmdSlotStatus(ctx, args[2:], stdout, stderr)
 		case "drop":
 			return cmdSlotDrop(ctx, args[2:], stdout, stderr)
+		case "reshard":
+			return cmdSlotReshard(ctx, args[2:], stdout, stderr)
 		case "-h", "--help", "help":
 			fmt.Fprint(stdout, usage)
 			return nil
 		}
-		return usageErr("unknown slot subcommand %q: use create, status or drop", args[1])
+		return usageErr("unknown slot subcommand %q: use create, status, drop or reshard", args[1])
 	}
 	fmt.Fprint(stderr, usage)
 	return usageErr("unknown command %q", args[0])

@@ -83,6 +83,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) (err e
 	if ok, err := f.preflight(ctx, fs, log); !ok || err != nil {
 		return err // ok false, err nil: stopped while waiting
 	}
+	if ok, err := f.awaitGeneration(ctx, log); !ok || err != nil {
+		return err // ok false, err nil: stopped while waiting
+	}
 	log.Info("starting", "slot", f.c.slot, "publications", []string(f.pubs), "brokers", []string(f.prod.brokers))
 	streaming = true
 	if err := r.Run(ctx); err != nil {
@@ -106,6 +109,7 @@ type runFlags struct {
 	delivery     deliveryFlags
 	prof         profileFlags
 	values       valueFlags
+	stopAt       stopAtFlag
 	shard        shardFlag
 }
 
@@ -134,6 +138,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	f.values.register(fs)
 	f.ops.registerMetrics(fs)
 	f.ops.registerSlot(fs)
+	f.stopAt.register(fs)
 	f.shard.register(fs, "stream the shard's slot and publications, <slot>_s<I>of<N> and <publication>_s<I>of<N> (made by slot create --shards N), "+
 		"so the transactional id, the hold on the slot and the metrics are the shard's")
 }
@@ -165,7 +170,7 @@ func (f *runFlags) parse(fs *flag.FlagSet, args []string) error {
 	if _, err := outbox.ParseTable(f.rcfg.DeadLetterTable); err != nil {
 		return &usageError{fmt.Errorf("--dead-letter-table: %w", err)}
 	}
-	return nil
+	return f.stopAt.parse()
 }
 
 // buildRunConfig puts the parsed flags into the relay's configuration, checking the groups
@@ -186,7 +191,7 @@ func (f *runFlags) buildRunConfig(ctx context.Context, fs *flag.FlagSet, log *sl
 	if err := f.values.schema.check(ctx, enc, f.dcfg.Topic, log); err != nil {
 		return rcfg, nil, err
 	}
-	rcfg.Decoder, rcfg.Sink, rcfg.Logger = f.dcfg, f.scfg, log
+	rcfg.Decoder, rcfg.Sink, rcfg.Logger, rcfg.StopAt = f.dcfg, f.scfg, log, f.stopAt.lsn
 	rcfg.Replication = replication.Config{
 		Conn: f.c.pg, Slot: f.c.slot, Publications: f.pubs,
 		StatusInterval: f.interval, ConfirmDelay: f.confirmDelay, ReceiveTimeout: f.recvTimeout, Logger: log,
