@@ -28,9 +28,9 @@ func TestDefaultCompressionIsReadByKafkasJavaConsumer(t *testing.T) {
 	}
 	e := testenv.NewRelayEnv(t, false)
 	for i := range 30 {
-		// A batch that compression would not shrink is sent uncompressed: each payload alone
-		// compresses, so every batch is stored compressed.
-		e.F.Insert(t, false, testenv.Row{Key: "k" + strconv.Itoa(i%4), Payload: fmt.Sprintf(`{"n": %d, "note": "%s"}`, i, strings.Repeat("again ", 30))})
+		// A batch under 4 KiB, or one compression would not shrink, is sent uncompressed: each
+		// payload alone is over 4 KiB and compresses, so every batch is stored compressed.
+		e.F.Insert(t, false, testenv.Row{Key: "k" + strconv.Itoa(i%4), Payload: fmt.Sprintf(`{"n": %d, "note": "%s"}`, i, strings.Repeat("again ", 700))}) // over minCompressedBatch alone
 	}
 	p := e.Start(t, nil)
 	recs := e.Settle(t, testenv.Consume(t, e.F.Topic), e.F.CurrentWAL(t))
