@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -59,7 +60,9 @@ func checkSchemaLetter(t *testing.T, letters []*kgo.Record, bad int64, subject s
 	}
 }
 
-// insertAvroRows writes n fitting rows and one that does not fit, in one transaction each.
+// insertAvroRows writes n fitting rows and one that does not fit, in one transaction each. Each
+// fitting row's note is over 4 KiB, so every batch holding one is compressed (the relay sends
+// batches under 4 KiB uncompressed whatever the codec).
 func insertAvroRows(t *testing.T, f *testenv.Fixture, n int) (want map[string]int, bad int64) {
 	t.Helper()
 	want = map[string]int{}
@@ -67,7 +70,9 @@ func insertAvroRows(t *testing.T, f *testenv.Fixture, n int) (want map[string]in
 		if i == n/2 {
 			bad = f.Insert(t, false, testenv.Row{Key: "k1", Payload: `{"n": 1}`, EventType: "OrderPlaced"})[0] // no note
 		}
-		want[strconv.FormatInt(f.Insert(t, false, avroRow(i))[0], 10)] = i
+		row := avroRow(i)
+		row.Payload = fmt.Sprintf(`{"n": %d, "note": "row %d %s"}`, i, i, strings.Repeat("again ", 700))
+		want[strconv.FormatInt(f.Insert(t, false, row)[0], 10)] = i
 	}
 	return want, bad
 }
