@@ -7,10 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/cdc-relay/cdc-relay/tools/internal/bench"
@@ -75,16 +73,11 @@ func shapes(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return code
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	res, err := bench.RunShapes(ctx, cfg)
-	if res != nil {
-		fmt.Fprint(stdout, res.Markdown())
-		fmt.Fprintf(stderr, "cdc-bench shapes: results in %s\n", cfg.OutDir)
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "cdc-bench shapes: %v\n", err)
-		return 1
-	}
-	return 0
+	return runReport("shapes", cfg.OutDir, stdout, stderr, func(ctx context.Context) (string, error) {
+		res, err := bench.RunShapes(ctx, cfg)
+		if res == nil {
+			return "", err
+		}
+		return res.Markdown(), err
+	})
 }

@@ -7,10 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/cdc-relay/cdc-relay/tools/internal/bench"
@@ -32,18 +30,13 @@ func shards(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	sc.Progress = stderr
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	rep, err := bench.RunShards(ctx, sc)
-	if rep != nil {
-		fmt.Fprint(stdout, rep.Markdown())
-		fmt.Fprintf(stderr, "cdc-bench shards: results in %s\n", sc.OutDir)
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "cdc-bench shards: %v\n", err)
-		return 1
-	}
-	return 0
+	return runReport("shards", sc.OutDir, stdout, stderr, func(ctx context.Context) (string, error) {
+		rep, err := bench.RunShards(ctx, sc)
+		if rep == nil {
+			return "", err
+		}
+		return rep.Markdown(), err
+	})
 }
 
 // parseShards parses shards' flags; code is -1 to go on, else the exit code (2: bad usage).

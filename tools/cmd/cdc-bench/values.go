@@ -7,10 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/cdc-relay/cdc-relay/tools/internal/bench"
@@ -24,18 +22,13 @@ func values(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	vc.Progress = stderr
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	rep, err := bench.RunValues(ctx, vc)
-	if rep != nil {
-		fmt.Fprint(stdout, rep.Markdown())
-		fmt.Fprintf(stderr, "cdc-bench values: results in %s\n", vc.OutDir)
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "cdc-bench values: %v\n", err)
-		return 1
-	}
-	return 0
+	return runReport("values", vc.OutDir, stdout, stderr, func(ctx context.Context) (string, error) {
+		rep, err := bench.RunValues(ctx, vc)
+		if rep == nil {
+			return "", err
+		}
+		return rep.Markdown(), err
+	})
 }
 
 // parseValues parses values' flags; code is -1 to go on, else the exit code (2: bad usage).
