@@ -13,7 +13,9 @@
 //   - New takes the slot's transactional id (TransactionalID), fencing every earlier producer and
 //     aborting what it left open; only then is the checkpoint read (ReadCheckpoint).
 //   - Commit writes the checkpoint into the open transaction, flushes and commits: records and
-//     checkpoint become visible together or not at all. A fenced producer gets a *FencedError.
+//     checkpoint become visible together or not at all, and it returns once the coordinator wrote
+//     the commit markers: a read_committed consumer can read them. A fenced producer gets a
+//     *FencedError.
 //   - A commit that did not happen wraps ErrNotCommitted; one whose outcome is unknown wraps
 //     ErrOutcomeUnknown. Either way the caller confirms nothing and replays from the checkpoint.
 //   - Progress says which records a replay skips and which checkpoint the open transaction

@@ -95,6 +95,8 @@ type Producer struct {
 	cfg   Config
 	fence error // the *FencedError once one was met: every later call returns it
 	spent bool  // an EndTxn went unanswered: Begin and Commit return ErrSpent (errors.go)
+
+	noDescribe bool // the broker refused to describe the transaction: commits do not await its markers (completed.go)
 }
 
 // New takes the slot's transactional id with cl (built with cfg.ClientOpts): the
@@ -180,7 +182,8 @@ func (p *Producer) Produce(ctx context.Context, r *kgo.Record, promise func(*kgo
 }
 
 // Commit writes cp into the open transaction, waits for every record of the transaction to be
-// acknowledged (Flush), and commits. Call it only when every record produced since Begin was
+// acknowledged (Flush), commits, and waits until the coordinator wrote the commit markers
+// (completed.go). Call it only when every record produced since Begin was
 // acknowledged or replaced by its dead letter: Kafka commits whatever the transaction holds.
 //
 // Errors, each with what the caller does (DESIGN.md, "The position confirmed"):
@@ -259,6 +262,7 @@ func (p *Producer) commitRecord(ctx context.Context, rec *kgo.Record, what strin
 		}
 		return fmt.Errorf("txn: commit: %w: %w (then abort: %v)", ErrOutcomeUnknown, err, abortErr)
 	}
+	p.awaitCompleted(ctx) // the next transaction is added to its partitions at once (completed.go)
 	return nil
 }
 

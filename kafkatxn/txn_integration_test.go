@@ -391,3 +391,25 @@ func TestTimedOutTransactionIsNotCommittedNotFenced(t *testing.T) {
 	s.commit(t, p, "next", 2, cp)
 	s.wantState(t, "the next transaction", map[string]int{"next": 2}, cp)
 }
+
+// Commit returns once the coordinator wrote the transaction's markers, not when it logged
+// PrepareCommit: a read_committed consumer reads the transaction at once, and the next one,
+// begun at once, is not held back as a concurrent transaction (completed.go).
+func TestCommitReturnsOnceTheTransactionIsComplete(t *testing.T) {
+	s := newRealSlot(t)
+	p := s.producer(t)
+	const commits = 20
+	for i := range commits {
+		cp := Checkpoint{Slot: s.cfg.Slot, Position: 0x1000 + pglogrepl.LSN(0x100*i)}
+		s.commit(t, p, "k", 1, cp)
+		state, err := p.transactionState(ctx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if state != "CompleteCommit" {
+			t.Fatalf("commit %d returned with the transaction %s, want CompleteCommit", i+1, state)
+		}
+	}
+	// No wait for open transactions here: the markers of every commit are written.
+	wantSeen(t, "right after the last commit", s.visible(t), map[string]int{"k": commits})
+}
