@@ -351,8 +351,7 @@ func switchSchedule(t *testing.T, bin string, seed uint64) {
 	if out, errOut, code := testenv.Run(t, 30*time.Second, bin, nil, "poll", "--create-index", "--table", f.Table); code != 0 {
 		t.Fatalf("poll --create-index: exit %d\n%s%s", code, out, errOut)
 	}
-	small, marks := f.Name+".small", "public."+f.Name+"_marks"
-	testenv.CreateTopicWithConfig(t, small, 1, map[string]string{"max.message.bytes": "2048"})
+	small, marks := f.LimitedTopic(t, "small", "2048"), "public."+f.Name+"_marks"
 	t.Cleanup(func() { _, _ = f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+marks) })
 	s := &switchRun{
 		t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, 0x737769)), f: f, bin: bin,

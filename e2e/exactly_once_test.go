@@ -50,8 +50,7 @@ func (e *eosEnv) startReady(t *testing.T, env []string, args ...string) *testenv
 // transaction that holds the row cannot commit meanwhile.
 func (e *eosEnv) heldLetter(t *testing.T) (held testenv.Row, accept func()) {
 	t.Helper()
-	small := e.F.Name + ".small"
-	testenv.CreateTopicWithConfig(t, small, 1, map[string]string{"max.message.bytes": "2000"})
+	small := e.F.LimitedTopic(t, "small", "2000")
 	testenv.SetTopicConfig(t, e.F.DLQ, "max.message.bytes", "2000")
 	accept = e.F.RefuseDeadLetters(t)
 	return testenv.Row{Key: "held", Topic: small, Payload: `{"pad": "` + strings.Repeat("x", 5000) + `"}`}, accept

@@ -203,9 +203,7 @@ func TestCloudEventsDeadLettersCarryNoCloudEventHeaders(t *testing.T) {
 	ctx := context.Background()
 	// The target topic and the dead-letter topic both refuse the large row, which goes to the
 	// dead-letter table; a bad row (a NULL key) goes to the dead-letter topic.
-	small, dlq := f.Name+".small", f.Name+".smalldlq"
-	testenv.CreateTopicWithConfig(t, small, 1, map[string]string{"max.message.bytes": "2048"})
-	testenv.CreateTopicWithConfig(t, dlq, 1, map[string]string{"max.message.bytes": "2048"})
+	small, dlq := f.LimitedTopic(t, "small", "2048"), f.LimitedTopic(t, "smalldlq", "2048")
 	table := "public." + f.Name + "_dl"
 	t.Cleanup(func() { _, _ = f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+table) })
 	letters := testenv.Consume(t, dlq)
