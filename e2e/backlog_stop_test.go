@@ -194,8 +194,7 @@ func TestRecordsThatFitTheTopicAreNotDeadLetteredAsABatch(t *testing.T) {
 	t.Parallel()
 	e := testenv.NewRelayEnv(t, true)
 	f := e.F
-	limited := f.Name + ".limited"
-	testenv.CreateTopicWithConfig(t, limited, 1, map[string]string{"max.message.bytes": "20000"})
+	limited := f.LimitedTopic(t, "limited", "20000")
 	t.Cleanup(func() {
 		_, _ = f.Pool.Exec(context.Background(), `DELETE FROM cdc_relay_dead_letters WHERE slot = $1`, f.Slot)
 	})

@@ -26,10 +26,8 @@ func TestBadRowsAreDeadLetteredAndTheStreamGoesOn(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _, _ = f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+odd) })
-	e := &testenv.RelayEnv{F: f, Bin: testenv.Binary(t, true), Env: []string{"CDC_RELAY_SLOT=" + f.Slot, "CDC_RELAY_PUBLICATION=" + f.Publication}}
-	if out, errOut, code := testenv.Run(t, 30*time.Second, e.Bin, e.Env, "slot", "create", "--table", f.Table+","+odd); code != 0 {
-		t.Fatalf("slot create: exit %d\n%s%s", code, out, errOut)
-	}
+	e := testenv.RelayEnvOf(t, f, true)
+	e.CreateSlot(t, f.Table+","+odd)
 	p := e.Start(t, nil)
 	cons := testenv.Consume(t, f.Topic)
 	dlq := testenv.Consume(t, f.DLQ)

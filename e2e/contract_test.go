@@ -46,10 +46,8 @@ func TestContractOutboxTableTellsTwoTablesApart(t *testing.T) {
 	t.Cleanup(func() {
 		_, _ = f.Pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS `+schemaA+`, `+schemaB+` CASCADE`)
 	})
-	e := &testenv.RelayEnv{F: f, Bin: testenv.Binary(t, true), Env: []string{"CDC_RELAY_SLOT=" + f.Slot, "CDC_RELAY_PUBLICATION=" + f.Publication}}
-	if out, errOut, code := testenv.Run(t, 30*time.Second, e.Bin, e.Env, "slot", "create", "--table", tableA+","+tableB); code != 0 {
-		t.Fatalf("slot create: exit %d\n%s%s", code, out, errOut)
-	}
+	e := testenv.RelayEnvOf(t, f, true)
+	e.CreateSlot(t, tableA+","+tableB)
 	p := e.Start(t, nil)
 	cons := testenv.Consume(t, f.Topic)
 

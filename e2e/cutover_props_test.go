@@ -351,12 +351,11 @@ func switchSchedule(t *testing.T, bin string, seed uint64) {
 	if out, errOut, code := testenv.Run(t, 30*time.Second, bin, nil, "poll", "--create-index", "--table", f.Table); code != 0 {
 		t.Fatalf("poll --create-index: exit %d\n%s%s", code, out, errOut)
 	}
-	small, marks := f.Name+".small", "public."+f.Name+"_marks"
-	testenv.CreateTopicWithConfig(t, small, 1, map[string]string{"max.message.bytes": "2048"})
+	small, marks := f.LimitedTopic(t, "small", "2048"), "public."+f.Name+"_marks"
 	t.Cleanup(func() { _, _ = f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+marks) })
 	s := &switchRun{
 		t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, 0x737769)), f: f, bin: bin,
-		env:  []string{"CDC_RELAY_SLOT=" + f.Slot, "CDC_RELAY_PUBLICATION=" + f.Publication},
+		env:  f.SlotEnv(),
 		cons: testenv.Consume(t, f.Topic), sent: map[string]int{}, broken: map[string]int{},
 		small: small, smallCons: testenv.Consume(t, small), dlqCons: testenv.Consume(t, f.DLQ),
 		dlEnv: []string{"CDC_RELAY_DLQ_TOPIC=" + f.DLQ, "CDC_RELAY_MARKS_TABLE=" + marks},

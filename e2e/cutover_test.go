@@ -147,7 +147,7 @@ func TestCutoverFromPollingLosesNothing(t *testing.T) {
 	t.Parallel()
 	e := newPollEnv(t)
 	f := e.F
-	env := []string{"CDC_RELAY_SLOT=" + f.Slot, "CDC_RELAY_PUBLICATION=" + f.Publication}
+	env := f.SlotEnv()
 	cons := testenv.Consume(t, f.Topic)
 	w := startWriter(t, f, 3*time.Millisecond)
 	time.Sleep(300 * time.Millisecond) // a backlog, so the old poller runs full batches

@@ -24,6 +24,14 @@ func dlCLI(t *testing.T, bin string, env []string, args ...string) (string, int)
 	return out + errOut, code
 }
 
+// dlMust runs `cdc-relay dead-letters args...` and fails the test unless it exits 0 saying want.
+func dlMust(t *testing.T, bin string, env []string, want string, args ...string) {
+	t.Helper()
+	if out, code := dlCLI(t, bin, env, args...); code != 0 || !strings.Contains(out, want) {
+		t.Fatalf("dead-letters %s: exit %d, want 0 and %q in the output", strings.Join(args, " "), code, want)
+	}
+}
+
 // lineWith returns the first line of out that contains every fragment.
 func lineWith(out string, frags ...string) string {
 	for _, line := range strings.Split(out, "\n") {
@@ -45,10 +53,41 @@ func marksTable(t *testing.T, f *testenv.Fixture) string {
 	return marks
 }
 
+// tableEnv is the environment of `dead-letters` for the letters in the dead-letter table.
+func tableEnv(table string) []string {
+	return []string{"CDC_RELAY_FROM=table", "CDC_RELAY_DEAD_LETTER_TABLE=" + table}
+}
+
 // topicEnv is the environment of `dead-letters` for the letters on the topic dlq, marked in
 // the table marks.
 func topicEnv(dlq, marks string) []string {
 	return []string{"CDC_RELAY_DLQ_TOPIC=" + dlq, "CDC_RELAY_MARKS_TABLE=" + marks}
+}
+
+// topicLetters is a test's fixture, the binary, and the environment of `dead-letters` for the
+// letters on the fixture's dead-letter topic, marked in a table of the test's own.
+func topicLetters(t *testing.T) (f *testenv.Fixture, bin string, env []string) {
+	t.Helper()
+	f = testenv.NewFixture(t)
+	return f, testenv.Binary(t, false), topicEnv(f.DLQ, marksTable(t, f))
+}
+
+// relayTopicLetters is a test's relay and the environment of `dead-letters` (the relay's plus
+// the dead-letter topic and a marks table of the test's own) for the letters it parks.
+func relayTopicLetters(t *testing.T) (e *testenv.RelayEnv, env []string) {
+	t.Helper()
+	e = testenv.NewRelayEnv(t, false)
+	return e, append(append([]string{}, e.Env...), topicEnv(e.F.DLQ, marksTable(t, e.F))...)
+}
+
+// tableLetters is a test's fixture, the binary, a dead-letter table of the test's own (see
+// deadLetterTable) and the environment of `dead-letters` for the letters in it.
+func tableLetters(t *testing.T, preClass bool) (f *testenv.Fixture, bin, table string, env []string) {
+	t.Helper()
+	f = testenv.NewFixture(t)
+	bin = testenv.Binary(t, false)
+	table = deadLetterTable(t, f, preClass)
+	return f, bin, table, tableEnv(table)
 }
 
 // wantNoLettersWaiting reports an error unless `dead-letters list` says none is waiting.
@@ -65,15 +104,12 @@ func wantNoLettersWaiting(t *testing.T, bin string, env []string, after string) 
 // a second replay; a letter that no replay can fix is discarded.
 func TestDeadLettersFromTopicListReplayDiscard(t *testing.T) {
 	t.Parallel()
-	e := testenv.NewRelayEnv(t, false)
+	e, env := relayTopicLetters(t)
 	f := e.F
-	ctx := context.Background()
-	small := f.Name + ".small"
+	small := f.LimitedTopic(t, "small", "2048")
 	later := f.Name + ".later" // created only once the letter is to be replayed
-	testenv.CreateTopicWithConfig(t, small, 1, map[string]string{"max.message.bytes": "2048"})
 	adm := kadm.NewClient(testenv.Kafka(t))
 	t.Cleanup(func() { _, _ = adm.DeleteTopics(context.Background(), later) })
-	marks := marksTable(t, f)
 
 	p := e.Start(t, nil)
 	dlq := testenv.Consume(t, f.DLQ)
@@ -83,11 +119,8 @@ func TestDeadLettersFromTopicListReplayDiscard(t *testing.T) {
 	ids = append(ids, f.Insert(t, false, testenv.Row{Key: "k4", Topic: "no spaces allowed!", Payload: `{"n": 4}`})...)
 	tooLarge, missing, badName := strconv.FormatInt(ids[0], 10), strconv.FormatInt(ids[1], 10), strconv.FormatInt(ids[2], 10)
 	dlq.WaitFor(t, 120*time.Second, "three dead letters", func(r []*kgo.Record) bool { return len(r) >= 3 })
-	if code := p.Stop(t); code != 0 {
-		t.Fatalf("relay exit %d:\n%s", code, p.Output())
-	}
+	stopClean(t, p, "the relay")
 
-	env := append(append([]string{}, e.Env...), topicEnv(f.DLQ, marks)...)
 	out, code := dlCLI(t, e.Bin, env, "list")
 	if code != 0 {
 		t.Fatalf("list: exit %d", code)
@@ -125,10 +158,7 @@ func TestDeadLettersFromTopicListReplayDiscard(t *testing.T) {
 		t.Errorf("%d records on %s after a refused replay", n, small)
 	}
 	// Fix the causes.
-	big := "1048576"
-	if _, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "max.message.bytes", Value: &big}}, small); err != nil {
-		t.Fatal(err)
-	}
+	testenv.SetTopicConfig(t, small, "max.message.bytes", "1048576")
 	testenv.CreateTopic(t, later, 1)
 	out, code = dlCLI(t, e.Bin, env, "replay", "--reason", "TOO_LARGE")
 	if code != 0 || !strings.Contains(out, "replayed 1, refused 0, skipped 0") {
@@ -184,18 +214,8 @@ func TestDeadLettersFromTopicListReplayDiscard(t *testing.T) {
 // once it exists, marked replayed_at, not sent again; another is discarded (discarded_at).
 func TestDeadLettersFromTableReplayDiscard(t *testing.T) {
 	t.Parallel()
-	f := testenv.NewFixture(t)
-	bin := testenv.Binary(t, false)
+	f, bin, table, env := tableLetters(t, false)
 	ctx := context.Background()
-	table := "public." + f.Name + "_dl"
-	ddl, err := deadletters.TableDDL(table)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.Pool.Exec(ctx, ddl); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+table) })
 	later := f.Name + ".later"
 	adm := kadm.NewClient(testenv.Kafka(t))
 	t.Cleanup(func() { _, _ = adm.DeleteTopics(context.Background(), later) })
@@ -212,7 +232,6 @@ func TestDeadLettersFromTableReplayDiscard(t *testing.T) {
 	}
 	insert("7", later, "k7")
 	insert("8", "gone-for-good", "k8")
-	env := []string{"CDC_RELAY_FROM=table", "CDC_RELAY_DEAD_LETTER_TABLE=" + table}
 	out, code := dlCLI(t, bin, env, "list")
 	if code != 0 || lineWith(out, "UNKNOWN_TOPIC_OR_PARTITION", "public.orders", " 7 ", later, " 1 ") == "" {
 		t.Errorf("list: exit %d", code)
@@ -243,7 +262,7 @@ func TestDeadLettersFromTableReplayDiscard(t *testing.T) {
 		t.Errorf("discard: exit %d", code)
 	}
 	var replayed, discarded int
-	err = f.Pool.QueryRow(ctx, `SELECT count(replayed_at), count(discarded_at) FROM `+pgx.Identifier{"public", f.Name + "_dl"}.Sanitize()).Scan(&replayed, &discarded)
+	err := f.Pool.QueryRow(ctx, `SELECT count(replayed_at), count(discarded_at) FROM `+pgx.Identifier{"public", f.Name + "_dl"}.Sanitize()).Scan(&replayed, &discarded)
 	if err != nil || replayed != 1 || discarded != 1 {
 		t.Errorf("replayed_at %d, discarded_at %d (%v): want 1 and 1", replayed, discarded, err)
 	}
@@ -257,10 +276,9 @@ func TestDeadLettersFromTableReplayDiscard(t *testing.T) {
 // and replay never publishes a bad row.
 func TestDeadLetterReplayNeverPublishesABadRowWhoseIDLooksLikeAnErrorCode(t *testing.T) {
 	t.Parallel()
-	e := testenv.NewRelayEnv(t, false)
+	e, env := relayTopicLetters(t)
 	f := e.F
 	ctx := context.Background()
-	marks := marksTable(t, f)
 	prefix := f.Name // logical messages reach every slot (DESIGN.md, "Logical messages")
 	p := e.Start(t, nil, "--message-prefix", prefix)
 	dlq := testenv.Consume(t, f.DLQ)
@@ -269,13 +287,10 @@ func TestDeadLetterReplayNeverPublishesABadRowWhoseIDLooksLikeAnErrorCode(t *tes
 		t.Fatal(err)
 	}
 	letter := dlq.WaitFor(t, 60*time.Second, "the dead letter", func(r []*kgo.Record) bool { return len(r) >= 1 })[0]
-	if code := p.Stop(t); code != 0 {
-		t.Fatalf("relay exit %d:\n%s", code, p.Output())
-	}
+	stopClean(t, p, "the relay")
 	if c := testenv.Header(letter, "dlq-class"); c != "bad-row" {
 		t.Errorf("the letter's dlq-class is %q, want bad-row (headers %v)", c, letter.Headers)
 	}
-	env := append(append([]string{}, e.Env...), topicEnv(f.DLQ, marks)...)
 	if out, code := dlCLI(t, e.Bin, env, "list"); code != 0 || lineWith(out, "ORDER_42_CREATED", "bad row") == "" {
 		t.Errorf("list: exit %d, want the letter listed as a bad row", code)
 	}
@@ -294,11 +309,8 @@ func TestDeadLetterReplayNeverPublishesABadRowWhoseIDLooksLikeAnErrorCode(t *tes
 // operator checked it.
 func TestDeadLettersOlderTableKeepsItsLettersAndRefusesUnclassified(t *testing.T) {
 	t.Parallel()
-	f := testenv.NewFixture(t)
-	bin := testenv.Binary(t, false)
+	f, bin, table, env := tableLetters(t, true)
 	ctx := context.Background()
-	table := "public." + f.Name + "_dl"
-	createPreClassDeadLetterTable(t, f, table)
 	hdrs := `{"outbox-id": "7", "outbox-table": "public.orders", "aggregate-id": "k7", "cdc-lsn": "0/16B3748",
 		"dlq-error": "MESSAGE_TOO_LARGE: x", "dlq-original-topic": "` + f.Topic + `"}`
 	if _, err := f.Pool.Exec(ctx, `INSERT INTO `+table+` (slot, outbox_id, topic, key, value, headers, error, lsn)
@@ -306,7 +318,6 @@ func TestDeadLettersOlderTableKeepsItsLettersAndRefusesUnclassified(t *testing.T
 		f.Topic, hdrs); err != nil {
 		t.Fatal(err)
 	}
-	env := []string{"CDC_RELAY_FROM=table", "CDC_RELAY_DEAD_LETTER_TABLE=" + table}
 	if out, code := dlCLI(t, bin, env, "list"); code != 0 || lineWith(out, " 7 ", "unclassified", f.Topic) == "" {
 		t.Errorf("list: exit %d, want the old letter listed as unclassified", code)
 	}
@@ -348,14 +359,9 @@ func parkLetter(t *testing.T, dlq, outboxID, lsn, value, class, orig string) {
 // record's timestamp too.
 func TestDeadLetterMarksDoNotPassToARecreatedTopic(t *testing.T) {
 	t.Parallel()
-	f := testenv.NewFixture(t)
-	bin := testenv.Binary(t, false)
-	marks := marksTable(t, f)
-	env := topicEnv(f.DLQ, marks)
+	f, bin, env := topicLetters(t)
 	parkLetter(t, f.DLQ, "1", "0/16B3748", `{"n": 1}`, "bad-row", f.Topic)
-	if out, code := dlCLI(t, bin, env, "discard", "--all"); code != 0 || !strings.Contains(out, "discarded 1") {
-		t.Fatalf("discard --all: exit %d", code)
-	}
+	dlMust(t, bin, env, "discarded 1", "discard", "--all")
 	adm := kadm.NewClient(testenv.Kafka(t))
 	ctx := context.Background()
 	if _, err := adm.DeleteTopics(ctx, f.DLQ); err != nil {
@@ -415,13 +421,10 @@ func TestDeadLetterMarksOfTheOlderTableStillApply(t *testing.T) {
 // bytes): it was marked replayed with the first without being sent.
 func TestDeadLetterReplaySendsAnEventWithAReusedOutboxID(t *testing.T) {
 	t.Parallel()
-	f := testenv.NewFixture(t)
-	bin := testenv.Binary(t, false)
-	marks := marksTable(t, f)
+	f, bin, env := topicLetters(t)
 	parkLetter(t, f.DLQ, "1", "0/16B3748", `{"n": "before the truncate"}`, "MESSAGE_TOO_LARGE", f.Topic)
 	parkLetter(t, f.DLQ, "1", "0/16B3748", `{"n": "before the truncate"}`, "MESSAGE_TOO_LARGE", f.Topic) // the same event, parked again
 	parkLetter(t, f.DLQ, "1", "0/2000000", `{"n": "after the truncate"}`, "MESSAGE_TOO_LARGE", f.Topic)
-	env := topicEnv(f.DLQ, marks)
 	out, code := dlCLI(t, bin, env, "replay", "--all")
 	if code != 0 || !strings.Contains(out, "replayed 2, refused 0, skipped 1") {
 		t.Errorf("replay --all: exit %d, want two events replayed and the duplicate marked with the first", code)
@@ -438,14 +441,9 @@ func TestDeadLetterReplaySendsAnEventWithAReusedOutboxID(t *testing.T) {
 // letter replayed and does not send the event a second time.
 func TestDeadLetterReplayDoesNotSendAReplayedEventAgain(t *testing.T) {
 	t.Parallel()
-	f := testenv.NewFixture(t)
-	bin := testenv.Binary(t, false)
-	marks := marksTable(t, f)
-	env := topicEnv(f.DLQ, marks)
+	f, bin, env := topicLetters(t)
 	parkLetter(t, f.DLQ, "1", "0/16B3748", `{"n": 1}`, "MESSAGE_TOO_LARGE", f.Topic)
-	if out, code := dlCLI(t, bin, env, "replay", "--all"); code != 0 || !strings.Contains(out, "replayed 1, refused 0, skipped 0") {
-		t.Fatalf("first replay: exit %d", code)
-	}
+	dlMust(t, bin, env, "replayed 1, refused 0, skipped 0", "replay", "--all")
 	parkLetter(t, f.DLQ, "1", "0/16B3748", `{"n": 1}`, "MESSAGE_TOO_LARGE", f.Topic) // parked again by a restarted relay
 	if out, code := dlCLI(t, bin, env, "replay", "--all", "--dry-run"); code != 0 || !strings.Contains(out, "would skip 0:1") {
 		t.Errorf("replay --dry-run: exit %d, want the new letter skipped as the same event", code)
@@ -469,11 +467,8 @@ func TestRelayParksIntoAnOlderDeadLetterTable(t *testing.T) {
 	e := testenv.NewRelayEnv(t, false)
 	f := e.F
 	ctx := context.Background()
-	table := "public." + f.Name + "_dl"
-	createPreClassDeadLetterTable(t, f, table)
-	small, smallDLQ := f.Name+".small", f.Name+".smalldlq" // both refuse a 4 KB record
-	testenv.CreateTopicWithConfig(t, small, 1, map[string]string{"max.message.bytes": "2048"})
-	testenv.CreateTopicWithConfig(t, smallDLQ, 1, map[string]string{"max.message.bytes": "2048"})
+	table := deadLetterTable(t, f, true)
+	small, smallDLQ := f.LimitedTopic(t, "small", "2048"), f.LimitedTopic(t, "smalldlq", "2048") // both refuse a 4 KB record
 	big := testenv.Row{Key: "big", Topic: small, Payload: `{"pad": "` + strings.Repeat("x", 4096) + `"}`}
 	parked := func(n int) {
 		t.Helper()
@@ -490,14 +485,12 @@ func TestRelayParksIntoAnOlderDeadLetterTable(t *testing.T) {
 	p := run()
 	first := f.Insert(t, false, big)[0]
 	parked(1)
-	if code := p.Stop(t); code != 0 {
-		t.Fatalf("relay exit %d:\n%s", code, p.Output())
-	}
+	stopClean(t, p, "the relay")
 	var hclass string
 	if err := f.Pool.QueryRow(ctx, `SELECT coalesce(headers->>'dlq-class', '') FROM `+table+` WHERE outbox_id = $1`, strconv.FormatInt(first, 10)).Scan(&hclass); err != nil || hclass != "MESSAGE_TOO_LARGE" {
 		t.Errorf("the letter in the older table: dlq-class header %q (%v), want MESSAGE_TOO_LARGE", hclass, err)
 	}
-	env := []string{"CDC_RELAY_FROM=table", "CDC_RELAY_DEAD_LETTER_TABLE=" + table}
+	env := tableEnv(table)
 	if out, code := dlCLI(t, e.Bin, env, "list"); code != 0 || lineWith(out, "MESSAGE_TOO_LARGE", strconv.FormatInt(first, 10)) == "" {
 		t.Errorf("list: exit %d, want the letter listed as MESSAGE_TOO_LARGE", code)
 	}
@@ -505,30 +498,33 @@ func TestRelayParksIntoAnOlderDeadLetterTable(t *testing.T) {
 	p = run()
 	second := f.Insert(t, false, big)[0]
 	parked(2)
-	if code := p.Stop(t); code != 0 {
-		t.Fatalf("relay exit %d:\n%s", code, p.Output())
-	}
+	stopClean(t, p, "the relay")
 	var class *string
 	if err := f.Pool.QueryRow(ctx, `SELECT class FROM `+table+` WHERE outbox_id = $1`, strconv.FormatInt(second, 10)).Scan(&class); err != nil || class == nil || *class != "MESSAGE_TOO_LARGE" {
 		t.Errorf("the letter parked after the migration: class %v (%v), want MESSAGE_TOO_LARGE", class, err)
 	}
 }
 
-// createPreClassDeadLetterTable creates table with the dead-letter table's DDL of the version
-// before the class column (an older relay's), dropped when the test ends.
-func createPreClassDeadLetterTable(t *testing.T, f *testenv.Fixture, table string) {
+// deadLetterTable creates a dead-letter table of the test's own, dropped when the test ends,
+// and returns its name. preClass leaves out the class column, as the DDL of the version before
+// it (an older relay's) did.
+func deadLetterTable(t *testing.T, f *testenv.Fixture, preClass bool) string {
 	t.Helper()
+	table := "public." + f.Name + "_dl"
 	ddl, err := deadletters.TableDDL(table)
 	if err != nil {
 		t.Fatal(err)
 	}
-	const class = "    class       text,\n"
-	if !strings.Contains(ddl, class) {
-		t.Fatalf("the dead-letter table's DDL has no class column to leave out:\n%s", ddl)
+	if preClass {
+		const class = "    class       text,\n"
+		if !strings.Contains(ddl, class) {
+			t.Fatalf("the dead-letter table's DDL has no class column to leave out:\n%s", ddl)
+		}
+		ddl = strings.Replace(strings.Replace(ddl, class, "", 1), "CREATE TABLE IF NOT EXISTS", "CREATE TABLE", 1)
 	}
-	ddl = strings.Replace(strings.Replace(ddl, class, "", 1), "CREATE TABLE IF NOT EXISTS", "CREATE TABLE", 1)
 	if _, err := f.Pool.Exec(context.Background(), ddl); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _, _ = f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+table) })
+	return table
 }

@@ -36,6 +36,26 @@ func (e *eosEnv) start(t *testing.T, env []string, args ...string) *testenv.Proc
 	return e.Start(t, env, append([]string{"--delivery", "exactly-once", "--checkpoint-topic", e.checkpoints}, args...)...)
 }
 
+// startReady is start that returns once the relay has read its checkpoint (it holds the slot
+// and the transactional id).
+func (e *eosEnv) startReady(t *testing.T, env []string, args ...string) *testenv.Proc {
+	t.Helper()
+	p := e.start(t, env, args...)
+	testenv.Eventually(t, 60*time.Second, "the relay to read the checkpoint", func() bool { return strings.Contains(p.Output(), "read the checkpoint") })
+	return p
+}
+
+// heldLetter returns a row whose letter is held: its topic refuses it (too large), and so do
+// the dead-letter topic and, until accept is called, the dead-letter table. A Kafka
+// transaction that holds the row cannot commit meanwhile.
+func (e *eosEnv) heldLetter(t *testing.T) (held testenv.Row, accept func()) {
+	t.Helper()
+	small := e.F.LimitedTopic(t, "small", "2000")
+	testenv.SetTopicConfig(t, e.F.DLQ, "max.message.bytes", "2000")
+	accept = e.F.RefuseDeadLetters(t)
+	return testenv.Row{Key: "held", Topic: small, Payload: `{"pad": "` + strings.Repeat("x", 5000) + `"}`}, accept
+}
+
 // checkpoint is the slot's newest committed checkpoint.
 func (e *eosEnv) checkpoint(t *testing.T) kafkatxn.Checkpoint {
 	t.Helper()
@@ -101,9 +121,7 @@ func TestExactlyOnceKilledMidStreamPublishesEachRowOnce(t *testing.T) {
 	testenv.Eventually(t, 60*time.Second, "50 more rows committed", func() bool { return len(w.Committed()) >= more })
 	w.Stop()
 	cons.WaitFor(t, 90*time.Second, "every committed row", testenv.HasAll(w.Committed()))
-	if code := p.Stop(t); code != 0 {
-		t.Fatalf("the last run exited %d; output:\n%s", code, p.Output())
-	}
+	stopClean(t, p, "the last run")
 	recs := readCommitted(t, e.F.Topic)
 	if dups := w.Verify(t, recs); dups != 0 || len(ids(recs)) != len(recs) {
 		t.Errorf("%d duplicate records of committed rows, %d records of %d ids, for a read_committed consumer after %d kills",
@@ -184,9 +202,7 @@ func splitKilledBetweenCommits(t *testing.T, n int, args []string, check func(re
 	t.Logf("%d rows; after the second Kafka commit: checkpoint %+v", n, cp)
 	p = e.start(t, nil, args...)
 	testenv.Eventually(t, 120*time.Second, "the slot to confirm past the transaction", func() bool { return e.F.SlotConfirmed(t) >= written })
-	if code := p.Stop(t); code != 0 {
-		t.Fatalf("the restart exited %d; output:\n%s", code, p.Output())
-	}
+	stopClean(t, p, "the restart")
 	if skips := fmt.Sprintf("the first %d records of the transaction committing at %s", cp.Split.Records, cp.Split.LSN); !strings.Contains(p.Output(), skips) {
 		t.Errorf("the restart's start line does not say it skips %q; output:\n%s", skips, p.Output())
 	}
@@ -256,10 +272,7 @@ func assertOnceInKeyOrder(t *testing.T, recs []*kgo.Record, ids []int64) {
 // its topic), which neither the dead-letter topic nor the table takes until A is paused.
 func TestExactlyOnceZombieIsFencedAndPublishesNothing(t *testing.T) {
 	e := newEOSEnv(t)
-	small := e.F.Name + ".small"
-	testenv.CreateTopicWithConfig(t, small, 1, map[string]string{"max.message.bytes": "2000"})
-	testenv.SetTopicConfig(t, e.F.DLQ, "max.message.bytes", "2000")
-	accept := e.F.RefuseDeadLetters(t)
+	letter, accept := e.heldLetter(t)
 	a := e.start(t, nil, "--pg-url", walSenderURL(t, "", "5s"), "--transaction-interval", "5s", "--metrics-addr", "127.0.0.1:0")
 	aMetrics := metricsAddr(t, a)
 	testenv.Eventually(t, 60*time.Second, "relay A to take the transactional id", func() bool { return strings.Contains(a.Output(), "read the checkpoint") })
@@ -280,7 +293,7 @@ func TestExactlyOnceZombieIsFencedAndPublishesNothing(t *testing.T) {
 	metricAtLeast(t, aMetrics, "cdc_relay_kafka_transactions_committed_total", 1)
 	write(5)
 	held := e.F.Insert(t, false, testenv.Row{Key: "z", Payload: `{"n": 1}`},
-		testenv.Row{Key: "held", Topic: small, Payload: `{"pad": "` + strings.Repeat("x", 5000) + `"}`}, testenv.Row{Key: "z", Payload: `{"n": 2}`})
+		letter, testenv.Row{Key: "z", Payload: `{"n": 2}`})
 	metricAtLeast(t, aMetrics, "cdc_relay_transactions_total", 11) // the last in A's open Kafka transaction
 	testenv.Eventually(t, 60*time.Second, "relay A's commit to wait for the letter the table refuses", func() bool {
 		return a.Exited() || strings.Contains(a.Output(), "cannot park dead letters in PostgreSQL")
@@ -320,15 +333,10 @@ func TestExactlyOnceZombieIsFencedAndPublishesNothing(t *testing.T) {
 func TestExactlyOnceOpenTransactionHoldsTheSlot(t *testing.T) {
 	t.Parallel()
 	e := newEOSEnv(t)
-	small := e.F.Name + ".small"
-	testenv.CreateTopicWithConfig(t, small, 1, map[string]string{"max.message.bytes": "2000"})
-	testenv.SetTopicConfig(t, e.F.DLQ, "max.message.bytes", "2000")
-	accept := e.F.RefuseDeadLetters(t)
-	p := e.start(t, nil, "--transaction-interval", "10s")
-	testenv.Eventually(t, 60*time.Second, "the relay to read the checkpoint", func() bool { return strings.Contains(p.Output(), "read the checkpoint") })
+	held, accept := e.heldLetter(t)
+	p := e.startReady(t, nil, "--transaction-interval", "10s")
 	uncommitted, committed := testenv.Consume(t, e.F.Topic), readCommittedConsumer(t, e.F.Topic)
-	inserted := e.F.Insert(t, false, testenv.Row{Key: "a", Payload: `{"n": 1}`}, testenv.Row{Key: "b", Payload: `{"n": 2}`},
-		testenv.Row{Key: "held", Topic: small, Payload: `{"pad": "` + strings.Repeat("x", 5000) + `"}`})
+	inserted := e.F.Insert(t, false, testenv.Row{Key: "a", Payload: `{"n": 1}`}, testenv.Row{Key: "b", Payload: `{"n": 2}`}, held)
 	ids := inserted[:2]
 	recs := uncommitted.WaitFor(t, 30*time.Second, "the records, acknowledged in the open transaction", testenv.HasAll(ids))
 	commit := lsnOf(t, recs[0])
@@ -352,9 +360,7 @@ func TestExactlyOnceOpenTransactionHoldsTheSlot(t *testing.T) {
 	accept()
 	p = e.start(t, nil)
 	committed.WaitFor(t, 60*time.Second, "the rows, replayed and committed", testenv.HasAll(ids))
-	if code := p.Stop(t); code != 0 {
-		t.Fatalf("the restart exited %d; output:\n%s", code, p.Output())
-	}
+	stopClean(t, p, "the restart")
 	assertOnceInKeyOrder(t, readCommitted(t, e.F.Topic), ids)
 }
 
@@ -366,8 +372,7 @@ func TestExactlyOnceOpenTransactionHoldsTheSlot(t *testing.T) {
 func TestExactlyOnceQuietStreamIsCommittedWithoutWaitingForTheInterval(t *testing.T) {
 	t.Parallel()
 	e := newEOSEnv(t)
-	p := e.start(t, nil, "--transaction-interval", "10s")
-	testenv.Eventually(t, 60*time.Second, "the relay to read the checkpoint", func() bool { return strings.Contains(p.Output(), "read the checkpoint") })
+	p := e.startReady(t, nil, "--transaction-interval", "10s")
 	cons := readCommittedConsumer(t, e.F.Topic)
 	var ids []int64
 	for i := range 3 {
@@ -376,9 +381,7 @@ func TestExactlyOnceQuietStreamIsCommittedWithoutWaitingForTheInterval(t *testin
 		cons.WaitFor(t, 5*time.Second, fmt.Sprintf("row %d committed in Kafka well before the 10 s interval", i+1), testenv.HasAll(ids))
 		t.Logf("row %d: visible to a read_committed consumer %s after its commit in PostgreSQL", i+1, time.Since(began).Round(time.Millisecond))
 	}
-	if code := p.Stop(t); code != 0 {
-		t.Fatalf("the relay exited %d; output:\n%s", code, p.Output())
-	}
+	stopClean(t, p, "the relay")
 	assertOnceInKeyOrder(t, readCommitted(t, e.F.Topic), ids)
 }
 
@@ -397,9 +400,7 @@ func TestExactlyOnceDeadLetterIsInTheTransaction(t *testing.T) {
 	p.WaitKilled(t, 60*time.Second)
 	p = e.start(t, nil)
 	testenv.Eventually(t, 60*time.Second, "the slot to confirm past the transaction", func() bool { return e.F.SlotConfirmed(t) >= written })
-	if code := p.Stop(t); code != 0 {
-		t.Fatalf("the restart exited %d; output:\n%s", code, p.Output())
-	}
+	stopClean(t, p, "the restart")
 	assertOnceInKeyOrder(t, readCommitted(t, e.F.Topic), []int64{ids[0], ids[2]})
 	letters := readCommitted(t, e.F.DLQ)
 	if len(letters) != 1 || testenv.Header(letters[0], "outbox-id") != fmt.Sprint(ids[1]) {
@@ -418,16 +419,12 @@ func TestExactlyOnceDeadLetterIsInTheTransaction(t *testing.T) {
 func TestExactlyOnceCommitWaitsForTheDeadLetter(t *testing.T) {
 	t.Parallel()
 	e := newEOSEnv(t)
-	small := e.F.Name + ".small"
-	testenv.CreateTopicWithConfig(t, small, 1, map[string]string{"max.message.bytes": "2000"})
-	testenv.SetTopicConfig(t, e.F.DLQ, "max.message.bytes", "2000")
-	accept := e.F.RefuseDeadLetters(t)
-	p := e.start(t, nil)
-	testenv.Eventually(t, 60*time.Second, "the relay to read the checkpoint", func() bool { return strings.Contains(p.Output(), "read the checkpoint") })
+	held, accept := e.heldLetter(t)
+	p := e.startReady(t, nil)
 	cons := readCommittedConsumer(t, e.F.Topic)
 
 	ids := e.F.Insert(t, false, testenv.Row{Key: "a", Payload: `{"n": 1}`},
-		testenv.Row{Key: "held", Topic: small, Payload: `{"pad": "` + strings.Repeat("x", 5000) + `"}`},
+		held,
 		testenv.Row{Key: "a", Payload: `{"n": 3}`})
 	later := e.F.Insert(t, false, testenv.Row{Key: "a", Payload: `{"n": 4}`})
 	const refused = "cannot park dead letters in PostgreSQL"
@@ -460,9 +457,7 @@ func TestExactlyOnceCommitWaitsForTheDeadLetter(t *testing.T) {
 		return letters > 0
 	}
 	testenv.Eventually(t, 60*time.Second, "the letter in the dead-letter table", parked)
-	if code := p.Stop(t); code != 0 {
-		t.Fatalf("the restart exited %d; output:\n%s", code, p.Output())
-	}
+	stopClean(t, p, "the restart")
 	if parked(); letters != 1 || outboxID != fmt.Sprint(ids[1]) {
 		t.Errorf("%d dead letters in the table (outbox id %s first): want one, of outbox id %d", letters, outboxID, ids[1])
 	}

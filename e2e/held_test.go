@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-
 	"github.com/cdc-relay/cdc-relay/testkit/testenv"
 )
 
@@ -33,13 +31,8 @@ func TestHeldDeadLetterPausesReadingInBoundedMemory(t *testing.T) {
 	ctx := context.Background()
 	// The letter: too large for its topic, and for the dead-letter topic too; the table refuses
 	// this slot's letters (other tests share it) until the check goes.
-	big := f.Name + ".small"
-	testenv.CreateTopicWithConfig(t, big, 1, map[string]string{"max.message.bytes": "2000"})
-	adm := kadm.NewClient(testenv.Kafka(t))
-	v := "2000"
-	if _, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "max.message.bytes", Value: &v}}, f.DLQ); err != nil {
-		t.Fatal(err)
-	}
+	big := f.LimitedTopic(t, "small", "2000")
+	testenv.SetTopicConfig(t, f.DLQ, "max.message.bytes", "2000")
 	dropCheck := f.RefuseDeadLetters(t)
 
 	p := e.Start(t, nil, "--max-buffered-records", strconv.Itoa(maxRecords), "--metrics-addr", "127.0.0.1:0")

@@ -14,6 +14,15 @@ import (
 	"github.com/cdc-relay/cdc-relay/testkit/testenv"
 )
 
+// stopClean stops p (SIGTERM) and fails the test unless it exited 0; who names the run in the
+// failure ("the relay", "the restart").
+func stopClean(t *testing.T, p *testenv.Proc, who string) {
+	t.Helper()
+	if code := p.Stop(t); code != 0 {
+		t.Fatalf("%s exited %d; output:\n%s", who, code, p.Output())
+	}
+}
+
 // ids maps outbox ids (as text) to how many records carry them.
 func ids(recs []*kgo.Record) map[string]int {
 	m := make(map[string]int, len(recs))

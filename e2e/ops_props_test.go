@@ -63,8 +63,7 @@ func opsSchedule(t *testing.T, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 0x6f7073))
 	e := testenv.NewRelayEnv(t, false)
 	f := e.F
-	small := f.Name + ".small"
-	testenv.CreateTopicWithConfig(t, small, 1, map[string]string{"max.message.bytes": "2048"})
+	small := f.LimitedTopic(t, "small", "2048")
 	marks := "public." + f.Name + "_marks"
 	t.Cleanup(func() { _, _ = f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+marks) })
 	if out, errOut, code := testenv.Run(t, 30*time.Second, e.Bin, nil, "poll", "--create-index", "--table", f.Table); code != 0 {

@@ -123,9 +123,7 @@ func pubViaRoot(t *testing.T, f *testenv.Fixture) bool {
 func TestSlotCreatePublishesAPartitionedOutboxUnderItsOwnName(t *testing.T) {
 	t.Parallel()
 	f := newPartitionedOutbox(t)
-	e := &testenv.RelayEnv{F: f, Bin: testenv.Binary(t, false), Env: []string{
-		"CDC_RELAY_SLOT=" + f.Slot, "CDC_RELAY_PUBLICATION=" + f.Publication,
-	}}
+	e := testenv.RelayEnvOf(t, f, false)
 	for run := 1; run <= 2; run++ {
 		out, errOut, code := testenv.Run(t, 30*time.Second, e.Bin, e.Env, "slot", "create", "--table", f.Table)
 		if code != 0 {
@@ -167,7 +165,7 @@ func TestRunRefusesAPartitionedOutboxPublishedUnderItsPartitionsNames(t *testing
 	}
 	insertInPartition(t, f, 1, 2)
 	bin := testenv.Binary(t, false)
-	env := []string{"CDC_RELAY_SLOT=" + f.Slot, "CDC_RELAY_PUBLICATION=" + f.Publication}
+	env := f.SlotEnv()
 	_, stderr, code := testenv.Run(t, 30*time.Second, bin, env, "run", "--dlq-topic", f.DLQ, "--table", f.Table)
 	if code != 2 {
 		t.Fatalf("run: exit %d, want 2 (a publication that would name partitions); stderr:\n%s", code, stderr)
@@ -205,9 +203,7 @@ func TestRunRefusesAPartitionedOutboxPublishedUnderItsPartitionsNames(t *testing
 func TestRunAfterAPromotionAdvisesCutoverOfThePublishedTable(t *testing.T) {
 	t.Parallel()
 	testenv.Require(t, "the PostgreSQL server binaries", "CDC_RELAY_DEV_PG_BIN")
-	srv := testenv.NewPGServer(t, os.Getenv("CDC_RELAY_DEV_PG_BIN"), testenv.PGDir(t, "cdc-relay-promoted"), "promoted")
-	srv.Init(t, "wal_level = logical")
-	srv.Start(t)
+	srv := testenv.StartPGServer(t, os.Getenv("CDC_RELAY_DEV_PG_BIN"), "cdc-relay-promoted", "promoted", "wal_level = logical")
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, srv.URL("postgres"))
 	if err != nil {
@@ -269,12 +265,8 @@ func TestRunAfterAPromotionAdvisesCutoverOfThePublishedTable(t *testing.T) {
 func TestPartitionsAttachedDetachedAndDroppedWhileStreamingLoseNothing(t *testing.T) {
 	t.Parallel()
 	f := newPartitionedOutbox(t)
-	e := &testenv.RelayEnv{F: f, Bin: testenv.Binary(t, false), Env: []string{
-		"CDC_RELAY_SLOT=" + f.Slot, "CDC_RELAY_PUBLICATION=" + f.Publication,
-	}}
-	if out, errOut, code := testenv.Run(t, 30*time.Second, e.Bin, e.Env, "slot", "create", "--table", f.Table); code != 0 {
-		t.Fatalf("slot create: exit %d\n%s%s", code, out, errOut)
-	}
+	e := testenv.RelayEnvOf(t, f, false)
+	e.CreateSlot(t, f.Table)
 	cons := testenv.Consume(t, f.Topic)
 	p := e.Start(t, nil, "--table", f.Table)
 	exec := func(sql string) {
@@ -319,7 +311,7 @@ func TestPollAndCutoverOnAPartitionedOutbox(t *testing.T) {
 	t.Parallel()
 	f := newPartitionedOutbox(t)
 	bin := testenv.Binary(t, false)
-	env := []string{"CDC_RELAY_SLOT=" + f.Slot, "CDC_RELAY_PUBLICATION=" + f.Publication}
+	env := f.SlotEnv()
 	if out, errOut, code := testenv.Run(t, 30*time.Second, bin, nil, "poll", "--create-index", "--table", f.Table); code != 0 {
 		t.Fatalf("poll --create-index: exit %d\n%s%s", code, out, errOut)
 	}

@@ -151,31 +151,48 @@ func TestNullPayloadTombstone(t *testing.T) {
 	rows := func(f *testenv.Fixture) [3]string {
 		return [3]string{insertPayload(t, f, f.Topic, "gone", nil, ""), insertPayload(t, f, f.Topic, "empty", "", ""), insertPayload(t, f, f.Topic, "k", "v", "")}
 	}
-	t.Run("run", func(t *testing.T) {
-		t.Parallel()
-		e := testenv.NewRelayEnv(t, false)
-		payloadType(t, e.F, "text")
-		cons := testenv.Consume(t, e.F.Topic)
-		p := e.Start(t, nil, "--null-payload", "tombstone")
-		check(t, e.F, cons, p, rows(e.F))
-	})
-	t.Run("run-exactly-once", func(t *testing.T) {
-		t.Parallel()
-		e := newEOSEnv(t)
-		payloadType(t, e.F, "text")
-		cons := testenv.Consume(t, e.F.Topic, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
-		p := e.start(t, nil, "--null-payload", "tombstone")
-		check(t, e.F, cons, p, rows(e.F))
-	})
-	t.Run("poll", func(t *testing.T) {
-		t.Parallel()
-		e := newPollEnv(t)
-		payloadType(t, e.F, "text")
-		cons := testenv.Consume(t, e.F.Topic)
-		ids := rows(e.F)
-		p := e.Start(t, nil, "--null-payload", "tombstone")
-		check(t, e.F, cons, p, ids)
-	})
+	// A publisher: its fixture, how it starts with the given arguments, its consumer's options,
+	// and whether the rows are written before it starts (the poller's) or after.
+	type publisher struct {
+		f         *testenv.Fixture
+		start     func(args ...string) *testenv.Proc
+		opts      []kgo.Opt
+		rowsFirst bool
+	}
+	for _, c := range []struct {
+		name string
+		pub  func(t *testing.T) publisher
+	}{
+		{"run", func(t *testing.T) publisher {
+			e := testenv.NewRelayEnv(t, false)
+			return publisher{f: e.F, start: func(args ...string) *testenv.Proc { return e.Start(t, nil, args...) }}
+		}},
+		{"run-exactly-once", func(t *testing.T) publisher {
+			e := newEOSEnv(t)
+			return publisher{f: e.F, start: func(args ...string) *testenv.Proc { return e.start(t, nil, args...) },
+				opts: []kgo.Opt{kgo.FetchIsolationLevel(kgo.ReadCommitted())}}
+		}},
+		{"poll", func(t *testing.T) publisher {
+			e := newPollEnv(t)
+			return publisher{f: e.F, start: func(args ...string) *testenv.Proc { return e.Start(t, nil, args...) }, rowsFirst: true}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			pub := c.pub(t)
+			payloadType(t, pub.f, "text")
+			cons := testenv.Consume(t, pub.f.Topic, pub.opts...)
+			var ids [3]string
+			if pub.rowsFirst {
+				ids = rows(pub.f)
+			}
+			p := pub.start("--null-payload", "tombstone")
+			if !pub.rowsFirst {
+				ids = rows(pub.f)
+			}
+			check(t, pub.f, cons, p, ids)
+		})
+	}
 	// Without the flag a NULL payload stays a bad row.
 	t.Run("poll-default", func(t *testing.T) {
 		t.Parallel()
@@ -203,9 +220,7 @@ func TestCloudEventsDeadLettersCarryNoCloudEventHeaders(t *testing.T) {
 	ctx := context.Background()
 	// The target topic and the dead-letter topic both refuse the large row, which goes to the
 	// dead-letter table; a bad row (a NULL key) goes to the dead-letter topic.
-	small, dlq := f.Name+".small", f.Name+".smalldlq"
-	testenv.CreateTopicWithConfig(t, small, 1, map[string]string{"max.message.bytes": "2048"})
-	testenv.CreateTopicWithConfig(t, dlq, 1, map[string]string{"max.message.bytes": "2048"})
+	small, dlq := f.LimitedTopic(t, "small", "2048"), f.LimitedTopic(t, "smalldlq", "2048")
 	table := "public." + f.Name + "_dl"
 	t.Cleanup(func() { _, _ = f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+table) })
 	letters := testenv.Consume(t, dlq)

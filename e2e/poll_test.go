@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdc-relay/cdc-relay/sink"
@@ -301,8 +300,7 @@ func TestPollUsageErrors(t *testing.T) {
 func TestPollKeepsABatchRefusedAsTooLargePending(t *testing.T) {
 	t.Parallel()
 	e := newPollEnv(t)
-	lim := e.F.Name + ".lim"
-	testenv.CreateTopicWithConfig(t, lim, 1, map[string]string{"max.message.bytes": "100000"})
+	lim := e.F.LimitedTopic(t, "lim", "100000")
 	dlq := testenv.Consume(t, e.F.DLQ)
 	// A cycle's records go in one batch, sent uncompressed: the broker measures the batch as sent,
 	// and the repeated payloads would compress under the lowered limit.
@@ -311,14 +309,7 @@ func TestPollKeepsABatchRefusedAsTooLargePending(t *testing.T) {
 	e.F.Insert(t, false, testenv.Row{Key: "k", Topic: lim, Payload: payload})
 	testenv.Eventually(t, 30*time.Second, "the first row published (the poller read the topic's limit)", func() bool { return e.pending(t) == 0 })
 
-	setLimit := func(v string) {
-		adm := kadm.NewClient(testenv.Kafka(t))
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if _, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "max.message.bytes", Value: &v}}, lim); err != nil {
-			t.Fatalf("set max.message.bytes of %s to %s: %v", lim, v, err)
-		}
-	}
+	setLimit := func(v string) { testenv.SetTopicConfig(t, lim, "max.message.bytes", v) }
 	setLimit("4000") // each ~1.2 KB record fits; the batch of ten does not
 	rows := make([]testenv.Row, 10)
 	for i := range rows {

@@ -2,15 +2,12 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdc-relay/cdc-relay/deadletters"
@@ -29,13 +26,7 @@ func TestRejectedRecordsAreDeadLetteredAndTheStreamGoesOn(t *testing.T) {
 	e := testenv.NewRelayEnv(t, true)
 	f := e.F
 	ctx := context.Background()
-	small := f.Name + ".small"
-	adm := kadm.NewClient(testenv.Kafka(t))
-	cfg := "2048"
-	if _, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"max.message.bytes": &cfg}, small); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-		t.Fatalf("create %s: %v", small, err)
-	}
-	t.Cleanup(func() { _, _ = adm.DeleteTopics(context.Background(), small) })
+	small := f.LimitedTopic(t, "small", "2048")
 	t.Cleanup(func() {
 		_, _ = f.Pool.Exec(context.Background(), `DELETE FROM public.cdc_relay_dead_letters WHERE slot = $1`, f.Slot)
 	})

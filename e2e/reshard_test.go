@@ -47,7 +47,7 @@ var reshardStartRE = regexp.MustCompile(`starts at commit LSN ([0-9A-F]+/[0-9A-F
 func reshardUnderLoad(t *testing.T, from, to int, stopFirst bool) {
 	f := testenv.NewFixture(t)
 	bin := testenv.Binary(t, true)
-	env := []string{"CDC_RELAY_SLOT=" + f.Slot, "CDC_RELAY_PUBLICATION=" + f.Publication}
+	env := f.SlotEnv()
 	cli := func(args ...string) string {
 		t.Helper()
 		out, errOut, code := testenv.Run(t, 60*time.Second, bin, env, args...)
@@ -209,7 +209,7 @@ func TestSlotReshardRefusesWhatItCannotDo(t *testing.T) {
 	t.Parallel()
 	f := testenv.NewFixture(t)
 	bin := testenv.Binary(t, false)
-	env := []string{"CDC_RELAY_SLOT=" + f.Slot, "CDC_RELAY_PUBLICATION=" + f.Publication}
+	env := f.SlotEnv()
 	for _, c := range []struct {
 		args []string
 		want string

@@ -13,19 +13,29 @@ import (
 	"github.com/cdc-relay/cdc-relay/testkit/testenv"
 )
 
-// checkAvroRecords checks that recs are the rows of want (outbox id -> n), each once, in the
-// wire format with schema id, compressed with codec, and read back by Apache Avro (Java).
-func checkAvroRecords(t *testing.T, url string, id int, codec uint8, recs []*kgo.Record, want map[string]int) {
+// wireValues returns the values of recs, and fails the test unless each is in the wire format
+// (magic byte 0) with schema id id.
+func wireValues(t *testing.T, recs []*kgo.Record, id int) [][]byte {
 	t.Helper()
 	values := make([][]byte, len(recs))
 	for i, r := range recs {
 		if len(r.Value) < 5 || r.Value[0] != 0 || int(binary.BigEndian.Uint32(r.Value[1:5])) != id {
 			t.Fatalf("record %s: value %q is not the wire format with schema id %d", testenv.Header(r, "outbox-id"), r.Value, id)
 		}
+		values[i] = r.Value
+	}
+	return values
+}
+
+// checkAvroRecords checks that recs are the rows of want (outbox id -> n), each once, in the
+// wire format with schema id, compressed with codec, and read back by Apache Avro (Java).
+func checkAvroRecords(t *testing.T, url string, id int, codec uint8, recs []*kgo.Record, want map[string]int) {
+	t.Helper()
+	values := wireValues(t, recs, id)
+	for _, r := range recs {
 		if c := r.Attrs.CompressionType(); c != codec {
 			t.Errorf("record %s: batch codec %d, want %d", testenv.Header(r, "outbox-id"), c, codec)
 		}
-		values[i] = r.Value
 	}
 	decoded := javaAvroRead(t, url, values)
 	seen := map[string]int{}
@@ -60,6 +70,16 @@ func checkSchemaLetter(t *testing.T, letters []*kgo.Record, bad int64, subject s
 	}
 }
 
+// avroRows registers orderAvro under the subject of the fixture topic's values and writes
+// insertAvroRows' ten fitting rows and the one that does not fit.
+func avroRows(t *testing.T, url string, f *testenv.Fixture) (subject string, id int, want map[string]int, bad int64) {
+	t.Helper()
+	subject = f.Topic + "-value"
+	id = registerAvro(t, url, subject, orderAvro)
+	want, bad = insertAvroRows(t, f, 10)
+	return subject, id, want, bad
+}
+
 // insertAvroRows writes n fitting rows and one that does not fit, in one transaction each. Each
 // fitting row's note is over 4 KiB, so every batch holding one is compressed (the relay sends
 // batches under 4 KiB uncompressed whatever the codec).
@@ -83,9 +103,7 @@ func insertAvroRows(t *testing.T, f *testenv.Fixture, n int) (want map[string]in
 func TestAvroExactlyOnceRun(t *testing.T) {
 	url := testenv.RegistryURL(t)
 	e := newEOSEnv(t)
-	subject := e.F.Topic + "-value"
-	id := registerAvro(t, url, subject, orderAvro)
-	want, bad := insertAvroRows(t, e.F, 10)
+	subject, id, want, bad := avroRows(t, url, e.F)
 	written := e.F.CurrentWAL(t)
 	p := e.start(t, nil, "--value-format", "avro", "--registry-url", url, "--compression", "zstd:3")
 	testenv.Eventually(t, 90*time.Second, "the slot to confirm past the rows", func() bool { return e.F.SlotConfirmed(t) >= written })
@@ -100,9 +118,7 @@ func TestAvroExactlyOnceRun(t *testing.T) {
 func TestAvroPoll(t *testing.T) {
 	url := testenv.RegistryURL(t)
 	e := newPollEnv(t)
-	subject := e.F.Topic + "-value"
-	id := registerAvro(t, url, subject, orderAvro)
-	want, bad := insertAvroRows(t, e.F, 10)
+	subject, id, want, bad := avroRows(t, url, e.F)
 	tlsURL, ca := testenv.RegistryTLS(t) // the same registry over HTTPS, its CA from a file
 	p := e.Start(t, nil, "--value-format", "avro", "--registry-url", tlsURL, "--registry-ca-file", ca, "--compression", "lz4")
 	testenv.Eventually(t, 60*time.Second, "every row marked", func() bool { return e.pending(t) == 0 })

@@ -3,7 +3,6 @@ package e2e
 import (
 	"bufio"
 	"context"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -129,17 +128,7 @@ func TestAvroThroughRegistrySurvivesKill9(t *testing.T) {
 	cons := testenv.Consume(t, e.F.Topic)
 	recs := e.Settle(t, cons, written)
 
-	values := make([][]byte, len(recs))
-	for i, r := range recs {
-		if len(r.Value) < 5 || r.Value[0] != 0 {
-			t.Fatalf("record %s: value %q is not in the wire format", testenv.Header(r, "outbox-id"), r.Value)
-		}
-		if got := int(binary.BigEndian.Uint32(r.Value[1:5])); got != id {
-			t.Fatalf("record %s: schema id %d, registered %d", testenv.Header(r, "outbox-id"), got, id)
-		}
-		values[i] = r.Value
-	}
-	decoded := javaAvroRead(t, url, values)
+	decoded := javaAvroRead(t, url, wireValues(t, recs, id))
 	seen := map[string]bool{}
 	for i, r := range recs {
 		oid := testenv.Header(r, "outbox-id")

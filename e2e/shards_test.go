@@ -17,10 +17,14 @@ import (
 	"github.com/cdc-relay/cdc-relay/testkit/testenv"
 )
 
-// createShards runs slot create --shards n on the fixture's table, and drops the shards'
-// slots and publications at cleanup (after the relays started later have stopped).
-func createShards(t *testing.T, f *testenv.Fixture, bin string, env []string, n int) {
+// newShards makes a fixture and runs slot create --shards n on its table with the binary (built
+// with the race detector when race is set) and env, which names the fixture's slot and
+// publication. The shards' slots and publications are dropped at cleanup (after the relays
+// started later have stopped).
+func newShards(t *testing.T, race bool, n int) (f *testenv.Fixture, bin string, env []string) {
 	t.Helper()
+	f = testenv.NewFixture(t)
+	bin, env = testenv.Binary(t, race), f.SlotEnv()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -39,6 +43,7 @@ func createShards(t *testing.T, f *testenv.Fixture, bin string, env []string, n 
 	if code != 0 {
 		t.Fatalf("slot create --shards %d: exit %d\n%s%s", n, code, out, errOut)
 	}
+	return f, bin, env
 }
 
 // shardOfKeys is the shard of each key out of n, as the server computes it for the shards'
@@ -70,10 +75,7 @@ func shardOfKeys(t *testing.T, f *testenv.Fixture, keys []string, n int) map[str
 // only the keys of its own shard: no row went out through two shards.
 func TestShardRelaysSurviveKill9OfOneAndPublishEachKeyThroughItsShard(t *testing.T) {
 	t.Parallel()
-	f := testenv.NewFixture(t)
-	bin := testenv.Binary(t, true)
-	env := []string{"CDC_RELAY_SLOT=" + f.Slot, "CDC_RELAY_PUBLICATION=" + f.Publication}
-	createShards(t, f, bin, env, 3)
+	f, bin, env := newShards(t, true, 3)
 	status, errOut, code := testenv.Run(t, 30*time.Second, bin, env, "slot", "status")
 	for _, sh := range slotstore.AllShards(3) {
 		if code != 0 || !strings.Contains(status, sh.Slot(f.Slot)) {
@@ -186,10 +188,7 @@ func TestShardRelaysSurviveKill9OfOneAndPublishEachKeyThroughItsShard(t *testing
 // slots are confirmed past the messages (shard 1 passed over them, it did not stall on them).
 func TestShardsPublishEachLogicalMessageOnceThroughShardZero(t *testing.T) {
 	t.Parallel()
-	f := testenv.NewFixture(t)
-	bin := testenv.Binary(t, true)
-	env := []string{"CDC_RELAY_SLOT=" + f.Slot, "CDC_RELAY_PUBLICATION=" + f.Publication}
-	createShards(t, f, bin, env, 2)
+	f, bin, env := newShards(t, true, 2)
 	cons := testenv.Consume(t, f.Topic)
 	prefix := f.Name // every slot of the database receives every message: a prefix of this test's own
 	for i := range 2 {
@@ -244,9 +243,7 @@ func TestShardsPublishEachLogicalMessageOnceThroughShardZero(t *testing.T) {
 func TestSlotCreateShardsRefusesPostgreSQL14(t *testing.T) {
 	t.Parallel()
 	bin := testenv.Binary(t, false)
-	s := testenv.NewPGServer(t, testenv.PGBin(t, 14), testenv.PGDir(t, "cdc-relay-shards14"), "data")
-	s.Init(t, "wal_level = logical")
-	s.Start(t)
+	s := testenv.StartPGServer(t, testenv.PGBin(t, 14), "cdc-relay-shards14", "data", "wal_level = logical")
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, s.URL("postgres"))
 	if err != nil {
@@ -276,10 +273,7 @@ func TestSlotCreateShardsRefusesPostgreSQL14(t *testing.T) {
 // publications, leaving the plain slot.
 func TestSlotCLIShards(t *testing.T) {
 	t.Parallel()
-	f := testenv.NewFixture(t)
-	bin := testenv.Binary(t, false)
-	env := []string{"CDC_RELAY_SLOT=" + f.Slot, "CDC_RELAY_PUBLICATION=" + f.Publication}
-	createShards(t, f, bin, env, 2)
+	f, bin, env := newShards(t, false, 2)
 	out, errOut, code := testenv.Run(t, 60*time.Second, bin, env, "slot", "create", "--table", f.Table, "--shards", "2")
 	if code != 0 || strings.Count(out, "already exists") != 4 {
 		t.Fatalf("slot create --shards 2 again: exit %d, want every publication and slot found:\n%s%s", code, out, errOut)

@@ -138,8 +138,7 @@ func checkProducerSpan(t *testing.T, s *otlpsink.Span, rec *kgo.Record, table st
 func TestRunExportsAProducerSpanPerRecord(t *testing.T) {
 	t.Parallel()
 	e := testenv.NewRelayEnv(t, true)
-	small := e.F.Name + ".small"
-	testenv.CreateTopicWithConfig(t, small, 1, map[string]string{"max.message.bytes": "1024"})
+	small := e.F.LimitedTopic(t, "small", "1024")
 	rcv, env := otlpReceiver(t)
 	cons := testenv.Consume(t, e.F.Topic)
 	dlq := testenv.Consume(t, e.F.DLQ)
@@ -306,9 +305,7 @@ func TestRunTracesADeadLetterIntoTheTable(t *testing.T) {
 			t.Errorf("clean up the dead-letter table: %v", err)
 		}
 	})
-	small, smallDLQ := e.F.Name+".small", e.F.Name+".smalldlq"
-	testenv.CreateTopicWithConfig(t, small, 1, map[string]string{"max.message.bytes": "1024"})
-	testenv.CreateTopicWithConfig(t, smallDLQ, 1, map[string]string{"max.message.bytes": "1024"})
+	small, smallDLQ := e.F.LimitedTopic(t, "small", "1024"), e.F.LimitedTopic(t, "smalldlq", "1024")
 	rcv, env := otlpReceiver(t)
 	p := e.Start(t, env, "--dlq-topic", smallDLQ)
 	id := e.F.Insert(t, false, testenv.Row{Key: "k1", Topic: small,

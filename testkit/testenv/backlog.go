@@ -196,19 +196,8 @@ func NewPrivateRelayEnv(t *testing.T, race bool) *RelayEnv {
 		t.Fatalf("the throwaway PostgreSQL: %v", err)
 	}
 	t.Cleanup(pool.Close)
-	n := Name(t)
-	f := &Fixture{Name: n, Table: "public." + n, Publication: n, Slot: n, Topic: n + ".events", DLQ: n + ".dlq", Pool: pool}
-	if _, err := pool.Exec(ctx, OutboxDDL(f.Table)); err != nil {
-		t.Fatalf("create %s: %v", f.Table, err)
-	}
-	CreateTopic(t, f.Topic, 3)
-	CreateTopic(t, f.DLQ, 1)
-	e := &RelayEnv{F: f, Bin: Binary(t, race), Env: []string{
-		"CDC_RELAY_PG_URL=" + url, "CDC_RELAY_SLOT=" + f.Slot, "CDC_RELAY_PUBLICATION=" + f.Publication,
-	}}
-	out, errOut, code := Run(t, 30*time.Second, e.Bin, e.Env, "slot", "create", "--table", f.Table)
-	if code != 0 {
-		t.Fatalf("slot create: exit %d\n%s%s", code, out, errOut)
-	}
+	e := RelayEnvOf(t, newFixture(t, pool), race)
+	e.Env = append([]string{"CDC_RELAY_PG_URL=" + url}, e.Env...)
+	e.CreateSlot(t, e.F.Table)
 	return e
 }

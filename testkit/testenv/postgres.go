@@ -183,8 +183,15 @@ func PGBin(t testing.TB, major int) string {
 func TempPostgres(t testing.TB, conf ...string) string {
 	t.Helper()
 	Require(t, "the PostgreSQL server binaries", "CDC_RELAY_DEV_PG_BIN")
-	s := NewPGServer(t, os.Getenv("CDC_RELAY_DEV_PG_BIN"), PGDir(t, "cdc-relay-pg"), "data")
+	return StartPGServer(t, os.Getenv("CDC_RELAY_DEV_PG_BIN"), "cdc-relay-pg", "data", conf...).URL("postgres")
+}
+
+// StartPGServer is NewPGServer in a directory of the test's own (PGDir(t, prefix)), initdb'd
+// with the given postgresql.conf lines and started; it is stopped and removed at cleanup.
+func StartPGServer(t testing.TB, bin, prefix, name string, conf ...string) *PGServer {
+	t.Helper()
+	s := NewPGServer(t, bin, PGDir(t, prefix), name)
 	s.Init(t, conf...)
 	s.Start(t)
-	return s.URL("postgres")
+	return s
 }

@@ -20,15 +20,25 @@ type RelayEnv struct {
 // The binary is built with the race detector when race is set.
 func NewRelayEnv(t *testing.T, race bool) *RelayEnv {
 	t.Helper()
-	f := NewFixture(t)
-	e := &RelayEnv{F: f, Bin: Binary(t, race), Env: []string{
-		"CDC_RELAY_SLOT=" + f.Slot, "CDC_RELAY_PUBLICATION=" + f.Publication,
-	}}
-	out, errOut, code := Run(t, 30*time.Second, e.Bin, e.Env, "slot", "create", "--table", f.Table)
-	if code != 0 {
+	e := RelayEnvOf(t, NewFixture(t), race)
+	e.CreateSlot(t, e.F.Table)
+	return e
+}
+
+// RelayEnvOf is fixture f's relay without its slot: the binary (built with the race detector
+// when race is set) and the environment that names f's slot and publication.
+func RelayEnvOf(t testing.TB, f *Fixture, race bool) *RelayEnv {
+	t.Helper()
+	return &RelayEnv{F: f, Bin: Binary(t, race), Env: f.SlotEnv()}
+}
+
+// CreateSlot creates the slot and publication of the tables (a comma-separated list) with
+// `cdc-relay slot create`.
+func (e *RelayEnv) CreateSlot(t testing.TB, tables string) {
+	t.Helper()
+	if out, errOut, code := Run(t, 30*time.Second, e.Bin, e.Env, "slot", "create", "--table", tables); code != 0 {
 		t.Fatalf("slot create: exit %d\n%s%s", code, out, errOut)
 	}
-	return e
 }
 
 // Start runs `cdc-relay run` with a 1s status interval and the fixture's DLQ topic; args come

@@ -121,14 +121,7 @@ func OutboxDDL(table string) string {
 // dropped at cleanup. The table's constraints are loose on purpose so tests can write bad rows.
 func NewFixture(t testing.TB) *Fixture {
 	t.Helper()
-	n := Name(t)
-	f := &Fixture{Name: n, Table: "public." + n, Publication: n, Slot: n, Topic: n + ".events", DLQ: n + ".dlq", Pool: Pool(t)}
-	ctx := context.Background()
-	if _, err := f.Pool.Exec(ctx, OutboxDDL(f.Table)); err != nil {
-		t.Fatalf("create %s: %v", f.Table, err)
-	}
-	CreateTopic(t, f.Topic, 3)
-	CreateTopic(t, f.DLQ, 1)
+	f := newFixture(t, Pool(t))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
@@ -136,6 +129,25 @@ func NewFixture(t testing.TB) *Fixture {
 		_, _ = f.Pool.Exec(ctx, `DROP TABLE IF EXISTS `+f.Table)
 	})
 	return f
+}
+
+// newFixture creates the test's outbox table in pool's database and its topics (3 partitions,
+// the dead-letter topic 1, deleted at cleanup).
+func newFixture(t testing.TB, pool *pgxpool.Pool) *Fixture {
+	t.Helper()
+	n := Name(t)
+	f := &Fixture{Name: n, Table: "public." + n, Publication: n, Slot: n, Topic: n + ".events", DLQ: n + ".dlq", Pool: pool}
+	if _, err := pool.Exec(context.Background(), OutboxDDL(f.Table)); err != nil {
+		t.Fatalf("create %s: %v", f.Table, err)
+	}
+	CreateTopic(t, f.Topic, 3)
+	CreateTopic(t, f.DLQ, 1)
+	return f
+}
+
+// SlotEnv is the environment that names the fixture's slot and publication to cdc-relay.
+func (f *Fixture) SlotEnv() []string {
+	return []string{"CDC_RELAY_SLOT=" + f.Slot, "CDC_RELAY_PUBLICATION=" + f.Publication}
 }
 
 // DropReplication drops the fixture's slot and publication, for a cleanup before it drops the
@@ -156,6 +168,15 @@ func (f *Fixture) DropReplication(ctx context.Context) {
 func CreateTopic(t testing.TB, topic string, partitions int32) {
 	t.Helper()
 	CreateTopicWithConfig(t, topic, partitions, nil)
+}
+
+// LimitedTopic creates the test's topic f.Name + "." + suffix (one partition, deleted at
+// cleanup) that refuses records over maxBytes (its max.message.bytes) and returns its name.
+func (f *Fixture) LimitedTopic(t testing.TB, suffix, maxBytes string) string {
+	t.Helper()
+	topic := f.Name + "." + suffix
+	CreateTopicWithConfig(t, topic, 1, map[string]string{"max.message.bytes": maxBytes})
+	return topic
 }
 
 // SlotConfirmed returns the slot's confirmed_flush_lsn.
