@@ -95,32 +95,5 @@ func (p *Poller) cycleIDs(ctx context.Context, ids []string) (int, error) {
 
 // selectIDs locks the pending rows among ids and makes their records.
 func (p *Poller) selectIDs(ctx context.Context, tx pgx.Tx, sel string, ids []string) ([]pending, error) {
-	rows, err := tx.Query(ctx, sel, ids)
-	if err != nil {
-		p.dropQueriesOn(err)
-		return nil, fmt.Errorf("poller: select listed rows: %w", err)
-	}
-	defer rows.Close()
-	batch := make([]pending, 0, len(ids))
-	for rows.Next() {
-		var id, key, topic, evType, headers *string
-		var payload []byte
-		var created *time.Time
-		if err := rows.Scan(&id, &key, &topic, &payload, &evType, &headers, &created); err != nil {
-			return nil, fmt.Errorf("poller: read listed row: %w", err)
-		}
-		if id == nil {
-			continue
-		}
-		pd, err := p.encode(ctx, p.record(*id, key, topic, payload, evType, headers, created))
-		if err != nil {
-			return nil, err
-		}
-		batch = append(batch, pd)
-	}
-	if err := rows.Err(); err != nil {
-		p.dropQueriesOn(err)
-		return nil, fmt.Errorf("poller: select listed rows: %w", err)
-	}
-	return batch, nil
+	return p.query(ctx, tx, "listed", len(ids), sel, ids)
 }
