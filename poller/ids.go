@@ -73,24 +73,10 @@ func (p *Poller) cycleIDs(ctx context.Context, ids []string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-
-	tx, err := p.pool.Begin(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("poller: begin: %w", err)
-	}
-	bg := context.WithoutCancel(ctx)
-	defer tx.Rollback(bg)
-	batch, err := p.selectIDs(ctx, tx, sel, ids)
-	if err != nil {
-		return 0, err
-	}
-	if len(batch) == 0 {
-		return 0, nil // all marked by someone else meanwhile
-	}
-	if err := p.publishAndMark(bg, tx, batch); err != nil {
-		return 0, err
-	}
-	return len(batch), nil
+	// A row marked by someone else meanwhile is not selected: the batch may be empty.
+	return p.publishSelected(ctx, func(ctx context.Context, tx pgx.Tx) ([]pending, error) {
+		return p.selectIDs(ctx, tx, sel, ids)
+	})
 }
 
 // selectIDs locks the pending rows among ids and makes their records.

@@ -232,7 +232,13 @@ func (p *Poller) cycle(ctx context.Context) (int, error) {
 	if err := p.prepare(ctx); err != nil {
 		return 0, err
 	}
+	return p.publishSelected(ctx, p.selectRows)
+}
 
+// publishSelected runs one transaction: the batch sel selects, published and marked
+// (publishAndMark). It returns how many rows sel selected; on any error the transaction is
+// rolled back.
+func (p *Poller) publishSelected(ctx context.Context, sel func(context.Context, pgx.Tx) ([]pending, error)) (int, error) {
 	tx, err := p.pool.Begin(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("poller: begin: %w", err)
@@ -242,7 +248,7 @@ func (p *Poller) cycle(ctx context.Context) (int, error) {
 	bg := context.WithoutCancel(ctx)
 	defer tx.Rollback(bg)
 
-	batch, err := p.selectRows(ctx, tx)
+	batch, err := sel(ctx, tx)
 	if err != nil || len(batch) == 0 {
 		return 0, err
 	}
