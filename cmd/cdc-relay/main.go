@@ -110,34 +110,33 @@ var slotCommands = map[string]command{
 }
 
 func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
+	return runCommand(ctx, commands, args, stdout, stderr, usageErr("no command given"), func(name string) error {
 		fmt.Fprint(stderr, usage)
-		return usageErr("no command given")
-	}
-	if isHelp(args[0]) {
-		fmt.Fprint(stdout, usage)
-		return nil
-	}
-	cmd, ok := commands[args[0]]
-	if !ok {
-		fmt.Fprint(stderr, usage)
-		return usageErr("unknown command %q", args[0])
-	}
-	return cmd(ctx, args[1:], stdout, stderr)
+		return usageErr("unknown command %q", name)
+	})
 }
 
 func cmdSlot(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return runCommand(ctx, slotCommands, args, stdout, stderr, usageErr("slot needs a subcommand: create, status, drop or reshard"), func(name string) error {
+		return usageErr("unknown slot subcommand %q: use create, status, drop or reshard", name)
+	})
+}
+
+// runCommand runs the command of table that args[0] names with the arguments after it, or
+// prints the usage for help. With no args it prints the usage to stderr and returns none; a
+// name table lacks is unknown's error.
+func runCommand(ctx context.Context, table map[string]command, args []string, stdout, stderr io.Writer, none error, unknown func(name string) error) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
-		return usageErr("slot needs a subcommand: create, status, drop or reshard")
+		return none
 	}
 	if isHelp(args[0]) {
 		fmt.Fprint(stdout, usage)
 		return nil
 	}
-	cmd, ok := slotCommands[args[0]]
+	cmd, ok := table[args[0]]
 	if !ok {
-		return usageErr("unknown slot subcommand %q: use create, status, drop or reshard", args[0])
+		return unknown(args[0])
 	}
 	return cmd(ctx, args[1:], stdout, stderr)
 }
