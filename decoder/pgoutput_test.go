@@ -27,9 +27,6 @@ func (m msg) u64(v uint64) msg {
 	return binary.BigEndian.AppendUint64(m, v)
 }
 func (m msg) str(s string) msg { return append(append(m, s...), 0) }
-func (m msg) ts(t time.Time) msg {
-	return m.u64(uint64(t.UnixMicro() - 946684800*1e6))
-}
 
 // Type OIDs used in Relation messages.
 const (
