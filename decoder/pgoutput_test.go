@@ -6,10 +6,13 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
+
+	"github.com/cdc-relay/cdc-relay/testkit/simwal"
 )
 
 // Encoders for pgoutput v1 messages, written from the PostgreSQL "Logical Replication Message
-// Formats" page and checked against pglogrepl.Parse in TestEncodersMatchPglogrepl.
+// Formats" page and checked against pglogrepl.Parse in TestEncodersMatchPglogrepl. Begin, Commit,
+// Relation and Message are the scripted walsender's (simwal), so that test pins its bytes too.
 
 type msg []byte
 
@@ -24,9 +27,6 @@ func (m msg) u64(v uint64) msg {
 	return binary.BigEndian.AppendUint64(m, v)
 }
 func (m msg) str(s string) msg { return append(append(m, s...), 0) }
-func (m msg) ts(t time.Time) msg {
-	return m.u64(uint64(t.UnixMicro() - 946684800*1e6))
-}
 
 // Type OIDs used in Relation messages.
 const (
@@ -56,24 +56,19 @@ var (
 	toast = tv{kind: 'u'}
 )
 
-func beginMsg(finalLSN pglogrepl.LSN, at time.Time, xid uint32) []byte {
-	return msg{'B'}.u64(uint64(finalLSN)).ts(at).u32(xid)
-}
+var (
+	beginMsg   = simwal.BeginMsg
+	commitMsg  = simwal.CommitMsg
+	logicalMsg = simwal.LogicalMsg
+)
 
-func commitMsg(commitLSN, endLSN pglogrepl.LSN, at time.Time) []byte {
-	return msg{'C'}.u8(0).u64(uint64(commitLSN)).u64(uint64(endLSN)).ts(at)
-}
-
+// relationMsg is a Relation of cols, the first the key.
 func relationMsg(id uint32, namespace, name string, cols ...col) []byte {
-	m := msg{'R'}.u32(id).str(namespace).str(name).u8('d').u16(uint16(len(cols)))
-	for i, c := range cols {
-		flags := byte(0)
-		if i == 0 {
-			flags = 1 // part of the key
-		}
-		m = m.u8(flags).str(c.name).u32(c.oid).u32(0xFFFFFFFF)
+	r := &simwal.Relation{ID: id, Namespace: namespace, Name: name}
+	for _, c := range cols {
+		r.Columns = append(r.Columns, simwal.Column{Name: c.name, OID: c.oid})
 	}
-	return m
+	return simwal.RelationMsg(r)
 }
 
 func (m msg) tuple(vals ...tv) msg {
@@ -117,15 +112,6 @@ func originMsg(lsn pglogrepl.LSN, name string) []byte {
 
 func typeMsg(oid uint32, namespace, name string) []byte {
 	return msg{'Y'}.u32(oid).str(namespace).str(name)
-}
-
-func logicalMsg(transactional bool, lsn pglogrepl.LSN, prefix, content string) []byte {
-	flags := byte(0)
-	if transactional {
-		flags = 1
-	}
-	m := msg{'M'}.u8(flags).u64(uint64(lsn)).str(prefix).u32(uint32(len(content)))
-	return append(m, content...)
 }
 
 // TestEncodersMatchPglogrepl pins the hand-written encoders to pglogrepl's reading of the format.

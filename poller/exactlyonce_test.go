@@ -23,12 +23,8 @@ import (
 // Begin fails: franz-go is still in the old transaction), and a read_committed consumer sees
 // each row once.
 func TestExactlyOnceBrokerDownAbortsTheBatchThenPublishesEachRowOnce(t *testing.T) {
-	f := newFake(t, "events", "dlq")
-	p, fx := newTestPollerWith(t, f, 25, &ExactlyOnce{CheckpointTopic: "checkpoints", CheckpointReplicas: 1})
+	p, f, fx := exactlyOnceAfterFirstBatch(t)
 	ctx := context.Background()
-	if n, err := p.cycle(ctx); err != nil || n != 10 {
-		t.Fatalf("first cycle: %d rows, %v", n, err)
-	}
 	f.down.Store(true)
 	if _, err := p.cycle(ctx); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("cycle with Kafka down: %v, want ErrUnavailable", err)
@@ -51,12 +47,8 @@ func TestExactlyOnceBrokerDownAbortsTheBatchThenPublishesEachRowOnce(t *testing.
 // transactional id again with a new Kafka client and publishes on, each row once; it does not
 // stop as if another poller had taken the id.
 func TestExactlyOncePublishesOnAfterAnUnansweredCommitWhoseEpochKafkaRefuses(t *testing.T) {
-	f := newFake(t, "events", "dlq")
-	p, fx := newTestPollerWith(t, f, 25, &ExactlyOnce{CheckpointTopic: "checkpoints", CheckpointReplicas: 1})
+	p, f, fx := exactlyOnceAfterFirstBatch(t)
 	ctx := context.Background()
-	if n, err := p.cycle(ctx); err != nil || n != 10 {
-		t.Fatalf("first cycle: %d rows, %v", n, err)
-	}
 	f.c.ControlKey(int16(kmsg.EndTxn), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
 		if !kreq.(*kmsg.EndTxnRequest).Commit {
 			f.c.KeepControl()
@@ -82,6 +74,18 @@ func TestExactlyOncePublishesOnAfterAnUnansweredCommitWhoseEpochKafkaRefuses(t *
 	}
 	f.down.Store(false)
 	publishRestEachRowOnce(t, p, f, fx, fmt.Sprintf(" (the old epoch was refused %d times)", refused.Load()))
+}
+
+// exactlyOnceAfterFirstBatch is an exactly-once poller of 25 rows on a fake Kafka (with the
+// topics events and dlq), its first batch of 10 published.
+func exactlyOnceAfterFirstBatch(t *testing.T) (*Poller, *fake, *testenv.Fixture) {
+	t.Helper()
+	f := newFake(t, "events", "dlq")
+	p, fx := newTestPollerWith(t, f, 25, &ExactlyOnce{CheckpointTopic: "checkpoints", CheckpointReplicas: 1})
+	if n, err := p.cycle(context.Background()); err != nil || n != 10 {
+		t.Fatalf("first cycle: %d rows, %v", n, err)
+	}
+	return p, f, fx
 }
 
 // publishRestEachRowOnce runs p's cycles until no row of fx is pending, allowing a few

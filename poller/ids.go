@@ -73,54 +73,13 @@ func (p *Poller) cycleIDs(ctx context.Context, ids []string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-
-	tx, err := p.pool.Begin(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("poller: begin: %w", err)
-	}
-	bg := context.WithoutCancel(ctx)
-	defer tx.Rollback(bg)
-	batch, err := p.selectIDs(ctx, tx, sel, ids)
-	if err != nil {
-		return 0, err
-	}
-	if len(batch) == 0 {
-		return 0, nil // all marked by someone else meanwhile
-	}
-	if err := p.publishAndMark(bg, tx, batch); err != nil {
-		return 0, err
-	}
-	return len(batch), nil
+	// A row marked by someone else meanwhile is not selected: the batch may be empty.
+	return p.publishSelected(ctx, func(ctx context.Context, tx pgx.Tx) ([]pending, error) {
+		return p.selectIDs(ctx, tx, sel, ids)
+	})
 }
 
 // selectIDs locks the pending rows among ids and makes their records.
 func (p *Poller) selectIDs(ctx context.Context, tx pgx.Tx, sel string, ids []string) ([]pending, error) {
-	rows, err := tx.Query(ctx, sel, ids)
-	if err != nil {
-		p.dropQueriesOn(err)
-		return nil, fmt.Errorf("poller: select listed rows: %w", err)
-	}
-	defer rows.Close()
-	batch := make([]pending, 0, len(ids))
-	for rows.Next() {
-		var id, key, topic, evType, headers *string
-		var payload []byte
-		var created *time.Time
-		if err := rows.Scan(&id, &key, &topic, &payload, &evType, &headers, &created); err != nil {
-			return nil, fmt.Errorf("poller: read listed row: %w", err)
-		}
-		if id == nil {
-			continue
-		}
-		pd, err := p.encode(ctx, p.record(*id, key, topic, payload, evType, headers, created))
-		if err != nil {
-			return nil, err
-		}
-		batch = append(batch, pd)
-	}
-	if err := rows.Err(); err != nil {
-		p.dropQueriesOn(err)
-		return nil, fmt.Errorf("poller: select listed rows: %w", err)
-	}
-	return batch, nil
+	return p.query(ctx, tx, "listed", len(ids), sel, ids)
 }

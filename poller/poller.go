@@ -232,7 +232,13 @@ func (p *Poller) cycle(ctx context.Context) (int, error) {
 	if err := p.prepare(ctx); err != nil {
 		return 0, err
 	}
+	return p.publishSelected(ctx, p.selectRows)
+}
 
+// publishSelected runs one transaction: the batch sel selects, published and marked
+// (publishAndMark). It returns how many rows sel selected; on any error the transaction is
+// rolled back.
+func (p *Poller) publishSelected(ctx context.Context, sel func(context.Context, pgx.Tx) ([]pending, error)) (int, error) {
 	tx, err := p.pool.Begin(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("poller: begin: %w", err)
@@ -242,7 +248,7 @@ func (p *Poller) cycle(ctx context.Context) (int, error) {
 	bg := context.WithoutCancel(ctx)
 	defer tx.Rollback(bg)
 
-	batch, err := p.selectRows(ctx, tx)
+	batch, err := sel(ctx, tx)
 	if err != nil || len(batch) == 0 {
 		return 0, err
 	}
@@ -308,19 +314,25 @@ func (p *Poller) publishAndMark(bg context.Context, tx pgx.Tx, batch []pending) 
 
 // selectRows locks up to Batch pending rows and makes their records.
 func (p *Poller) selectRows(ctx context.Context, tx pgx.Tx) ([]pending, error) {
-	rows, err := tx.Query(ctx, p.q.sel, p.cfg.Batch)
+	return p.query(ctx, tx, "pending", p.cfg.Batch, p.q.sel, p.cfg.Batch)
+}
+
+// query runs sel, a select of the columns p.q's selects read, and makes its rows' records.
+// which names the rows in errors ("pending", "listed"); size is how many there may be.
+func (p *Poller) query(ctx context.Context, tx pgx.Tx, which string, size int, sel string, args ...any) ([]pending, error) {
+	rows, err := tx.Query(ctx, sel, args...)
 	if err != nil {
 		p.dropQueriesOn(err)
-		return nil, fmt.Errorf("poller: select pending rows: %w", err)
+		return nil, fmt.Errorf("poller: select %s rows: %w", which, err)
 	}
 	defer rows.Close()
-	batch := make([]pending, 0, p.cfg.Batch)
+	batch := make([]pending, 0, size)
 	for rows.Next() {
 		var id, key, topic, evType, headers *string
 		var payload []byte
 		var created *time.Time
 		if err := rows.Scan(&id, &key, &topic, &payload, &evType, &headers, &created); err != nil {
-			return nil, fmt.Errorf("poller: read pending row: %w", err)
+			return nil, fmt.Errorf("poller: read %s row: %w", which, err)
 		}
 		if id == nil {
 			continue // cannot be marked; a NULL id is outside the contract (the id is the primary key)
@@ -333,7 +345,7 @@ func (p *Poller) selectRows(ctx context.Context, tx pgx.Tx) ([]pending, error) {
 	}
 	if err := rows.Err(); err != nil {
 		p.dropQueriesOn(err)
-		return nil, fmt.Errorf("poller: select pending rows: %w", err)
+		return nil, fmt.Errorf("poller: select %s rows: %w", which, err)
 	}
 	return batch, nil
 }
@@ -350,23 +362,21 @@ func (p *Poller) record(id string, key, topic *string, payload []byte, evType, h
 			bad = &outbox.RowError{Relation: p.tbl.String(), ID: id, Column: col, Err: err}
 		}
 	}
-	switch {
-	case key == nil:
-		setBad(c.AggregateID, outbox.ErrNullKey)
-	case *key == "":
-		setBad(c.AggregateID, outbox.ErrEmptyKey)
-	default:
-		ev.AggregateID = *key
-	}
-	if p.cfg.Topic == "" {
+	// nonEmpty is v, or "" with column col noted bad (errNull or errEmpty) when v is NULL or empty.
+	nonEmpty := func(v *string, col string, errNull, errEmpty error) string {
 		switch {
-		case topic == nil:
-			setBad(c.Topic, outbox.ErrNullTopic)
-		case *topic == "":
-			setBad(c.Topic, outbox.ErrEmptyTopic)
+		case v == nil:
+			setBad(col, errNull)
+		case *v == "":
+			setBad(col, errEmpty)
 		default:
-			ev.Topic = *topic
+			return *v
 		}
+		return ""
+	}
+	ev.AggregateID = nonEmpty(key, c.AggregateID, outbox.ErrNullKey, outbox.ErrEmptyKey)
+	if p.cfg.Topic == "" {
+		ev.Topic = nonEmpty(topic, c.Topic, outbox.ErrNullTopic, outbox.ErrEmptyTopic)
 	}
 	ev.Payload, ev.Binary = payload, p.q != nil && p.q.binary
 	if payload == nil && !p.cfg.NullPayload.Tombstone() {

@@ -7,12 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/cdc-relay/cdc-relay/kafkatxn"
 	"github.com/cdc-relay/cdc-relay/sink"
 	"github.com/cdc-relay/cdc-relay/slotstore"
+	"github.com/cdc-relay/cdc-relay/testkit/slotpeek"
 	"github.com/cdc-relay/cdc-relay/testkit/testenv"
 )
 
@@ -123,24 +123,9 @@ func TestShardPollersSplitTheRowsAsTheShardsSlotsDo(t *testing.T) {
 // peekInsertIDs is the id (the first column) of each insert slot holds for pub, not consumed.
 func peekInsertIDs(t *testing.T, conn *pgx.Conn, slot, pub string) []string {
 	t.Helper()
-	rows, err := conn.Query(t.Context(), `SELECT data FROM pg_logical_slot_peek_binary_changes($1, NULL, NULL,
-		'proto_version', '1', 'publication_names', $2)`, slot, pub)
-	if err != nil {
-		t.Fatalf("peek %s: %v", slot, err)
-	}
-	msgs, err := pgx.CollectRows(rows, pgx.RowTo[[]byte])
-	if err != nil {
-		t.Fatalf("peek %s: %v", slot, err)
-	}
 	ids := map[string]bool{}
-	for _, b := range msgs {
-		m, err := pglogrepl.Parse(b)
-		if err != nil {
-			t.Fatalf("peek %s: %v", slot, err)
-		}
-		if ins, ok := m.(*pglogrepl.InsertMessage); ok {
-			ids[string(ins.Tuple.Columns[0].Data)] = true
-		}
+	for _, ins := range slotpeek.Inserts(t.Context(), t, conn, slot, pub) {
+		ids[string(ins.Tuple.Columns[0].Data)] = true
 	}
 	if len(ids) == 0 {
 		t.Fatalf("slot %s holds no insert", slot)

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/cdc-relay/cdc-relay/internal/pgcatalog"
 	"github.com/cdc-relay/cdc-relay/internal/slotfacts"
 	"github.com/cdc-relay/cdc-relay/outbox"
 	"github.com/cdc-relay/cdc-relay/slotstore"
@@ -230,53 +231,39 @@ func createPartitionedIndex(ctx context.Context, conn *pgx.Conn, t outbox.Table,
 	if _, err := conn.Exec(ctx, sql); err != nil && !concurrentCreate(err) {
 		return fmt.Errorf("poller: create index %s on %s: %w", name, t, err)
 	}
-	rows, err := conn.Query(ctx, `SELECT n.nspname::text, c.relname::text, c.relkind = 'p'
-		FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_namespace n ON n.oid = c.relnamespace
-		WHERE i.inhparent = to_regclass($1) ORDER BY 1, 2`, t.Sanitize())
+	parts, err := pgcatalog.Partitions(ctx, conn, t)
 	if err != nil {
-		return fmt.Errorf("poller: read the partitions of %s: %w", t, err)
-	}
-	type part struct {
-		t           outbox.Table
-		partitioned bool
-	}
-	parts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (part, error) {
-		var p part
-		err := r.Scan(&p.t.Schema, &p.t.Name, &p.partitioned)
-		return p, err
-	})
-	if err != nil {
-		return fmt.Errorf("poller: read the partitions of %s: %w", t, err)
+		return fmt.Errorf("poller: %w", err)
 	}
 	for _, p := range parts {
 		// The partition may have an index of that definition already (made by the table's
 		// when it was created as a partition): attach whichever exists.
-		pname, err := partitionIndex(ctx, conn, p.t, name, c)
+		pname, err := partitionIndex(ctx, conn, p.Table, name, c)
 		if err != nil {
 			return err
 		}
-		if pname == "" && p.partitioned {
-			pname = IndexName(p.t.String())
-			err = createPartitionedIndex(ctx, conn, p.t, pname, c)
+		if pname == "" && p.Partitioned {
+			pname = IndexName(p.Table.String())
+			err = createPartitionedIndex(ctx, conn, p.Table, pname, c)
 		} else if pname == "" {
 			// Unnamed: PostgreSQL picks a name no other index has. Partitions' names share
 			// the table's prefix, so IndexName's shortening could give two of them one name.
 			sql := fmt.Sprintf(`CREATE INDEX CONCURRENTLY ON %s (%s) WHERE %s IS NULL`,
-				p.t.Sanitize(), pgx.Identifier{c.ID}.Sanitize(), pgx.Identifier{c.PublishedAt}.Sanitize())
+				p.Table.Sanitize(), pgx.Identifier{c.ID}.Sanitize(), pgx.Identifier{c.PublishedAt}.Sanitize())
 			if _, err = conn.Exec(ctx, sql); err != nil {
-				return fmt.Errorf("poller: create the pending-rows index of partition %s: %w", p.t, err)
+				return fmt.Errorf("poller: create the pending-rows index of partition %s: %w", p.Table, err)
 			}
-			if pname, err = partitionIndex(ctx, conn, p.t, name, c); err == nil && pname == "" {
-				err = fmt.Errorf("%w: the index built on partition %s (DROP INDEX CONCURRENTLY the invalid one; then create it again)", ErrInvalidIndex, p.t)
+			if pname, err = partitionIndex(ctx, conn, p.Table, name, c); err == nil && pname == "" {
+				err = fmt.Errorf("%w: the index built on partition %s (DROP INDEX CONCURRENTLY the invalid one; then create it again)", ErrInvalidIndex, p.Table)
 			}
 		}
 		if err != nil {
 			return err
 		}
 		attach := fmt.Sprintf(`ALTER INDEX %s ATTACH PARTITION %s`,
-			pgx.Identifier{t.Schema, name}.Sanitize(), pgx.Identifier{p.t.Schema, pname}.Sanitize())
+			pgx.Identifier{t.Schema, name}.Sanitize(), pgx.Identifier{p.Table.Schema, pname}.Sanitize())
 		if _, err := conn.Exec(ctx, attach); err != nil {
-			return fmt.Errorf("poller: attach index %s of partition %s to %s: %w", pname, p.t, name, err)
+			return fmt.Errorf("poller: attach index %s of partition %s to %s: %w", pname, p.Table, name, err)
 		}
 	}
 	return nil

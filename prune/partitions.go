@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/cdc-relay/cdc-relay/internal/pgcatalog"
 	"github.com/cdc-relay/cdc-relay/outbox"
 )
 
@@ -23,12 +24,6 @@ const (
 
 // ErrNotPartitioned means Options.Partitions was set for a table that is not partitioned.
 var ErrNotPartitioned = errors.New("table is not partitioned")
-
-// partitionRow is a partition of the outbox table.
-type partitionRow struct {
-	t     outbox.Table
-	bound string // pg_get_expr(relpartbound): "FOR VALUES FROM (1) TO (1001)"
-}
 
 // runPartitions drops or detaches each partition of t (the default partition never) that holds
 // rows and only rows created before the cutoff and published (the predicate published, with $1
@@ -49,47 +44,37 @@ func runPartitions(ctx context.Context, conn *pgx.Conn, o Options, t outbox.Tabl
 		return fmt.Errorf("prune: %s: %w, so it has no partitions to %s: prune its rows without Options.Partitions",
 			t, ErrNotPartitioned, o.Partitions)
 	}
-	rows, err := conn.Query(ctx, `SELECT n.nspname::text, c.relname::text, pg_get_expr(c.relpartbound, c.oid)
-		FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_namespace n ON n.oid = c.relnamespace
-		WHERE i.inhparent = to_regclass($1) ORDER BY 1, 2`, t.Sanitize())
+	parts, err := pgcatalog.Partitions(ctx, conn, t)
 	if err != nil {
-		return fmt.Errorf("prune: read the partitions of %s: %w", t, err)
-	}
-	parts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (partitionRow, error) {
-		var p partitionRow
-		err := r.Scan(&p.t.Schema, &p.t.Name, &p.bound)
-		return p, err
-	})
-	if err != nil {
-		return fmt.Errorf("prune: read the partitions of %s: %w", t, err)
+		return fmt.Errorf("prune: %w", err)
 	}
 	created := pgx.Identifier{o.Columns.CreatedAt}.Sanitize()
 	for _, p := range parts {
-		if p.bound == "DEFAULT" {
+		if p.Bound == "DEFAULT" {
 			// Rows of every range not yet made a partition: never whole.
-			res.PartitionsKept = append(res.PartitionsKept, p.t.String())
+			res.PartitionsKept = append(res.PartitionsKept, p.Table.String())
 			continue
 		}
 		// Some row, and none that is new or unpublished (a NULL creation time counts as new).
-		judge := `SELECT EXISTS (SELECT 1 FROM ` + p.t.Sanitize() + `)
-			AND NOT EXISTS (SELECT 1 FROM ` + p.t.Sanitize() + ` WHERE (` + created + ` < $1 AND ` + published + `) IS NOT TRUE)`
+		judge := `SELECT EXISTS (SELECT 1 FROM ` + p.Table.Sanitize() + `)
+			AND NOT EXISTS (SELECT 1 FROM ` + p.Table.Sanitize() + ` WHERE (` + created + ` < $1 AND ` + published + `) IS NOT TRUE)`
 		var whole bool
 		if err := conn.QueryRow(ctx, judge, args...).Scan(&whole); err != nil {
-			return fmt.Errorf("prune: read partition %s: %w", p.t, err)
+			return fmt.Errorf("prune: read partition %s: %w", p.Table, err)
 		}
 		if !whole {
-			res.PartitionsKept = append(res.PartitionsKept, p.t.String())
+			res.PartitionsKept = append(res.PartitionsKept, p.Table.String())
 			continue
 		}
-		done, err := removePartition(ctx, conn, o.Partitions, t, p.t, judge, args)
+		done, err := removePartition(ctx, conn, o.Partitions, t, p.Table, judge, args)
 		if err != nil {
 			return err
 		}
 		if !done {
-			res.PartitionsKept = append(res.PartitionsKept, p.t.String())
+			res.PartitionsKept = append(res.PartitionsKept, p.Table.String())
 			continue
 		}
-		res.Partitions = append(res.Partitions, p.t.String())
+		res.Partitions = append(res.Partitions, p.Table.String())
 		if o.Progress != nil {
 			o.Progress(int64(len(res.Partitions)))
 		}

@@ -84,16 +84,15 @@ func compileAvroNode(s avro.Schema, seen map[avro.Schema]*avroNode) (*avroNode, 
 		for i, sym := range s.(*avro.EnumSchema).Symbols() {
 			n.enum[sym] = i
 		}
-	case avro.Array:
+	case avro.Array, avro.Map:
 		seen[s] = n
-		e, ok := compileAvroNode(s.(*avro.ArraySchema).Items(), seen)
-		if !ok {
-			return nil, false
+		var elem avro.Schema
+		if a, isArray := s.(*avro.ArraySchema); isArray {
+			elem = a.Items()
+		} else {
+			elem = s.(*avro.MapSchema).Values()
 		}
-		n.elem = e
-	case avro.Map:
-		seen[s] = n
-		e, ok := compileAvroNode(s.(*avro.MapSchema).Values(), seen)
+		e, ok := compileAvroNode(elem, seen)
 		if !ok {
 			return nil, false
 		}
@@ -315,6 +314,81 @@ func (d *jsonWalker) blocks(dst []byte, item func(dst []byte) ([]byte, bool, boo
 	}
 }
 
+// list writes the members of the JSON array or object that d.i is inside (past its opening and
+// the white space after it) up to its closing byte, in blocks: member reads the member at d.i
+// and writes it.
+func (d *jsonWalker) list(dst []byte, closing byte, member func(dst []byte) ([]byte, bool)) ([]byte, bool) {
+	first, done := true, false
+	return d.blocks(dst, func(dst []byte) ([]byte, bool, bool) {
+		if done {
+			return dst, false, true
+		}
+		if first {
+			first = false
+			if d.peek() == closing {
+				d.i++
+				return dst, false, true
+			}
+		}
+		dst, ok := member(dst)
+		if !ok {
+			return dst, false, false
+		}
+		more, ok := d.next(closing)
+		done = !more
+		return dst, ok, ok
+	})
+}
+
+// next reads past the white space, then the comma (more is true: another member follows, and
+// the white space after the comma is read too) or the closing byte (more is false) that
+// follows a member of an array or object.
+func (d *jsonWalker) next(closing byte) (more, ok bool) {
+	d.ws()
+	switch d.peek() {
+	case ',':
+		d.i++
+		d.ws()
+		return true, true
+	case closing:
+		d.i++
+		return false, true
+	}
+	return false, false
+}
+
+// key reads an object member's key and the colon after it, and the white space around that.
+func (d *jsonWalker) key() ([]byte, bool) {
+	k, ok := d.str()
+	if !ok {
+		return nil, false
+	}
+	d.ws()
+	if d.peek() != ':' {
+		return nil, false
+	}
+	d.i++
+	d.ws()
+	return k, true
+}
+
+// eachMember reads the members of the array or object that d.i is inside (past its opening and
+// the white space after it) and its closing byte: member reads the member at d.i.
+func (d *jsonWalker) eachMember(closing byte, member func() bool) bool {
+	if d.peek() == closing {
+		d.i++
+		return true
+	}
+	for {
+		if !member() {
+			return false
+		}
+		if more, ok := d.next(closing); !more {
+			return ok
+		}
+	}
+}
+
 // insertBlockHeader puts a block's header before its items, which start at start.
 func insertBlockHeader(dst []byte, start, count int) []byte {
 	var hdr [20]byte
@@ -338,36 +412,8 @@ func (d *jsonWalker) array(n *avroNode, dst []byte) ([]byte, bool) {
 	}
 	d.i++
 	d.ws()
-	first := true
-	done := false
-	dst, ok := d.blocks(dst, func(dst []byte) ([]byte, bool, bool) {
-		if done {
-			return dst, false, true
-		}
-		if first {
-			first = false
-			if d.peek() == ']' {
-				d.i++
-				done = true
-				return dst, false, true
-			}
-		}
-		dst, ok := d.value(n.elem, dst)
-		if !ok {
-			return dst, false, false
-		}
-		d.ws()
-		switch d.peek() {
-		case ',':
-			d.i++
-			d.ws()
-		case ']':
-			d.i++
-			done = true
-		default:
-			return dst, false, false
-		}
-		return dst, true, true
+	dst, ok := d.list(dst, ']', func(dst []byte) ([]byte, bool) {
+		return d.value(n.elem, dst)
 	})
 	d.depth--
 	return dst, ok
@@ -381,57 +427,22 @@ func (d *jsonWalker) object(n *avroNode, dst []byte) ([]byte, bool) {
 	objStart, dstStart := d.i, len(dst)
 	d.i++
 	d.ws()
-	first := true
-	done := false
 	dup := false
 	var keys []string
-	dst, ok := d.blocks(dst, func(dst []byte) ([]byte, bool, bool) {
-		if done {
-			return dst, false, true
-		}
-		if first {
-			first = false
-			if d.peek() == '}' {
-				d.i++
-				done = true
-				return dst, false, true
-			}
-		}
-		k, ok := d.str()
+	dst, ok := d.list(dst, '}', func(dst []byte) ([]byte, bool) {
+		k, ok := d.key()
 		if !ok {
-			return dst, false, false
+			return dst, false
 		}
 		ks := string(k)
-		for _, seen := range keys {
-			if seen == ks {
-				dup = true
-				return dst, false, false
-			}
+		if slices.Contains(keys, ks) {
+			dup = true
+			return dst, false
 		}
 		keys = append(keys, ks)
-		d.ws()
-		if d.peek() != ':' {
-			return dst, false, false
-		}
-		d.i++
-		d.ws()
 		dst = appendAvroLong(dst, int64(len(ks)))
 		dst = append(dst, ks...)
-		if dst, ok = d.value(n.elem, dst); !ok {
-			return dst, false, false
-		}
-		d.ws()
-		switch d.peek() {
-		case ',':
-			d.i++
-			d.ws()
-		case '}':
-			d.i++
-			done = true
-		default:
-			return dst, false, false
-		}
-		return dst, true, true
+		return d.value(n.elem, dst)
 	})
 	d.depth--
 	if dup {
@@ -457,38 +468,22 @@ func (d *jsonWalker) repeatedKeysBody(n *avroNode, dst []byte) ([]byte, bool) {
 	d.ws()
 	var keys []string
 	var at []int
-	for d.peek() != '}' {
-		k, ok := d.str()
+	if !d.eachMember('}', func() bool {
+		k, ok := d.key()
 		if !ok {
-			return dst, false
+			return false
 		}
-		d.ws()
-		if d.peek() != ':' {
-			return dst, false
-		}
-		d.i++
-		d.ws()
 		i := slices.Index(keys, string(k))
 		if i < 0 {
 			keys, at = append(keys, string(k)), append(at, 0)
 			i = len(keys) - 1
 		}
 		at[i] = d.i
-		if !d.skip() {
-			return dst, false
-		}
-		d.ws()
-		if d.peek() == ',' {
-			d.i++
-			d.ws()
-			if d.peek() == '}' {
-				return dst, false
-			}
-		} else if d.peek() != '}' {
-			return dst, false
-		}
+		return d.skip()
+	}) {
+		return dst, false
 	}
-	end := d.i + 1
+	end := d.i
 	next := 0
 	dst, ok := d.blocks(dst, func(dst []byte) ([]byte, bool, bool) {
 		if next == len(keys) {
@@ -534,7 +529,7 @@ again:
 		d.i++
 	} else {
 		for {
-			k, ok := d.str()
+			k, ok := d.key()
 			if !ok {
 				return dst, false
 			}
@@ -542,12 +537,6 @@ again:
 			if !known {
 				return dst, false
 			}
-			d.ws()
-			if d.peek() != ':' {
-				return dst, false
-			}
-			d.i++
-			d.ws()
 			switch {
 			case fi < next:
 				// A key given twice, the first already written: read the object again,
@@ -570,18 +559,13 @@ again:
 					return dst, false
 				}
 			}
-			d.ws()
-			switch d.peek() {
-			case ',':
-				d.i++
-				d.ws()
-				continue
-			case '}':
-				d.i++
-			default:
+			more, ok := d.next('}')
+			if !ok {
 				return dst, false
 			}
-			break
+			if !more {
+				break
+			}
 		}
 	}
 	end := d.i
@@ -663,35 +647,15 @@ func (d *jsonWalker) soleKeyBody(n *avroNode) (branch, at, end int, ok bool) {
 	d.i++
 	d.ws()
 	var key []byte
-	for d.peek() != '}' {
-		k, ok := d.str()
+	read := d.eachMember('}', func() bool {
+		k, ok := d.key()
 		if !ok || (key != nil && string(k) != string(key)) {
-			return 0, 0, 0, false
+			return false
 		}
-		key = k
-		d.ws()
-		if d.peek() != ':' {
-			return 0, 0, 0, false
-		}
-		d.i++
-		d.ws()
-		at = d.i
-		if !d.skip() {
-			return 0, 0, 0, false
-		}
-		d.ws()
-		if d.peek() == ',' {
-			d.i++
-			d.ws()
-			if d.peek() == '}' {
-				return 0, 0, 0, false
-			}
-		} else if d.peek() != '}' {
-			return 0, 0, 0, false
-		}
-	}
-	d.i++
-	if key == nil {
+		key, at = k, d.i
+		return d.skip()
+	})
+	if !read || key == nil {
 		return 0, 0, 0, false
 	}
 	branch, named := n.names[string(key)]
@@ -741,37 +705,14 @@ func (d *jsonWalker) skipComposite(c byte) bool {
 	}
 	d.i++
 	d.ws()
-	if d.peek() == closing {
-		d.i++
-		return true
-	}
-	for {
+	return d.eachMember(closing, func() bool {
 		if c == '{' {
-			if _, ok := d.str(); !ok {
+			if _, ok := d.key(); !ok {
 				return false
 			}
-			d.ws()
-			if d.peek() != ':' {
-				return false
-			}
-			d.i++
-			d.ws()
 		}
-		if !d.skip() {
-			return false
-		}
-		d.ws()
-		switch d.peek() {
-		case ',':
-			d.i++
-			d.ws()
-		case closing:
-			d.i++
-			return true
-		default:
-			return false
-		}
-	}
+		return d.skip()
+	})
 }
 
 // str reads a JSON string and returns its text: the bytes between the quotes when they need no
@@ -908,6 +849,8 @@ func jsonIntOf(num []byte, bits int) (int64, bool) {
 	return v, err == nil
 }
 
+// appendAvroLong appends v as Avro writes a long: a zig-zag varint (so does the Confluent wire
+// format's protobuf message index).
 func appendAvroLong(dst []byte, v int64) []byte {
 	u := uint64(v<<1) ^ uint64(v>>63)
 	for u >= 0x80 {

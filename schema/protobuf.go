@@ -61,7 +61,8 @@ func newProtoCodec(text, want, preferred string) (*protoCodec, error) {
 }
 
 // messageIndex is the wire format's path to md: the indexes of md and its enclosing messages,
-// outermost first, as a count and zig-zag varints; the path [0] is the single byte 0.
+// outermost first, as a count and zig-zag varints (Avro's long encoding, appendAvroLong); the
+// path [0] is the single byte 0.
 func messageIndex(md protoreflect.MessageDescriptor) []byte {
 	var path []int
 	for d := protoreflect.Descriptor(md); ; {
@@ -76,20 +77,11 @@ func messageIndex(md protoreflect.MessageDescriptor) []byte {
 	if len(path) == 1 && path[0] == 0 {
 		return []byte{0}
 	}
-	b := appendZigzag(nil, int64(len(path)))
+	b := appendAvroLong(nil, int64(len(path)))
 	for _, i := range path {
-		b = appendZigzag(b, int64(i))
+		b = appendAvroLong(b, int64(i))
 	}
 	return b
-}
-
-func appendZigzag(b []byte, v int64) []byte {
-	u := uint64(v<<1) ^ uint64(v>>63)
-	for u >= 0x80 {
-		b = append(b, byte(u)|0x80)
-		u >>= 7
-	}
-	return append(b, byte(u))
 }
 
 func (c *protoCodec) encode(dst, payload []byte) ([]byte, error) {

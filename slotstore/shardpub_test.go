@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/cdc-relay/cdc-relay/slotstore"
+	"github.com/cdc-relay/cdc-relay/testkit/slotpeek"
 )
 
 // createShards makes the test's table's n shards with Create and drops them at cleanup.
@@ -47,25 +47,10 @@ func (e *env) dropShards(t *testing.T, n int) {
 // key (columns 1 and 2 of the test's table) of each insert.
 func (e *env) peekInserts(t *testing.T, slot, pub string) map[string]string {
 	t.Helper()
-	rows, err := e.admin.Query(testCtx(t), `SELECT data FROM pg_logical_slot_peek_binary_changes($1, NULL, NULL,
-		'proto_version', '1', 'publication_names', $2)`, slot, pub)
-	if err != nil {
-		t.Fatalf("peek %s: %v", slot, err)
-	}
-	msgs, err := pgx.CollectRows(rows, pgx.RowTo[[]byte])
-	if err != nil {
-		t.Fatalf("peek %s: %v", slot, err)
-	}
 	out := map[string]string{}
-	for _, b := range msgs {
-		m, err := pglogrepl.Parse(b)
-		if err != nil {
-			t.Fatalf("peek %s: decode: %v", slot, err)
-		}
-		if ins, ok := m.(*pglogrepl.InsertMessage); ok {
-			cols := ins.Tuple.Columns
-			out[string(cols[0].Data)] = string(cols[1].Data)
-		}
+	for _, ins := range slotpeek.Inserts(testCtx(t), t, e.admin, slot, pub) {
+		cols := ins.Tuple.Columns
+		out[string(cols[0].Data)] = string(cols[1].Data)
 	}
 	return out
 }

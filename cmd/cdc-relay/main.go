@@ -88,45 +88,58 @@ func runCtx(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 }
 
+// command runs a command, given the arguments after its name.
+type command func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+
+// commands are cdc-relay's commands by name.
+var commands = map[string]command{
+	"run":          cmdRun,
+	"poll":         cmdPoll,
+	"outbox":       cmdOutbox,
+	"cutover":      cmdCutover,
+	"dead-letters": cmdDeadLetters,
+	"slot":         cmdSlot,
+}
+
+// slotCommands are slot's subcommands by name.
+var slotCommands = map[string]command{
+	"create":  cmdSlotCreate,
+	"status":  cmdSlotStatus,
+	"drop":    cmdSlotDrop,
+	"reshard": cmdSlotReshard,
+}
+
 func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return runCommand(ctx, commands, args, stdout, stderr, usageErr("no command given"), func(name string) error {
+		fmt.Fprint(stderr, usage)
+		return usageErr("unknown command %q", name)
+	})
+}
+
+func cmdSlot(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return runCommand(ctx, slotCommands, args, stdout, stderr, usageErr("slot needs a subcommand: create, status, drop or reshard"), func(name string) error {
+		return usageErr("unknown slot subcommand %q: use create, status, drop or reshard", name)
+	})
+}
+
+// runCommand runs the command of table that args[0] names with the arguments after it, or
+// prints the usage for help. With no args it prints the usage to stderr and returns none; a
+// name table lacks is unknown's error.
+func runCommand(ctx context.Context, table map[string]command, args []string, stdout, stderr io.Writer, none error, unknown func(name string) error) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
-		return usageErr("no command given")
+		return none
 	}
-	switch args[0] {
-	case "-h", "--help", "help":
+	if isHelp(args[0]) {
 		fmt.Fprint(stdout, usage)
 		return nil
-	case "run":
-		return cmdRun(ctx, args[1:], stdout, stderr)
-	case "poll":
-		return cmdPoll(ctx, args[1:], stdout, stderr)
-	case "outbox":
-		return cmdOutbox(ctx, args[1:], stdout, stderr)
-	case "cutover":
-		return cmdCutover(ctx, args[1:], stdout, stderr)
-	case "dead-letters":
-		return cmdDeadLetters(ctx, args[1:], stdout, stderr)
-	case "slot":
-		if len(args) < 2 {
-			fmt.Fprint(stderr, usage)
-			return usageErr("slot needs a subcommand: create, status, drop or reshard")
-		}
-		switch args[1] {
-		case "create":
-			return cmdSlotCreate(ctx, args[2:], stdout, stderr)
-		case "status":
-			return cmdSlotStatus(ctx, args[2:], stdout, stderr)
-		case "drop":
-			return cmdSlotDrop(ctx, args[2:], stdout, stderr)
-		case "reshard":
-			return cmdSlotReshard(ctx, args[2:], stdout, stderr)
-		case "-h", "--help", "help":
-			fmt.Fprint(stdout, usage)
-			return nil
-		}
-		return usageErr("unknown slot subcommand %q: use create, status, drop or reshard", args[1])
 	}
-	fmt.Fprint(stderr, usage)
-	return usageErr("unknown command %q", args[0])
+	cmd, ok := table[args[0]]
+	if !ok {
+		return unknown(args[0])
+	}
+	return cmd(ctx, args[1:], stdout, stderr)
 }
+
+// isHelp reports whether arg asks for the usage.
+func isHelp(arg string) bool { return arg == "-h" || arg == "--help" || arg == "help" }

@@ -17,7 +17,7 @@ import (
 const pruneSynopsis = "outbox prune --pg-url URL --older-than 168h [--mode run|poll] [--slot NAME] [--table public.outbox] [--batch 1000] [--partitions drop|detach]"
 
 func cmdOutbox(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 || isHelp(args[0]) {
 		fmt.Fprintf(stdout, "Usage: cdc-relay %s\n       cdc-relay %s\n\nRun 'cdc-relay outbox SUBCOMMAND --help' for its flags.\n", pruneSynopsis, markPublishedSynopsis)
 		if len(args) == 0 {
 			return usageErr("outbox needs a subcommand: prune or mark-published")

@@ -41,13 +41,9 @@ func whileCreatingOnStandby(ctx context.Context, conn *pgx.Conn, c *common, prim
 			"there, or give --primary-url\n")
 		return func() {}, nil
 	}
-	pc, err := c.at("primary-url", primaryURL)
+	primary, err := connectAt(ctx, c, "primary-url", primaryURL)
 	if err != nil {
 		return nil, err
-	}
-	primary, err := connectPG(ctx, pc)
-	if err != nil {
-		return nil, fmt.Errorf("--primary-url: %w", err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
@@ -96,13 +92,9 @@ func failoverCreated(ctx context.Context, conn *pgx.Conn, c *common, pub, standb
 		fmt.Fprintf(stdout, "give --standby-url to check a standby's settings and wait until it has the slot\n")
 		return nil
 	}
-	sc, err := c.at("standby-url", standbyURL)
+	standby, err := connectAt(ctx, c, "standby-url", standbyURL)
 	if err != nil {
 		return err
-	}
-	standby, err := connectPG(ctx, sc)
-	if err != nil {
-		return fmt.Errorf("--standby-url: %w", err)
 	}
 	defer standby.Close(context.Background())
 	warns, err := slotstore.New(standby).CheckFailoverStandby(ctx, rep.SynchronizedStandbySlots)
@@ -136,13 +128,9 @@ func failoverCreated(ctx context.Context, conn *pgx.Conn, c *common, pub, standb
 
 // standbyCopy reads the slot on a standby; nil when the standby does not have it.
 func standbyCopy(ctx context.Context, c *common, standbyURL string) (*slotstore.Status, error) {
-	sc, err := c.at("standby-url", standbyURL)
+	conn, err := connectAt(ctx, c, "standby-url", standbyURL)
 	if err != nil {
 		return nil, err
-	}
-	conn, err := connectPG(ctx, sc)
-	if err != nil {
-		return nil, fmt.Errorf("--standby-url: %w", err)
 	}
 	defer conn.Close(context.Background())
 	st, err := slotstore.New(conn).Status(ctx, c.slot, "")
@@ -299,4 +287,18 @@ WHERE pt.pubname = ANY($1) ORDER BY 1`, pubs)
 		return nil, err
 	}
 	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// connectAt connects to the server of url, the value of --flag, with c's other connection
+// settings (a bad url is a usage error).
+func connectAt(ctx context.Context, c *common, flag, url string) (*pgx.Conn, error) {
+	cc, err := c.at(flag, url)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := connectPG(ctx, cc)
+	if err != nil {
+		return nil, fmt.Errorf("--%s: %w", flag, err)
+	}
+	return conn, nil
 }

@@ -8,7 +8,8 @@ import (
 )
 
 // Encoders for pgoutput v1 messages, after the PostgreSQL "Logical Replication Message
-// Formats" page (the same layout as decoder/pgoutput_test.go, which pins it to pglogrepl).
+// Formats" page. The decoder's tests write their messages with these too, and pin them to
+// pglogrepl (decoder/pgoutput_test.go).
 
 type msg []byte
 
