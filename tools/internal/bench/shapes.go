@@ -110,9 +110,6 @@ func RunShapes(ctx context.Context, cfg ShapesConfig) (*ShapesResult, error) {
 	cfg = cfg.withDefaults()
 	bc := Config{PGURL: cfg.PGURL, Brokers: cfg.Brokers, OutDir: cfg.OutDir, RelayBin: cfg.RelayBin, Progress: cfg.Progress,
 		DrainTimeout: cfg.DrainTimeout, Repeats: cfg.Repeats, SkipSteady: true, SkipReplay: true}.withDefaults()
-	if err := os.MkdirAll(filepath.Join(bc.OutDir, "logs"), 0o755); err != nil {
-		return nil, err
-	}
 	e, done, err := openEnv(ctx, &bc, "tables, slots, publications and topics")
 	if err != nil {
 		return nil, err
@@ -249,39 +246,12 @@ func partitionBounds(n, parts int) []partitionBound {
 // is a JSON document with a field of random hex characters, payload bytes in all; the bytea
 // shape holds that document's text as bytes.
 func (e *env) writeShape(ctx context.Context, f *fixture, shape string, n, txSize, payload int) error {
-	conn, err := e.pool.Acquire(ctx)
-	if err != nil {
-		return err
+	tx := func(size int) string { return shapeTx(f, shape, size, payload) }
+	if err := loopLoad(ctx, e.pool, n, txSize, max(txSize, 10_000/txSize*txSize), tx); err != nil {
+		return fmt.Errorf("bench: write backlog into %s: %w", f.outbox, err)
 	}
-	defer conn.Release()
-	pc := conn.Conn().PgConn()
-	if _, err := pc.Exec(ctx, `SET synchronous_commit = off`).ReadAll(); err != nil {
-		return err
-	}
-	defer func() { _, _ = pc.Exec(context.Background(), `RESET synchronous_commit`).ReadAll() }()
-	chunk := max(txSize, 10_000/txSize*txSize)
-	for from := 0; from < n; from += chunk {
-		rows := min(chunk, n-from)
-		txs, last := rows/txSize, rows%txSize
-		var body strings.Builder
-		fmt.Fprintf(&body, "DO $$ BEGIN\n  FOR t IN 1..%d LOOP\n    %s;\n    COMMIT;\n  END LOOP;\n", txs, shapeTx(f, shape, txSize, payload))
-		if last > 0 {
-			fmt.Fprintf(&body, "  %s;\n  COMMIT;\n", shapeTx(f, shape, last, payload))
-		}
-		body.WriteString("END $$")
-		if _, err := pc.Exec(ctx, body.String()).ReadAll(); err != nil {
-			return fmt.Errorf("bench: write backlog into %s: %w", f.outbox, err)
-		}
-	}
-	var end string
-	if err := e.pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&end); err != nil {
-		return err
-	}
-	return waitUntil(ctx, time.Minute, nil, "the WAL to be flushed", func() (bool, error) {
-		var flushed bool
-		err := e.pool.QueryRow(ctx, `SELECT pg_current_wal_flush_lsn() >= $1::pg_lsn`, end).Scan(&flushed)
-		return flushed, err
-	})
+	_, err := e.waitFlushed(ctx)
+	return err
 }
 
 // shapeTx is one transaction of a shape's backlog: size rows whose payloads are a JSON

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -170,9 +169,6 @@ func RunValues(ctx context.Context, vc ValuesConfig) (*ValuesReport, error) {
 	}
 	vc = vc.withDefaults()
 	cfg := vc.Config
-	if err := os.MkdirAll(filepath.Join(cfg.OutDir, "logs"), 0o755); err != nil {
-		return nil, err
-	}
 	rep := &ValuesReport{Started: time.Now(), Command: cfg.Command}
 	e, done, err := openEnv(ctx, &cfg, "tables, slots, publications, topics and subjects")
 	if err != nil {
@@ -184,18 +180,10 @@ func RunValues(ctx context.Context, vc ValuesConfig) (*ValuesReport, error) {
 	if err == nil {
 		err = e.codecs(ctx, vc, rep)
 	}
-	if werr := rep.write(cfg.OutDir); werr != nil {
+	if werr := writeReport(cfg.OutDir, "values", rep); werr != nil {
 		err = errors.Join(err, werr)
 	}
 	return rep, err
-}
-
-func (r *ValuesReport) write(dir string) error {
-	js, err := json.MarshalIndent(r, "", "  ")
-	if err == nil {
-		err = os.WriteFile(filepath.Join(dir, "values.json"), append(js, '\n'), 0o644)
-	}
-	return errors.Join(err, os.WriteFile(filepath.Join(dir, "values.md"), []byte(r.Markdown()), 0o644))
 }
 
 // valueFormats drains one backlog of order events with each format, then runs each at the
@@ -434,28 +422,9 @@ func (e *env) valuesSteady(ctx context.Context, vc ValuesConfig, fm string) (Ste
 // valuesBacklog writes n one-row transactions into f (payload > 0: each payload padded to
 // that size, as the backlog phase writes them) and waits until their WAL is flushed.
 func (e *env) valuesBacklog(ctx context.Context, phase string, f *fixture, n, payload int) error {
-	e.progress("%s: writing", phase)
-	start := time.Now()
-	var last atomic.Int64
-	err := backlogLoad(ctx, e.pool, f, n, 1, payload, func(done int) {
-		if now := time.Now().UnixNano(); now-last.Load() >= int64(time.Second) || done >= n {
-			last.Store(now)
-			e.progress("%s: %d/%d rows written", phase, done, n)
-		}
-	})
-	if err != nil {
-		return err
-	}
-	var end string
-	if err := e.pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&end); err != nil {
-		return err
-	}
-	err = waitUntil(ctx, time.Minute, nil, "the backlog's WAL to be flushed", func() (bool, error) {
-		var flushed bool
-		err := e.pool.QueryRow(ctx, `SELECT pg_current_wal_flush_lsn() >= $1::pg_lsn`, end).Scan(&flushed)
-		return flushed, err
-	})
-	e.progress("%s: written in %.1fs", phase, time.Since(start).Seconds())
+	_, err := e.writeBacklog(ctx, phase, func(progress func(int)) error {
+		return backlogLoad(ctx, e.pool, f, n, 1, payload, progress)
+	}, n)
 	return err
 }
 
@@ -474,31 +443,11 @@ func documentLoad(ctx context.Context, e *env, f *fixture, n, payload int) error
                  'name', (ARRAY['espresso', 'flat white', 'cortado', 'croissant', 'cheesecake', 'latte'])[1 + (random() * 5)::int],
                  'qty', 1 + (random() * 9)::int, 'price', round((random() * 100)::numeric, 2))) FROM generate_series(1, %[4]d) g WHERE o.id > 0))
         FROM o`, f.orders, f.outbox, f.topic, lines)
-	conn, err := e.pool.Acquire(ctx)
-	if err != nil {
-		return err
+	if err := loopLoad(ctx, e.pool, n, 1, chunk, func(int) string { return stmt }); err != nil {
+		return fmt.Errorf("bench: write order documents into %s: %w", f.outbox, err)
 	}
-	defer conn.Release()
-	pc := conn.Conn().PgConn()
-	if _, err := pc.Exec(ctx, `SET synchronous_commit = off`).ReadAll(); err != nil {
-		return err
-	}
-	defer func() { _, _ = pc.Exec(context.Background(), `RESET synchronous_commit`).ReadAll() }()
-	for from := 0; from < n; from += chunk {
-		body := fmt.Sprintf("DO $$ BEGIN\n  FOR t IN 1..%d LOOP\n    %s;\n    COMMIT;\n  END LOOP;\nEND $$", min(chunk, n-from), stmt)
-		if _, err := pc.Exec(ctx, body).ReadAll(); err != nil {
-			return fmt.Errorf("bench: write order documents into %s: %w", f.outbox, err)
-		}
-	}
-	var end string
-	if err := e.pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&end); err != nil {
-		return err
-	}
-	return waitUntil(ctx, time.Minute, nil, "the documents' WAL to be flushed", func() (bool, error) {
-		var flushed bool
-		err := e.pool.QueryRow(ctx, `SELECT pg_current_wal_flush_lsn() >= $1::pg_lsn`, end).Scan(&flushed)
-		return flushed, err
-	})
+	_, err := e.waitFlushed(ctx)
+	return err
 }
 
 // valuesTopicSize is the size of topic's partitions on the brokers' disks, replicas included.
