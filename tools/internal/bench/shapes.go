@@ -69,18 +69,7 @@ func (c ShapesConfig) withDefaults() ShapesConfig {
 // Validate reports a configuration that cannot run (after defaults).
 func (c ShapesConfig) Validate() error {
 	c = c.withDefaults()
-	bc := Config{PGURL: c.PGURL, Brokers: c.Brokers}.withDefaults()
-	var errs []error
-	const hint = `run: eval "$(scripts/dev-up.sh)"`
-	if bc.PGURL == "" {
-		errs = append(errs, fmt.Errorf("bench: no PostgreSQL URL: set --pg-url or CDC_RELAY_PG_URL (%s)", hint))
-	}
-	if len(bc.Brokers) == 0 {
-		errs = append(errs, fmt.Errorf("bench: no Kafka brokers: set --brokers or CDC_RELAY_BROKERS (%s)", hint))
-	}
-	if c.OutDir == "" {
-		errs = append(errs, errors.New("bench: no output directory"))
-	}
+	errs := Config{PGURL: c.PGURL, Brokers: c.Brokers, OutDir: c.OutDir}.withDefaults().placeErrs()
 	if c.Rows < 0 || c.Payload < 0 || c.TxSize < 0 || c.Repeats < 0 {
 		errs = append(errs, errors.New("bench: rows, payload, transaction size and repeats must be positive"))
 	}
@@ -184,10 +173,7 @@ func RunShapes(ctx context.Context, cfg ShapesConfig) (*ShapesResult, error) {
 // newShapeFixture creates the shape's outbox table (the columns the relay reads by default,
 // as newFixture's) and its topics (the rows' and the dead letters'), removed at close.
 func (e *env) newShapeFixture(ctx context.Context, shape string, n int) (*fixture, error) {
-	e.mu.Lock()
-	e.seq++
-	base := fmt.Sprintf("%s_%d_shape_%s", e.prefix, e.seq, shape)
-	e.mu.Unlock()
+	base := e.nextBase("shape_" + shape)
 	f := &fixture{base: base, outbox: "public." + base, topic: base + ".events"}
 	e.onClose(func(ctx context.Context) { _, _ = e.pool.Exec(ctx, `DROP TABLE IF EXISTS `+f.outbox) })
 	payload := "JSONB"
@@ -208,13 +194,8 @@ func (e *env) newShapeFixture(ctx context.Context, shape string, n int) (*fixtur
 			ddl += fmt.Sprintf(";\nCREATE TABLE %s_p%d PARTITION OF %s FOR VALUES FROM (%s) TO (%s)", f.outbox, p.i, f.outbox, p.from, p.to)
 		}
 	}
-	if _, err := e.pool.Exec(ctx, ddl); err != nil {
-		return nil, fmt.Errorf("bench: create table %s: %w", base, err)
-	}
-	for _, topic := range []string{f.topic, base + ".dlq"} {
-		if err := e.createTopic(ctx, topic); err != nil {
-			return nil, err
-		}
+	if err := e.createFixture(ctx, f, ddl); err != nil {
+		return nil, err
 	}
 	return f, nil
 }

@@ -12,7 +12,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -192,22 +191,9 @@ func (e *env) valueFormats(ctx context.Context, vc ValuesConfig, rep *ValuesRepo
 	defer e.cleanupTo(e.mark())
 	reps, n := vc.Repeats, vc.Rows
 	phase := fmt.Sprintf("values: %d rows", n)
-	f, err := e.newFixture(ctx, "v_formats")
+	f, slots, err := e.valuesFixture(ctx, "v_formats", ValueFormats, reps)
 	if err != nil {
 		return err
-	}
-	if err := e.createPublication(ctx, f); err != nil {
-		return err
-	}
-	slots := map[string][]string{}
-	for k := 0; k < reps; k++ {
-		for _, fm := range ValueFormats {
-			slot := fmt.Sprintf("%s_%s_%d", f.base, fm, k)
-			if err := e.createRelaySlot(ctx, f, slot); err != nil {
-				return err
-			}
-			slots[fm] = append(slots[fm], slot)
-		}
 	}
 	if err := e.valuesBacklog(ctx, phase, f, n, 0); err != nil {
 		return err
@@ -265,28 +251,39 @@ func (e *env) valueFormats(ctx context.Context, vc ValuesConfig, rep *ValuesRepo
 	return nil
 }
 
+// valuesFixture makes the fixture of one of values' tables, its publication and, before
+// its backlog is written, reps slots for each of names: slots[name][k] is repeat k's,
+// <base>_<slug(name)>_<k>.
+func (e *env) valuesFixture(ctx context.Context, label string, names []string, reps int) (*fixture, map[string][]string, error) {
+	f, err := e.newFixture(ctx, label)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := e.createPublication(ctx, f); err != nil {
+		return nil, nil, err
+	}
+	slots := map[string][]string{}
+	for k := 0; k < reps; k++ {
+		for _, name := range names {
+			slot := fmt.Sprintf("%s_%s_%d", f.base, slug(name), k)
+			if err := e.createRelaySlot(ctx, f, slot); err != nil {
+				return nil, nil, err
+			}
+			slots[name] = append(slots[name], slot)
+		}
+	}
+	return f, slots, nil
+}
+
 // codecs drains one backlog of large payloads with each codec, Repeats times interleaved,
 // and reads the size of each drain's topic on the broker's disk.
 func (e *env) codecs(ctx context.Context, vc ValuesConfig, rep *ValuesReport) error {
 	defer e.cleanupTo(e.mark())
 	reps, n := vc.Repeats, vc.CodecRows
 	phase := fmt.Sprintf("codecs: %d rows of %d-byte payloads", n, vc.Payload)
-	f, err := e.newFixture(ctx, fmt.Sprintf("v_codecs_%db", vc.Payload))
+	f, slots, err := e.valuesFixture(ctx, fmt.Sprintf("v_codecs_%db", vc.Payload), vc.Codecs, reps)
 	if err != nil {
 		return err
-	}
-	if err := e.createPublication(ctx, f); err != nil {
-		return err
-	}
-	slots := map[string][]string{}
-	for k := 0; k < reps; k++ {
-		for _, c := range vc.Codecs {
-			slot := fmt.Sprintf("%s_%s_%d", f.base, slug(c), k)
-			if err := e.createRelaySlot(ctx, f, slot); err != nil {
-				return err
-			}
-			slots[c] = append(slots[c], slot)
-		}
 	}
 	var err2 error
 	if vc.RandomPayload {
@@ -373,34 +370,7 @@ func (e *env) valuesSteady(ctx context.Context, vc ValuesConfig, fm string) (Ste
 	if _, err := e.firstRecord(ctx, f, p, cons); err != nil {
 		return res, err
 	}
-	var written atomic.Int64
-	if vc.Warmup > 0 {
-		if _, err := steadyLoad(ctx, e.pool, f, vc.Rate, vc.Warmup, vc.Writers, &written); err != nil {
-			return res, err
-		}
-	}
-	var last int64
-	if err := e.pool.QueryRow(ctx, `SELECT coalesce(max(id), 0) FROM `+f.outbox).Scan(&last); err != nil {
-		return res, err
-	}
-	cons.measureAfter(last)
-	written.Store(0)
-	stopTicker := e.tickProgress(phase, func() string {
-		return fmt.Sprintf("%d rows written, %d consumed", written.Load(), cons.measured.Load())
-	})
-	mw := e.watchMachine()
-	defer mw.stop()
-	elapsed, err := steadyLoad(ctx, e.pool, f, vc.Rate, vc.Duration, vc.Writers, &written)
-	if err != nil {
-		stopTicker()
-		return res, err
-	}
-	n := written.Load()
-	err = waitUntil(ctx, vc.DrainTimeout, p, fmt.Sprintf("%d records of %s", n, phase), func() (bool, error) {
-		return cons.measured.Load() >= n, nil
-	})
-	stopTicker()
-	res.Machine = mw.stop()
+	n, elapsed, err := e.steadyPart(ctx, phase, f, p, cons, vc.Rate, vc.Duration, &res)
 	if err != nil {
 		return res, err
 	}
