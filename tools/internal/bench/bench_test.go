@@ -12,8 +12,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/cdc-relay/cdc-relay/testkit/testenv"
 )
 
 // testWriter sends progress lines to the test log.
@@ -27,9 +25,7 @@ func (w testWriter) Write(p []byte) (int, error) {
 // The whole suite, shrunk, against the real services: every table row is there and every
 // number is plausible. Without the services it fails under make test or CI (testenv.Require).
 func TestQuickSuite(t *testing.T) {
-	testenv.Require(t, "PostgreSQL and Kafka", "CDC_RELAY_PG_URL", "CDC_RELAY_BROKERS")
-	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
-	defer cancel()
+	ctx := needServices(t, 12*time.Minute)
 	out := t.TempDir()
 	// Debezium as shipped only: each Debezium publisher costs two JVM starts (the replay
 	// phase's cold start and restart), 20-30 s each on two busy cores.

@@ -315,9 +315,7 @@ func consumeAll(t *testing.T, ctx context.Context, topics []string, want int, ti
 // partition, tombstones. The record timestamp is each publisher's processing time (a
 // documented difference): both must lie between the commit and the consumer's read.
 func TestRelayWritesDebeziumsOutboxRecordsRecordForRecord(t *testing.T) {
-	testenv.Require(t, "PostgreSQL and Kafka", "CDC_RELAY_PG_URL", "CDC_RELAY_BROKERS")
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-	defer cancel()
+	ctx := needServices(t, 6*time.Minute)
 	pool := testenv.Pool(t)
 	name := testenv.Name(t)
 	table := "public." + name

@@ -72,9 +72,7 @@ func slotPosition(t *testing.T, ctx context.Context, pool *pgxpool.Pool, slot st
 // order, and the duplicates exactly the rows both published, which the procedure counts
 // beforehand from the two slots' positions.
 func TestSwitchFromARunningDebeziumLosesNoRowAndKeepsKeyOrder(t *testing.T) {
-	testenv.Require(t, "PostgreSQL and Kafka", "CDC_RELAY_PG_URL", "CDC_RELAY_BROKERS")
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-	defer cancel()
+	ctx := needServices(t, 6*time.Minute)
 	pool := testenv.Pool(t)
 	name := testenv.Name(t)
 	table := "public." + name

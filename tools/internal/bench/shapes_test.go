@@ -1,13 +1,10 @@
 package bench
 
 import (
-	"context"
 	"slices"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/cdc-relay/cdc-relay/testkit/testenv"
 )
 
 // The partitioned shape's ranges cover every id, MINVALUE to MAXVALUE, in parts of about
@@ -52,24 +49,18 @@ func TestShapesConfigValidate(t *testing.T) {
 	if err := ok.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	for name, c := range map[string]ShapesConfig{
+	wantInvalid(t, map[string]ShapesConfig{
 		"no output directory": {PGURL: "postgres://x", Brokers: []string{"k"}},
 		"must be positive":    {PGURL: "postgres://x", Brokers: []string{"k"}, OutDir: "o", Rows: -1},
 		"one per partition":   {PGURL: "postgres://x", Brokers: []string{"k"}, OutDir: "o", Rows: 3},
-	} {
-		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), name) {
-			t.Errorf("%+v: %v, want %q", c, err, name)
-		}
-	}
+	})
 }
 
 // Every shape's backlog is drained to the last row on Kafka (a drain that published fewer,
 // say bad rows sent to the dead-letter topic, times out), once per repeat, with the relay's
 // CPU measured; the table has a row per shape.
 func TestRunShapes(t *testing.T) {
-	testenv.Require(t, "PostgreSQL and Kafka", "CDC_RELAY_PG_URL", "CDC_RELAY_BROKERS")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
+	ctx := needServices(t, 5*time.Minute)
 	cfg := ShapesConfig{Rows: 1000, Payload: 300, TxSize: 10, Repeats: 2, OutDir: t.TempDir(), Progress: testWriter{t}}
 	res, err := RunShapes(ctx, cfg)
 	if err != nil {
@@ -89,11 +80,7 @@ func TestRunShapes(t *testing.T) {
 		t.Errorf("table:\n%s", md)
 	}
 	// Nothing of the run is left: its tables (and partitions), slots, publications and topics.
-	e, err := newEnv(ctx, Config{Writers: 1}.withDefaults(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.close()
+	e := testEnv(ctx, t)
 	if res.Prefix == "" {
 		t.Fatal("no prefix")
 	}

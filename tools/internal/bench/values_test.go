@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -78,10 +77,8 @@ func TestValuesMarkdownTargets(t *testing.T) {
 // format and codec has plausible figures, compression stores fewer bytes, and nothing the
 // run made is left behind.
 func TestValuesSuite(t *testing.T) {
-	testenv.Require(t, "PostgreSQL and Kafka", "CDC_RELAY_PG_URL", "CDC_RELAY_BROKERS")
+	ctx := needServices(t, 8*time.Minute)
 	registry := testenv.RegistryURL(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
 	vc := ValuesConfig{RegistryURL: registry, Rows: 500, CodecRows: 50, Rate: 500, Duration: time.Second, Repeats: 1,
 		Codecs: []string{"none", "zstd:1"}}
 	vc.OutDir, vc.Progress, vc.Warmup, vc.DrainTimeout = t.TempDir(), testWriter{t}, 200*time.Millisecond, 3*time.Minute
