@@ -8,13 +8,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -82,35 +80,16 @@ func startDebezium(t *testing.T, ctx context.Context, pool *pgxpool.Pool, name, 
 			time.Sleep(100 * time.Millisecond)
 		}
 	})
-	pc, err := pgconn.ParseConfig(testenv.PGURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sslmode, _ := parseSSLMode(testenv.PGURL(t))
-	conn := map[string]string{
-		"connector.class":   connectorClass,
-		"tasks.max":         "1",
-		"database.hostname": pc.Host,
-		"database.port":     strconv.Itoa(int(pc.Port)),
-		"database.user":     pc.User,
-		"database.password": pc.Password,
-		"database.dbname":   pc.Database,
-		"database.sslmode":  cmpOr(sslmode, "prefer"),
-		"topic.prefix":      name,
-		"plugin.name":       "pgoutput",
-		"slot.name":         d.slot,
-		"publication.name":  pub,
+	conn, err := debeziumConnector(testenv.PGURL(t), map[string]string{
+		"topic.prefix":     name,
+		"slot.name":        d.slot,
+		"publication.name": pub,
 		// The publication exists (the relay's slot create made it, or the test did).
 		"publication.autocreate.mode": "disabled",
 		"table.include.list":          table,
-		"snapshot.mode":               "no_data",
-		"transforms":                  "outbox",
-		"transforms.outbox.type":      "io.debezium.transforms.outbox.EventRouter",
-	}
-	for _, a := range extra {
-		if k, v, ok := strings.Cut(a, "="); ok && !strings.HasPrefix(k, "worker.") {
-			conn[k] = v
-		}
+	}, extra)
+	if err != nil {
+		t.Fatal(err)
 	}
 	if err := w.add(ctx, "outbox-"+name, conn); err != nil {
 		t.Fatal(err)
@@ -160,13 +139,6 @@ func waitStreaming(t *testing.T, ctx context.Context, pool *pgxpool.Pool, table,
 			t.Fatal("Debezium published no warm-up row within 3 minutes")
 		}
 	}
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // relaySlot builds the relay and creates its slot (and the publication, when missing) with
