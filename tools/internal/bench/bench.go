@@ -116,6 +116,23 @@ func (e *env) suite(ctx context.Context, rep *Report) error {
 	return nil
 }
 
+// runReport runs a command that writes one report (shards, values): run, given the env
+// opened on cfg (openEnv, what naming what it removes at the end), fills in rep, which is
+// then written into cfg.OutDir as name.json and name.md, also after a failure part-way.
+func runReport[R interface{ Markdown() string }](ctx context.Context, cfg Config, what, name string, rep R, run func(*env) error) (R, error) {
+	e, done, err := openEnv(ctx, &cfg, what)
+	if err != nil {
+		var none R
+		return none, err
+	}
+	defer done()
+	err = run(e)
+	if werr := writeReport(cfg.OutDir, name, rep); werr != nil {
+		err = errors.Join(err, werr)
+	}
+	return rep, err
+}
+
 // writeReport stores r in dir as name.json and name.md (its Markdown).
 func writeReport(dir, name string, r interface{ Markdown() string }) error {
 	js, err := json.MarshalIndent(r, "", "  ")

@@ -154,23 +154,14 @@ func RunShards(ctx context.Context, sc ShardsConfig) (*ShardsReport, error) {
 		return nil, err
 	}
 	sc = sc.withDefaults()
-	cfg := sc.Config
-	rep := &ShardsReport{Started: time.Now(), Command: cfg.Command, Rows: sc.Rows, TxSize: sc.TxSize, Repeats: sc.Repeats}
-	e, done, err := openEnv(ctx, &cfg, "tables, slots, publications and topics")
-	if err != nil {
-		return nil, err
-	}
-	defer done()
-	rep.Prefix = e.prefix
-	rep.Before = e.machineBefore(ctx)
-	err = e.shardDrains(ctx, sc, rep)
-	if err == nil && sc.FilterRows > 0 {
-		err = e.filterCost(ctx, sc, rep)
-	}
-	if werr := writeReport(cfg.OutDir, "shards", rep); werr != nil {
-		err = errors.Join(err, werr)
-	}
-	return rep, err
+	rep := &ShardsReport{Started: time.Now(), Command: sc.Command, Rows: sc.Rows, TxSize: sc.TxSize, Repeats: sc.Repeats}
+	return runReport(ctx, sc.Config, "tables, slots, publications and topics", "shards", rep, func(e *env) error {
+		rep.Prefix, rep.Before = e.prefix, e.machineBefore(ctx)
+		if err := e.shardDrains(ctx, sc, rep); err != nil || sc.FilterRows <= 0 {
+			return err
+		}
+		return e.filterCost(ctx, sc, rep)
+	})
 }
 
 // machineBefore samples the machine for 3 seconds before anything is measured and says so

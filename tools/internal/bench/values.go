@@ -167,22 +167,14 @@ func RunValues(ctx context.Context, vc ValuesConfig) (*ValuesReport, error) {
 		return nil, err
 	}
 	vc = vc.withDefaults()
-	cfg := vc.Config
-	rep := &ValuesReport{Started: time.Now(), Command: cfg.Command}
-	e, done, err := openEnv(ctx, &cfg, "tables, slots, publications, topics and subjects")
-	if err != nil {
-		return nil, err
-	}
-	defer done()
-	rep.Prefix = e.prefix
-	err = e.valueFormats(ctx, vc, rep)
-	if err == nil {
-		err = e.codecs(ctx, vc, rep)
-	}
-	if werr := writeReport(cfg.OutDir, "values", rep); werr != nil {
-		err = errors.Join(err, werr)
-	}
-	return rep, err
+	rep := &ValuesReport{Started: time.Now(), Command: vc.Command}
+	return runReport(ctx, vc.Config, "tables, slots, publications, topics and subjects", "values", rep, func(e *env) error {
+		rep.Prefix = e.prefix
+		if err := e.valueFormats(ctx, vc, rep); err != nil {
+			return err
+		}
+		return e.codecs(ctx, vc, rep)
+	})
 }
 
 // valueFormats drains one backlog of order events with each format, then runs each at the
