@@ -174,6 +174,19 @@ func createRelaySlot(t *testing.T, ctx context.Context, pool *pgxpool.Pool, bin,
 	return slot
 }
 
+// debeziumTopics creates the topics EventRouter routes types' rows to at its defaults
+// (outbox.event.<type>, 3 partitions each) and the relay's dead-letter topic, name.dlq.
+func debeziumTopics(t *testing.T, name string, types []string) (topics []string, dlq string) {
+	t.Helper()
+	for _, ty := range types {
+		topics = append(topics, "outbox.event."+ty)
+		testenv.CreateTopic(t, "outbox.event."+ty, 3)
+	}
+	dlq = name + ".dlq"
+	testenv.CreateTopic(t, dlq, 1)
+	return topics, dlq
+}
+
 // startRelayRun runs `cdc-relay run --profile debezium` on slot and waits until it streams;
 // it is stopped (and must exit 0) at cleanup.
 func startRelayRun(t *testing.T, ctx context.Context, pool *pgxpool.Pool, bin, slot, pub, dlq string, extra ...string) *proc {
@@ -296,13 +309,7 @@ func TestRelayWritesDebeziumsOutboxRecordsRecordForRecord(t *testing.T) {
 	}
 	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+table) })
 	types := []string{name + "_Order", name + "_Customer", name + "_Shipment", name + "_Invoice"}
-	var topics []string
-	for _, ty := range types {
-		topics = append(topics, "outbox.event."+ty)
-		testenv.CreateTopic(t, "outbox.event."+ty, 3)
-	}
-	dlq := name + ".dlq"
-	testenv.CreateTopic(t, dlq, 1)
+	topics, dlq := debeziumTopics(t, name, types)
 
 	// The relay's slot create makes the publication (inserts only) that both use.
 	bin, slot := relaySlot(t, ctx, pool, name, table, name)

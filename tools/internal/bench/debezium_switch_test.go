@@ -81,13 +81,7 @@ func TestSwitchFromARunningDebeziumLosesNoRowAndKeepsKeyOrder(t *testing.T) {
 	}
 	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+table) })
 	types := []string{name + "_Order", name + "_Customer"}
-	var topics []string
-	for _, ty := range types {
-		topics = append(topics, "outbox.event."+ty)
-		testenv.CreateTopic(t, "outbox.event."+ty, 3)
-	}
-	dlq := name + ".dlq"
-	testenv.CreateTopic(t, dlq, 1)
+	topics, dlq := debeziumTopics(t, name, types)
 	// Debezium's publication, as a team running it has one (inserts, this table).
 	if _, err := pool.Exec(ctx, `CREATE PUBLICATION `+pgx.Identifier{name}.Sanitize()+` FOR TABLE `+table+` WITH (publish = 'insert')`); err != nil {
 		t.Fatal(err)
