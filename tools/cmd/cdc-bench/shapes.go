@@ -26,7 +26,8 @@ func shapesConfig(args []string, stderr io.Writer) (cfg bench.ShapesConfig, code
 	s.parse(args)
 	s.positive(map[string]int{"rows": cfg.Rows, "payload": cfg.Payload, "tx-size": cfg.TxSize, "repeats": cfg.Repeats})
 	cfg.Progress = stderr
-	s.finish(&cfg.Brokers, &cfg.OutDir, func() error { return cfg.Validate() })
+	s.finish(&cfg.Brokers, &cfg.OutDir)
+	s.check(cfg.Validate)
 	if !s.ok() {
 		return cfg, s.code, false
 	}

@@ -46,6 +46,7 @@ func parseShards(args []string, stderr io.Writer) (sc bench.ShardsConfig, code i
 		}
 	}
 	sc.Command, sc.Progress = s.command(args), stderr
-	s.finish(&sc.Brokers, &sc.OutDir, func() error { return sc.Validate() })
+	s.finish(&sc.Brokers, &sc.OutDir)
+	s.check(sc.Validate)
 	return sc, s.code
 }

@@ -70,10 +70,9 @@ func (s *subcommand) positive(flags map[string]int) {
 	}
 }
 
-// finish fills in what the flags give every configuration, the brokers and this run's
-// folder under --out, then checks the whole with validate (a closure over the configuration:
-// a method value would check a copy made before these are set).
-func (s *subcommand) finish(brokers *[]string, outDir *string, validate func() error) {
+// finish fills in what the flags give every configuration: the brokers and this run's
+// folder under --out.
+func (s *subcommand) finish(brokers *[]string, outDir *string) {
 	if !s.ok() {
 		return
 	}
@@ -81,6 +80,14 @@ func (s *subcommand) finish(brokers *[]string, outDir *string, validate func() e
 		*brokers = strings.Split(s.brokers, ",")
 	}
 	*outDir = filepath.Join(s.out, s.name+"-"+time.Now().UTC().Format("2006-01-02T150405Z"))
+}
+
+// check refuses a configuration that validate (its Validate, taken once it is complete)
+// finds unable to run.
+func (s *subcommand) check(validate func() error) {
+	if !s.ok() {
+		return
+	}
 	if err := validate(); err != nil {
 		s.fail("%v", err)
 	}

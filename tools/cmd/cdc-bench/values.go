@@ -47,6 +47,7 @@ func parseValues(args []string, stderr io.Writer) (vc bench.ValuesConfig, code i
 		}
 	}
 	vc.Command, vc.Progress = s.command(args), stderr
-	s.finish(&vc.Brokers, &vc.OutDir, func() error { return vc.Validate() })
+	s.finish(&vc.Brokers, &vc.OutDir)
+	s.check(vc.Validate)
 	return vc, s.code
 }
