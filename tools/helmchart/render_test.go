@@ -140,12 +140,20 @@ func (o *objects) field(kind string) (any, bool) {
 	return p.Interface(), true
 }
 
-// decodeStrict decodes every document of every manifest into the API type of its kind,
-// refusing unknown and duplicate fields (sigs.k8s.io/yaml's strict mode), and a kind the chart
-// has no business rendering.
-func decodeStrict(t *testing.T, file string, manifests map[string]string) *objects {
+// documentMeta is what every rendered document says of itself.
+type documentMeta struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Metadata   struct {
+		Name string `json:"name"`
+	} `json:"metadata"`
+}
+
+// eachDocument calls fn with every YAML document of every manifest (by the manifests' names,
+// in order; empty documents left out) and what it says of itself, failing the test (what
+// names the render) on a document that is not YAML.
+func eachDocument(t *testing.T, what string, manifests map[string]string, fn func(name, doc string, meta documentMeta)) {
 	t.Helper()
-	o := &objects{file: file, manifestsByName: manifests}
 	names := make([]string, 0, len(manifests))
 	for n := range manifests {
 		names = append(names, n)
@@ -156,23 +164,31 @@ func decodeStrict(t *testing.T, file string, manifests map[string]string) *objec
 			if strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(doc), "---")) == "" {
 				continue
 			}
-			var meta struct {
-				APIVersion string `json:"apiVersion"`
-				Kind       string `json:"kind"`
-			}
+			var meta documentMeta
 			if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
-				t.Fatalf("%s: %s document %d is not YAML: %v\n%s", file, name, i, err, doc)
+				t.Fatalf("%s: %s document %d is not YAML: %v\n%s", what, name, i, err, doc)
 			}
-			into, ok := o.field(meta.APIVersion + " " + meta.Kind)
-			if !ok {
-				t.Fatalf("%s: %s renders %s %s, which this test does not know (a Secret? the chart must never make one)", file, name, meta.APIVersion, meta.Kind)
-			}
-			if err := yaml.UnmarshalStrict([]byte(doc), into); err != nil {
-				t.Fatalf("%s: %s (%s) does not decode strictly into the API type: %v\n%s", file, name, meta.Kind, err, doc)
-			}
-			o.kinds = append(o.kinds, meta.Kind)
+			fn(name, doc, meta)
 		}
 	}
+}
+
+// decodeStrict decodes every document of every manifest into the API type of its kind,
+// refusing unknown and duplicate fields (sigs.k8s.io/yaml's strict mode), and a kind the chart
+// has no business rendering.
+func decodeStrict(t *testing.T, file string, manifests map[string]string) *objects {
+	t.Helper()
+	o := &objects{file: file, manifestsByName: manifests}
+	eachDocument(t, file, manifests, func(name, doc string, meta documentMeta) {
+		into, ok := o.field(meta.APIVersion + " " + meta.Kind)
+		if !ok {
+			t.Fatalf("%s: %s renders %s %s, which this test does not know (a Secret? the chart must never make one)", file, name, meta.APIVersion, meta.Kind)
+		}
+		if err := yaml.UnmarshalStrict([]byte(doc), into); err != nil {
+			t.Fatalf("%s: %s (%s) does not decode strictly into the API type: %v\n%s", file, name, meta.Kind, err, doc)
+		}
+		o.kinds = append(o.kinds, meta.Kind)
+	})
 	if o.deployment == nil {
 		t.Fatalf("%s: no Deployment rendered", file)
 	}

@@ -2,7 +2,6 @@ package helmchart
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 	"testing"
 
@@ -36,52 +35,35 @@ type allObjects struct {
 func decodeAll(t *testing.T, what string, manifests map[string]string) *allObjects {
 	t.Helper()
 	o := &allObjects{}
-	files := make([]string, 0, len(manifests))
-	for n := range manifests {
-		files = append(files, n)
-	}
-	sort.Strings(files)
-	for _, file := range files {
-		for i, doc := range strings.Split(manifests[file], "\n---") {
-			if strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(doc), "---")) == "" {
-				continue
-			}
-			var meta struct {
-				Kind     string `json:"kind"`
-				Metadata struct {
-					Name string `json:"name"`
-				} `json:"metadata"`
-			}
-			if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
-				t.Fatalf("%s: %s document %d is not YAML: %v\n%s", what, file, i, err, doc)
-			}
-			var into any
-			switch meta.Kind {
-			case "Deployment":
-				d := &appsv1.Deployment{}
-				o.deployments, into = append(o.deployments, d), d
-			case "PodDisruptionBudget":
-				p := &policyv1.PodDisruptionBudget{}
-				o.pdbs, into = append(o.pdbs, p), p
-			case "Job":
-				j := &batchv1.Job{}
-				o.jobs, into = append(o.jobs, j), j
-			case "Service":
-				s := &corev1.Service{}
-				o.services, into = append(o.services, s), s
-			case "ServiceMonitor":
-				s := &monitoringv1.ServiceMonitor{}
-				o.serviceMonitor, into = append(o.serviceMonitor, s), s
-			default:
-				into = &map[string]any{}
-			}
-			if err := yaml.UnmarshalStrict([]byte(doc), into); err != nil {
-				t.Fatalf("%s: %s (%s) does not decode strictly: %v\n%s", what, file, meta.Kind, err, doc)
-			}
-			o.names = append(o.names, meta.Kind+" "+meta.Metadata.Name)
+	eachDocument(t, what, manifests, func(file, doc string, meta documentMeta) {
+		var into any
+		switch meta.Kind {
+		case "Deployment":
+			into = collect(&o.deployments)
+		case "PodDisruptionBudget":
+			into = collect(&o.pdbs)
+		case "Job":
+			into = collect(&o.jobs)
+		case "Service":
+			into = collect(&o.services)
+		case "ServiceMonitor":
+			into = collect(&o.serviceMonitor)
+		default:
+			into = &map[string]any{}
 		}
-	}
+		if err := yaml.UnmarshalStrict([]byte(doc), into); err != nil {
+			t.Fatalf("%s: %s (%s) does not decode strictly: %v\n%s", what, file, meta.Kind, err, doc)
+		}
+		o.names = append(o.names, meta.Kind+" "+meta.Metadata.Name)
+	})
 	return o
+}
+
+// collect appends a new, empty object to list and returns it, for decoding into.
+func collect[T any](list *[]*T) *T {
+	v := new(T)
+	*list = append(*list, v)
+	return v
 }
 
 func renderShards(t *testing.T, file string, shards int, upgrade bool) *allObjects {

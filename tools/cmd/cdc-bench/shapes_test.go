@@ -11,8 +11,7 @@ import (
 // `cdc-bench shapes` takes its sizes from flags, defaults small enough for a few minutes on
 // two cores, and refuses bad ones with exit code 2 and a message naming the flag.
 func TestShapesArgs(t *testing.T) {
-	t.Setenv("CDC_RELAY_PG_URL", "postgres://bench@127.0.0.1:1/x")
-	t.Setenv("CDC_RELAY_BROKERS", "127.0.0.1:2")
+	fakeServices(t)
 	var stderr bytes.Buffer
 	cfg, code, ok := shapesConfig(nil, &stderr)
 	if !ok || code != 0 {
@@ -57,4 +56,12 @@ func TestShapesArgs(t *testing.T) {
 	if code := run([]string{"shapes", "--repeats", "0"}, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), "--repeats 0") {
 		t.Errorf("run shapes: code %d, %q", code, stderr.String())
 	}
+}
+
+// fakeServices points the services' variables at addresses nothing listens on: flag parsing
+// needs them set, and no test of it may reach a service.
+func fakeServices(t *testing.T) {
+	t.Helper()
+	t.Setenv("CDC_RELAY_PG_URL", "postgres://bench@127.0.0.1:1/x")
+	t.Setenv("CDC_RELAY_BROKERS", "127.0.0.1:2")
 }

@@ -11,8 +11,7 @@ import (
 // `cdc-bench shards` takes its sizes from flags, with the defaults the docs name, and refuses
 // bad ones with exit code 2 and a message naming the flag, before any service is needed.
 func TestShardsArgs(t *testing.T) {
-	t.Setenv("CDC_RELAY_PG_URL", "postgres://bench@127.0.0.1:1/x")
-	t.Setenv("CDC_RELAY_BROKERS", "127.0.0.1:2")
+	fakeServices(t)
 	var stderr bytes.Buffer
 	sc, code := parseShards([]string{"--pg-bin", t.TempDir(), "--filter-rows", "-1"}, &stderr)
 	if code != -1 {

@@ -20,9 +20,6 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	if err := os.MkdirAll(filepath.Join(cfg.OutDir, "logs"), 0o755); err != nil {
-		return nil, err
-	}
 	cfg, leftOut := prepareDebezium(ctx, cfg)
 	rep := &Report{Started: time.Now(), Machine: machine(), Command: cfg.Command, LoadAvg: [2]float64{loadAvg(), 0}, Config: ReportConfig{
 		Duration: cfg.Duration, Rates: cfg.Rates, Backlog: cfg.Backlog, TxSizes: cfg.TxSizes, Repeats: cfg.Repeats,
@@ -119,6 +116,32 @@ func (e *env) suite(ctx context.Context, rep *Report) error {
 	return nil
 }
 
+// runReport runs a command that writes one report (shards, values): run, given the env
+// opened on cfg (openEnv, what naming what it removes at the end), fills in rep, which is
+// then written into cfg.OutDir as name.json and name.md, also after a failure part-way.
+func runReport[R interface{ Markdown() string }](ctx context.Context, cfg Config, what, name string, rep R, run func(*env) error) (R, error) {
+	e, done, err := openEnv(ctx, &cfg, what)
+	if err != nil {
+		var none R
+		return none, err
+	}
+	defer done()
+	err = run(e)
+	if werr := writeReport(cfg.OutDir, name, rep); werr != nil {
+		err = errors.Join(err, werr)
+	}
+	return rep, err
+}
+
+// writeReport stores r in dir as name.json and name.md (its Markdown).
+func writeReport(dir, name string, r interface{ Markdown() string }) error {
+	js, err := json.MarshalIndent(r, "", "  ")
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, name+".json"), append(js, '\n'), 0o644)
+	}
+	return errors.Join(err, os.WriteFile(filepath.Join(dir, name+".md"), []byte(r.Markdown()), 0o644))
+}
+
 // write stores the report files in dir.
 func (r *Report) write(dir string) error {
 	var errs []error
@@ -141,10 +164,13 @@ func (r *Report) write(dir string) error {
 	return errors.Join(errs...)
 }
 
-// openEnv builds cdc-relay when cfg names no binary, opens the run's env and marks what of an
-// earlier run of its prefix it finds (findOurs). done closes the env, removing the tables,
+// openEnv makes cfg.OutDir and its logs/, builds cdc-relay when cfg names no binary, opens
+// the run's env and marks what of an earlier run of its prefix it finds (findOurs). done closes the env, removing the tables,
 // slots, publications and topics (and what) it made, then the built binary.
 func openEnv(ctx context.Context, cfg *Config, what string) (e *env, done func(), err error) {
+	if err := os.MkdirAll(filepath.Join(cfg.OutDir, "logs"), 0o755); err != nil {
+		return nil, nil, err
+	}
 	var dir string
 	removeDir := func() {
 		if dir != "" {

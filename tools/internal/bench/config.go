@@ -194,9 +194,9 @@ func orDefault[T comparable](v *T, def T) {
 	}
 }
 
-// Validate reports a configuration that cannot run (after defaults).
-func (c Config) Validate() error {
-	c = c.withDefaults()
+// placeErrs are what every command's configuration needs (after defaults) and c lacks: the
+// services and the output directory.
+func (c Config) placeErrs() []error {
 	var errs []error
 	const hint = `run: eval "$(scripts/dev-up.sh)"`
 	if c.PGURL == "" {
@@ -208,6 +208,13 @@ func (c Config) Validate() error {
 	if c.OutDir == "" {
 		errs = append(errs, errors.New("bench: no output directory"))
 	}
+	return errs
+}
+
+// Validate reports a configuration that cannot run (after defaults).
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	errs := c.placeErrs()
 	if c.Duration < 0 || c.Backlog < 0 || c.Writers < 0 || c.Repeats < 0 || c.SteadyRepeats < 0 || c.Warmup < 0 || c.ReplayRate < 0 || c.KillAfter < 0 || c.LargePayload < 0 {
 		errs = append(errs, errors.New("bench: duration, warm-up, backlog, repeats, steady repeats, writers, replay rate, kill-after and payload size must not be negative"))
 	}

@@ -232,6 +232,30 @@ func properties(m map[string]string) string {
 // connectorConfig is the connector of one phase: slot and publication (filtered: only the
 // fixture's outbox) of its own, routed by the topic column, or all to topic when set.
 func connectorConfig(pgURL string, pub Publisher, f *fixture, slot, topic string) (map[string]string, error) {
+	route := "${routedByValue}"
+	if topic != "" {
+		route = topic
+	}
+	return debeziumConnector(pgURL, map[string]string{
+		"topic.prefix":                                        slot,
+		"slot.name":                                           slot,
+		"publication.name":                                    f.base,
+		"publication.autocreate.mode":                         "filtered",
+		"table.include.list":                                  f.outbox,
+		"transforms.outbox.table.field.event.id":              "id",
+		"transforms.outbox.table.field.event.key":             "aggregate_id",
+		"transforms.outbox.table.field.event.payload":         "payload",
+		"transforms.outbox.route.by.field":                    "topic",
+		"transforms.outbox.route.topic.replacement":           route,
+		"transforms.outbox.table.fields.additional.placement": "id:header:outbox-id,created_at:header:cdc-commit-time",
+	}, pub.Args)
+}
+
+// debeziumConnector is a Debezium PostgreSQL connector on pgURL's database, one task,
+// streaming with pgoutput from the slot's position (no snapshot) through the outbox
+// EventRouter, with the settings of c (its slot, publication, table and the EventRouter's
+// own), then the key=value settings of extra (worker.* are the worker's: left out).
+func debeziumConnector(pgURL string, c map[string]string, extra []string) (map[string]string, error) {
 	pc, err := pgconn.ParseConfig(pgURL)
 	if err != nil {
 		return nil, fmt.Errorf("bench: bad PostgreSQL URL: %w", err)
@@ -240,11 +264,7 @@ func connectorConfig(pgURL string, pub Publisher, f *fixture, slot, topic string
 	if u, err := parseSSLMode(pgURL); err == nil && u != "" {
 		sslmode = u
 	}
-	route := "${routedByValue}"
-	if topic != "" {
-		route = topic
-	}
-	c := map[string]string{
+	for k, v := range map[string]string{
 		"connector.class":   connectorClass,
 		"tasks.max":         "1",
 		"database.hostname": pc.Host,
@@ -254,24 +274,15 @@ func connectorConfig(pgURL string, pub Publisher, f *fixture, slot, topic string
 		"database.dbname":   pc.Database,
 		// Debezium defaults to prefer: against a server with ssl=on it would use TLS where
 		// cdc-relay, given the same URL, does not.
-		"database.sslmode":                                    sslmode,
-		"topic.prefix":                                        slot,
-		"plugin.name":                                         "pgoutput",
-		"slot.name":                                           slot,
-		"publication.name":                                    f.base,
-		"publication.autocreate.mode":                         "filtered",
-		"table.include.list":                                  f.outbox,
-		"snapshot.mode":                                       "no_data",
-		"transforms":                                          "outbox",
-		"transforms.outbox.type":                              "io.debezium.transforms.outbox.EventRouter",
-		"transforms.outbox.table.field.event.id":              "id",
-		"transforms.outbox.table.field.event.key":             "aggregate_id",
-		"transforms.outbox.table.field.event.payload":         "payload",
-		"transforms.outbox.route.by.field":                    "topic",
-		"transforms.outbox.route.topic.replacement":           route,
-		"transforms.outbox.table.fields.additional.placement": "id:header:outbox-id,created_at:header:cdc-commit-time",
+		"database.sslmode":       sslmode,
+		"plugin.name":            "pgoutput",
+		"snapshot.mode":          "no_data",
+		"transforms":             "outbox",
+		"transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
+	} {
+		c[k] = v
 	}
-	for _, a := range pub.Args {
+	for _, a := range extra {
 		k, v, ok := strings.Cut(a, "=")
 		if ok && !strings.HasPrefix(k, "worker.") {
 			c[k] = v

@@ -8,13 +8,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -82,35 +80,16 @@ func startDebezium(t *testing.T, ctx context.Context, pool *pgxpool.Pool, name, 
 			time.Sleep(100 * time.Millisecond)
 		}
 	})
-	pc, err := pgconn.ParseConfig(testenv.PGURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sslmode, _ := parseSSLMode(testenv.PGURL(t))
-	conn := map[string]string{
-		"connector.class":   connectorClass,
-		"tasks.max":         "1",
-		"database.hostname": pc.Host,
-		"database.port":     strconv.Itoa(int(pc.Port)),
-		"database.user":     pc.User,
-		"database.password": pc.Password,
-		"database.dbname":   pc.Database,
-		"database.sslmode":  cmpOr(sslmode, "prefer"),
-		"topic.prefix":      name,
-		"plugin.name":       "pgoutput",
-		"slot.name":         d.slot,
-		"publication.name":  pub,
+	conn, err := debeziumConnector(testenv.PGURL(t), map[string]string{
+		"topic.prefix":     name,
+		"slot.name":        d.slot,
+		"publication.name": pub,
 		// The publication exists (the relay's slot create made it, or the test did).
 		"publication.autocreate.mode": "disabled",
 		"table.include.list":          table,
-		"snapshot.mode":               "no_data",
-		"transforms":                  "outbox",
-		"transforms.outbox.type":      "io.debezium.transforms.outbox.EventRouter",
-	}
-	for _, a := range extra {
-		if k, v, ok := strings.Cut(a, "="); ok && !strings.HasPrefix(k, "worker.") {
-			conn[k] = v
-		}
+	}, extra)
+	if err != nil {
+		t.Fatal(err)
 	}
 	if err := w.add(ctx, "outbox-"+name, conn); err != nil {
 		t.Fatal(err)
@@ -162,13 +141,6 @@ func waitStreaming(t *testing.T, ctx context.Context, pool *pgxpool.Pool, table,
 	}
 }
 
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
-
 // relaySlot builds the relay and creates its slot (and the publication, when missing) with
 // `cdc-relay slot create`; the slot and publication are dropped at cleanup. It returns the
 // binary and the slot's name.
@@ -200,6 +172,19 @@ func createRelaySlot(t *testing.T, ctx context.Context, pool *pgxpool.Pool, bin,
 		t.Fatalf("cdc-relay slot create: %v\n%s", err, out)
 	}
 	return slot
+}
+
+// debeziumTopics creates the topics EventRouter routes types' rows to at its defaults
+// (outbox.event.<type>, 3 partitions each) and the relay's dead-letter topic, name.dlq.
+func debeziumTopics(t *testing.T, name string, types []string) (topics []string, dlq string) {
+	t.Helper()
+	for _, ty := range types {
+		topics = append(topics, "outbox.event."+ty)
+		testenv.CreateTopic(t, "outbox.event."+ty, 3)
+	}
+	dlq = name + ".dlq"
+	testenv.CreateTopic(t, dlq, 1)
+	return topics, dlq
 }
 
 // startRelayRun runs `cdc-relay run --profile debezium` on slot and waits until it streams;
@@ -315,9 +300,7 @@ func consumeAll(t *testing.T, ctx context.Context, topics []string, want int, ti
 // partition, tombstones. The record timestamp is each publisher's processing time (a
 // documented difference): both must lie between the commit and the consumer's read.
 func TestRelayWritesDebeziumsOutboxRecordsRecordForRecord(t *testing.T) {
-	testenv.Require(t, "PostgreSQL and Kafka", "CDC_RELAY_PG_URL", "CDC_RELAY_BROKERS")
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-	defer cancel()
+	ctx := needServices(t, 6*time.Minute)
 	pool := testenv.Pool(t)
 	name := testenv.Name(t)
 	table := "public." + name
@@ -326,13 +309,7 @@ func TestRelayWritesDebeziumsOutboxRecordsRecordForRecord(t *testing.T) {
 	}
 	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+table) })
 	types := []string{name + "_Order", name + "_Customer", name + "_Shipment", name + "_Invoice"}
-	var topics []string
-	for _, ty := range types {
-		topics = append(topics, "outbox.event."+ty)
-		testenv.CreateTopic(t, "outbox.event."+ty, 3)
-	}
-	dlq := name + ".dlq"
-	testenv.CreateTopic(t, dlq, 1)
+	topics, dlq := debeziumTopics(t, name, types)
 
 	// The relay's slot create makes the publication (inserts only) that both use.
 	bin, slot := relaySlot(t, ctx, pool, name, table, name)

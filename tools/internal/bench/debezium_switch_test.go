@@ -72,9 +72,7 @@ func slotPosition(t *testing.T, ctx context.Context, pool *pgxpool.Pool, slot st
 // order, and the duplicates exactly the rows both published, which the procedure counts
 // beforehand from the two slots' positions.
 func TestSwitchFromARunningDebeziumLosesNoRowAndKeepsKeyOrder(t *testing.T) {
-	testenv.Require(t, "PostgreSQL and Kafka", "CDC_RELAY_PG_URL", "CDC_RELAY_BROKERS")
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-	defer cancel()
+	ctx := needServices(t, 6*time.Minute)
 	pool := testenv.Pool(t)
 	name := testenv.Name(t)
 	table := "public." + name
@@ -83,13 +81,7 @@ func TestSwitchFromARunningDebeziumLosesNoRowAndKeepsKeyOrder(t *testing.T) {
 	}
 	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+table) })
 	types := []string{name + "_Order", name + "_Customer"}
-	var topics []string
-	for _, ty := range types {
-		topics = append(topics, "outbox.event."+ty)
-		testenv.CreateTopic(t, "outbox.event."+ty, 3)
-	}
-	dlq := name + ".dlq"
-	testenv.CreateTopic(t, dlq, 1)
+	topics, dlq := debeziumTopics(t, name, types)
 	// Debezium's publication, as a team running it has one (inserts, this table).
 	if _, err := pool.Exec(ctx, `CREATE PUBLICATION `+pgx.Identifier{name}.Sanitize()+` FOR TABLE `+table+` WITH (publish = 'insert')`); err != nil {
 		t.Fatal(err)

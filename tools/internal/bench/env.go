@@ -149,10 +149,7 @@ type fixture struct {
 // newFixture creates the orders and outbox tables (with the pending-rows index the poller
 // needs) and the topic, all removed at close.
 func (e *env) newFixture(ctx context.Context, label string) (*fixture, error) {
-	e.mu.Lock()
-	e.seq++
-	base := fmt.Sprintf("%s_%d_%s", e.prefix, e.seq, label)
-	e.mu.Unlock()
+	base := e.nextBase(label)
 	f := &fixture{base: base, orders: "public." + base + "_orders", outbox: "public." + base, topic: base + ".events"}
 	e.onClose(func(ctx context.Context) {
 		_, _ = e.pool.Exec(ctx, `DROP TABLE IF EXISTS `+f.outbox+`, `+f.orders)
@@ -172,16 +169,33 @@ CREATE TABLE ` + f.outbox + ` (
     published_at  TIMESTAMPTZ  NULL
 );
 CREATE INDEX ` + base + `_pending_idx ON ` + f.outbox + ` (id) WHERE published_at IS NULL`
-	if _, err := e.pool.Exec(ctx, ddl); err != nil {
-		return nil, fmt.Errorf("bench: create tables %s: %w", base, err)
-	}
-	// The relay refuses to start without its dead-letter topic (--dlq-topic): each fixture has one.
-	for _, topic := range []string{f.topic, base + ".dlq"} {
-		if err := e.createTopic(ctx, topic); err != nil {
-			return nil, err
-		}
+	if err := e.createFixture(ctx, f, ddl); err != nil {
+		return nil, err
 	}
 	return f, nil
+}
+
+// nextBase is the base name of the env's next fixture: the run's prefix, a sequence number
+// and label.
+func (e *env) nextBase(label string) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.seq++
+	return fmt.Sprintf("%s_%d_%s", e.prefix, e.seq, label)
+}
+
+// createFixture runs ddl, which creates f's tables, and creates f's topics.
+func (e *env) createFixture(ctx context.Context, f *fixture, ddl string) error {
+	if _, err := e.pool.Exec(ctx, ddl); err != nil {
+		return fmt.Errorf("bench: create tables %s: %w", f.base, err)
+	}
+	// The relay refuses to start without its dead-letter topic (--dlq-topic): each fixture has one.
+	for _, topic := range []string{f.topic, f.base + ".dlq"} {
+		if err := e.createTopic(ctx, topic); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (e *env) createTopic(ctx context.Context, topic string) error {

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -108,32 +109,20 @@ func backlogLoad(ctx context.Context, pool *pgxpool.Pool, f *fixture, n, txSize,
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			conn, err := pool.Acquire(ctx)
+			pc, release, err := asyncConn(ctx, pool)
 			if err != nil {
 				errs <- err
 				return
 			}
-			defer conn.Release()
-			pc := conn.Conn().PgConn()
-			if _, err := pc.Exec(ctx, `SET synchronous_commit = off`).ReadAll(); err != nil {
-				errs <- err
-				return
-			}
-			defer func() { _, _ = pc.Exec(context.Background(), `RESET synchronous_commit`).ReadAll() }()
+			defer release()
+			tx := func(size int) string { return backlogTx(f, size, payload) }
 			for {
 				from := int(next.Add(int64(chunk))) - chunk
 				if from >= n {
 					return
 				}
 				rows := min(chunk, n-from)
-				txs, last := rows/txSize, rows%txSize
-				body := strings.Builder{}
-				fmt.Fprintf(&body, "DO $$ BEGIN\n  FOR t IN 1..%d LOOP\n    %s;\n    COMMIT;\n  END LOOP;\n", txs, backlogTx(f, txSize, payload))
-				if last > 0 {
-					fmt.Fprintf(&body, "  %s;\n  COMMIT;\n", backlogTx(f, last, payload))
-				}
-				body.WriteString("END $$")
-				if _, err := pc.Exec(ctx, body.String()).ReadAll(); err != nil {
+				if _, err := pc.Exec(ctx, loopBlock(rows, txSize, tx)).ReadAll(); err != nil {
 					errs <- fmt.Errorf("bench: write backlog into %s: %w", f.outbox, err)
 					return
 				}
@@ -144,6 +133,55 @@ func backlogLoad(ctx context.Context, pool *pgxpool.Pool, f *fixture, n, txSize,
 	wg.Wait()
 	close(errs)
 	return <-errs
+}
+
+// asyncConn acquires a session of pool with synchronous_commit off, for writing a backlog:
+// what is measured is reading it, not writing it, and the WAL is the same. release resets
+// the setting and returns the session to the pool.
+func asyncConn(ctx context.Context, pool *pgxpool.Pool) (pc *pgconn.PgConn, release func(), err error) {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	pc = conn.Conn().PgConn()
+	if _, err := pc.Exec(ctx, `SET synchronous_commit = off`).ReadAll(); err != nil {
+		conn.Release()
+		return nil, nil, err
+	}
+	return pc, func() {
+		_, _ = pc.Exec(context.Background(), `RESET synchronous_commit`).ReadAll()
+		conn.Release()
+	}, nil
+}
+
+// loopBlock is a server-side loop that writes rows rows in transactions of txSize, the last
+// one smaller when txSize does not divide rows: a DO block that commits after each
+// transaction. tx(size) is the statement of one transaction of size rows.
+func loopBlock(rows, txSize int, tx func(size int) string) string {
+	txs, last := rows/txSize, rows%txSize
+	var body strings.Builder
+	fmt.Fprintf(&body, "DO $$ BEGIN\n  FOR t IN 1..%d LOOP\n    %s;\n    COMMIT;\n  END LOOP;\n", txs, tx(txSize))
+	if last > 0 {
+		fmt.Fprintf(&body, "  %s;\n  COMMIT;\n", tx(last))
+	}
+	body.WriteString("END $$")
+	return body.String()
+}
+
+// loopLoad writes n rows in transactions of txSize on one asynchronous session (asyncConn),
+// a loopBlock per chunk of rows; tx(size) is one transaction of size rows.
+func loopLoad(ctx context.Context, pool *pgxpool.Pool, n, txSize, chunk int, tx func(size int) string) error {
+	pc, release, err := asyncConn(ctx, pool)
+	if err != nil {
+		return err
+	}
+	defer release()
+	for from := 0; from < n; from += chunk {
+		if _, err := pc.Exec(ctx, loopBlock(min(chunk, n-from), txSize, tx)).ReadAll(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // backlogTx is one transaction of the backlog: size orders and their outbox rows, each

@@ -69,18 +69,7 @@ func (c ShapesConfig) withDefaults() ShapesConfig {
 // Validate reports a configuration that cannot run (after defaults).
 func (c ShapesConfig) Validate() error {
 	c = c.withDefaults()
-	bc := Config{PGURL: c.PGURL, Brokers: c.Brokers}.withDefaults()
-	var errs []error
-	const hint = `run: eval "$(scripts/dev-up.sh)"`
-	if bc.PGURL == "" {
-		errs = append(errs, fmt.Errorf("bench: no PostgreSQL URL: set --pg-url or CDC_RELAY_PG_URL (%s)", hint))
-	}
-	if len(bc.Brokers) == 0 {
-		errs = append(errs, fmt.Errorf("bench: no Kafka brokers: set --brokers or CDC_RELAY_BROKERS (%s)", hint))
-	}
-	if c.OutDir == "" {
-		errs = append(errs, errors.New("bench: no output directory"))
-	}
+	errs := Config{PGURL: c.PGURL, Brokers: c.Brokers, OutDir: c.OutDir}.withDefaults().placeErrs()
 	if c.Rows < 0 || c.Payload < 0 || c.TxSize < 0 || c.Repeats < 0 {
 		errs = append(errs, errors.New("bench: rows, payload, transaction size and repeats must be positive"))
 	}
@@ -110,9 +99,6 @@ func RunShapes(ctx context.Context, cfg ShapesConfig) (*ShapesResult, error) {
 	cfg = cfg.withDefaults()
 	bc := Config{PGURL: cfg.PGURL, Brokers: cfg.Brokers, OutDir: cfg.OutDir, RelayBin: cfg.RelayBin, Progress: cfg.Progress,
 		DrainTimeout: cfg.DrainTimeout, Repeats: cfg.Repeats, SkipSteady: true, SkipReplay: true}.withDefaults()
-	if err := os.MkdirAll(filepath.Join(bc.OutDir, "logs"), 0o755); err != nil {
-		return nil, err
-	}
 	e, done, err := openEnv(ctx, &bc, "tables, slots, publications and topics")
 	if err != nil {
 		return nil, err
@@ -187,10 +173,7 @@ func RunShapes(ctx context.Context, cfg ShapesConfig) (*ShapesResult, error) {
 // newShapeFixture creates the shape's outbox table (the columns the relay reads by default,
 // as newFixture's) and its topics (the rows' and the dead letters'), removed at close.
 func (e *env) newShapeFixture(ctx context.Context, shape string, n int) (*fixture, error) {
-	e.mu.Lock()
-	e.seq++
-	base := fmt.Sprintf("%s_%d_shape_%s", e.prefix, e.seq, shape)
-	e.mu.Unlock()
+	base := e.nextBase("shape_" + shape)
 	f := &fixture{base: base, outbox: "public." + base, topic: base + ".events"}
 	e.onClose(func(ctx context.Context) { _, _ = e.pool.Exec(ctx, `DROP TABLE IF EXISTS `+f.outbox) })
 	payload := "JSONB"
@@ -211,13 +194,8 @@ func (e *env) newShapeFixture(ctx context.Context, shape string, n int) (*fixtur
 			ddl += fmt.Sprintf(";\nCREATE TABLE %s_p%d PARTITION OF %s FOR VALUES FROM (%s) TO (%s)", f.outbox, p.i, f.outbox, p.from, p.to)
 		}
 	}
-	if _, err := e.pool.Exec(ctx, ddl); err != nil {
-		return nil, fmt.Errorf("bench: create table %s: %w", base, err)
-	}
-	for _, topic := range []string{f.topic, base + ".dlq"} {
-		if err := e.createTopic(ctx, topic); err != nil {
-			return nil, err
-		}
+	if err := e.createFixture(ctx, f, ddl); err != nil {
+		return nil, err
 	}
 	return f, nil
 }
@@ -249,39 +227,12 @@ func partitionBounds(n, parts int) []partitionBound {
 // is a JSON document with a field of random hex characters, payload bytes in all; the bytea
 // shape holds that document's text as bytes.
 func (e *env) writeShape(ctx context.Context, f *fixture, shape string, n, txSize, payload int) error {
-	conn, err := e.pool.Acquire(ctx)
-	if err != nil {
-		return err
+	tx := func(size int) string { return shapeTx(f, shape, size, payload) }
+	if err := loopLoad(ctx, e.pool, n, txSize, max(txSize, 10_000/txSize*txSize), tx); err != nil {
+		return fmt.Errorf("bench: write backlog into %s: %w", f.outbox, err)
 	}
-	defer conn.Release()
-	pc := conn.Conn().PgConn()
-	if _, err := pc.Exec(ctx, `SET synchronous_commit = off`).ReadAll(); err != nil {
-		return err
-	}
-	defer func() { _, _ = pc.Exec(context.Background(), `RESET synchronous_commit`).ReadAll() }()
-	chunk := max(txSize, 10_000/txSize*txSize)
-	for from := 0; from < n; from += chunk {
-		rows := min(chunk, n-from)
-		txs, last := rows/txSize, rows%txSize
-		var body strings.Builder
-		fmt.Fprintf(&body, "DO $$ BEGIN\n  FOR t IN 1..%d LOOP\n    %s;\n    COMMIT;\n  END LOOP;\n", txs, shapeTx(f, shape, txSize, payload))
-		if last > 0 {
-			fmt.Fprintf(&body, "  %s;\n  COMMIT;\n", shapeTx(f, shape, last, payload))
-		}
-		body.WriteString("END $$")
-		if _, err := pc.Exec(ctx, body.String()).ReadAll(); err != nil {
-			return fmt.Errorf("bench: write backlog into %s: %w", f.outbox, err)
-		}
-	}
-	var end string
-	if err := e.pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&end); err != nil {
-		return err
-	}
-	return waitUntil(ctx, time.Minute, nil, "the WAL to be flushed", func() (bool, error) {
-		var flushed bool
-		err := e.pool.QueryRow(ctx, `SELECT pg_current_wal_flush_lsn() >= $1::pg_lsn`, end).Scan(&flushed)
-		return flushed, err
-	})
+	_, err := e.waitFlushed(ctx)
+	return err
 }
 
 // shapeTx is one transaction of a shape's backlog: size rows whose payloads are a JSON

@@ -1,13 +1,10 @@
 package bench
 
 import (
-	"context"
 	"slices"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/cdc-relay/cdc-relay/testkit/testenv"
 )
 
 // The partitioned shape's ranges cover every id, MINVALUE to MAXVALUE, in parts of about
@@ -33,17 +30,13 @@ func TestShapesMarkdown(t *testing.T) {
 		{Publisher: ShapePartitioned, Rows: 100_000, Elapsed: 8 * time.Second, Rate: 12_500, CPU: 2500 * time.Millisecond},
 	}}
 	got := r.Markdown()
-	for _, want := range []string{
+	wantAll(t, "table", got,
 		"100000 rows of 512-byte payloads in 100-row transactions, median of 3 drains",
 		"| shape | rows | median drain s | rows/s | × plain | relay CPU s / 10,000 rows | machine busy |",
 		"| plain | 100000 | 4.00 | 25000 | 1.00 | 0.200 | no |",
 		"| bytea | 100000 | 5.00 | 20000 | 0.80 | 0.300 | **yes**: other processes used 0.50 cores (≥ 0.2) |",
 		"| partitioned | 100000 | 8.00 | 12500 | 0.50 | 0.250 | no |",
-	} {
-		if !strings.Contains(got, want) {
-			t.Errorf("table lacks %q:\n%s", want, got)
-		}
-	}
+	)
 	// Without plain, no ratio is made up.
 	r.Shapes = r.Shapes[1:]
 	if got := r.Markdown(); !strings.Contains(got, "| bytea | 100000 | 5.00 | 20000 | – |") {
@@ -56,24 +49,18 @@ func TestShapesConfigValidate(t *testing.T) {
 	if err := ok.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	for name, c := range map[string]ShapesConfig{
+	wantInvalid(t, map[string]ShapesConfig{
 		"no output directory": {PGURL: "postgres://x", Brokers: []string{"k"}},
 		"must be positive":    {PGURL: "postgres://x", Brokers: []string{"k"}, OutDir: "o", Rows: -1},
 		"one per partition":   {PGURL: "postgres://x", Brokers: []string{"k"}, OutDir: "o", Rows: 3},
-	} {
-		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), name) {
-			t.Errorf("%+v: %v, want %q", c, err, name)
-		}
-	}
+	})
 }
 
 // Every shape's backlog is drained to the last row on Kafka (a drain that published fewer,
 // say bad rows sent to the dead-letter topic, times out), once per repeat, with the relay's
 // CPU measured; the table has a row per shape.
 func TestRunShapes(t *testing.T) {
-	testenv.Require(t, "PostgreSQL and Kafka", "CDC_RELAY_PG_URL", "CDC_RELAY_BROKERS")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
+	ctx := needServices(t, 5*time.Minute)
 	cfg := ShapesConfig{Rows: 1000, Payload: 300, TxSize: 10, Repeats: 2, OutDir: t.TempDir(), Progress: testWriter{t}}
 	res, err := RunShapes(ctx, cfg)
 	if err != nil {
@@ -92,34 +79,10 @@ func TestRunShapes(t *testing.T) {
 	if md := res.Markdown(); strings.Count(md, "| 1000 |") != 3 {
 		t.Errorf("table:\n%s", md)
 	}
-	// Nothing of the run is left: its tables (and partitions), slots and publications.
-	e, err := newEnv(ctx, Config{Writers: 1}.withDefaults(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.close()
+	// Nothing of the run is left: its tables (and partitions), slots, publications and topics.
+	e := testEnv(ctx, t)
 	if res.Prefix == "" {
 		t.Fatal("no prefix")
 	}
-	like := strings.ReplaceAll(res.Prefix, "_", `\_`) + `\_%`
-	var left int
-	err = e.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM pg_class WHERE relname LIKE $1)
-     + (SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE $1)
-     + (SELECT count(*) FROM pg_publication WHERE pubname LIKE $1)`, like).Scan(&left)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if left != 0 {
-		t.Errorf("%d tables, slots and publications named %s_* left", left, res.Prefix)
-	}
-	// ... and its topics.
-	topics, err := e.adm.ListTopics(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range topics.Names() {
-		if strings.HasPrefix(name, res.Prefix+"_") {
-			t.Errorf("topic %s left", name)
-		}
-	}
+	wantNothingLeft(ctx, t, e, res.Prefix)
 }

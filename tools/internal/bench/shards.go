@@ -2,12 +2,9 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -157,26 +154,14 @@ func RunShards(ctx context.Context, sc ShardsConfig) (*ShardsReport, error) {
 		return nil, err
 	}
 	sc = sc.withDefaults()
-	cfg := sc.Config
-	if err := os.MkdirAll(filepath.Join(cfg.OutDir, "logs"), 0o755); err != nil {
-		return nil, err
-	}
-	rep := &ShardsReport{Started: time.Now(), Command: cfg.Command, Rows: sc.Rows, TxSize: sc.TxSize, Repeats: sc.Repeats}
-	e, done, err := openEnv(ctx, &cfg, "tables, slots, publications and topics")
-	if err != nil {
-		return nil, err
-	}
-	defer done()
-	rep.Prefix = e.prefix
-	rep.Before = e.machineBefore(ctx)
-	err = e.shardDrains(ctx, sc, rep)
-	if err == nil && sc.FilterRows > 0 {
-		err = e.filterCost(ctx, sc, rep)
-	}
-	if werr := rep.write(cfg.OutDir); werr != nil {
-		err = errors.Join(err, werr)
-	}
-	return rep, err
+	rep := &ShardsReport{Started: time.Now(), Command: sc.Command, Rows: sc.Rows, TxSize: sc.TxSize, Repeats: sc.Repeats}
+	return runReport(ctx, sc.Config, "tables, slots, publications and topics", "shards", rep, func(e *env) error {
+		rep.Prefix, rep.Before = e.prefix, e.machineBefore(ctx)
+		if err := e.shardDrains(ctx, sc, rep); err != nil || sc.FilterRows <= 0 {
+			return err
+		}
+		return e.filterCost(ctx, sc, rep)
+	})
 }
 
 // machineBefore samples the machine for 3 seconds before anything is measured and says so
@@ -191,14 +176,6 @@ func (e *env) machineBefore(ctx context.Context) *MachineState {
 		e.progress("the machine before measuring: %s", m)
 	}
 	return m
-}
-
-func (r *ShardsReport) write(dir string) error {
-	js, err := json.MarshalIndent(r, "", "  ")
-	if err == nil {
-		err = os.WriteFile(filepath.Join(dir, "shards.json"), append(js, '\n'), 0o644)
-	}
-	return errors.Join(err, os.WriteFile(filepath.Join(dir, "shards.md"), []byte(r.Markdown()), 0o644))
 }
 
 // shardSlots runs `cdc-relay slot create --shards n` (n 0: plain `slot create`) for the
@@ -542,33 +519,14 @@ func (e *env) filterCost(ctx context.Context, sc ShardsConfig, rep *ShardsReport
 // oneKeyLoad writes n outbox rows (and their orders, as backlogLoad does) whose aggregate id
 // is key, in transactions of txSize, with server-side loops and asynchronous commits.
 func oneKeyLoad(ctx context.Context, e *env, f *fixture, key string, n, txSize int) error {
-	conn, err := e.pool.Acquire(ctx)
-	if err != nil {
-		return err
+	tx := func(size int) string {
+		return strings.Replace(backlogTx(f, size, 0), `SELECT 'order-' || o.id,`, `SELECT `+quoteLiteral(key)+`,`, 1)
 	}
-	defer conn.Release()
-	pc := conn.Conn().PgConn()
-	if _, err := pc.Exec(ctx, `SET synchronous_commit = off`).ReadAll(); err != nil {
-		return err
-	}
-	defer func() { _, _ = pc.Exec(context.Background(), `RESET synchronous_commit`).ReadAll() }()
-	tx := strings.Replace(backlogTx(f, txSize, 0), `SELECT 'order-' || o.id,`, `SELECT `+quoteLiteral(key)+`,`, 1)
-	if !strings.Contains(tx, quoteLiteral(key)) {
+	if !strings.Contains(tx(txSize), quoteLiteral(key)) {
 		return errors.New("bench: oneKeyLoad: backlogTx's aggregate id expression changed")
 	}
-	chunk := max(txSize, 10_000/txSize*txSize)
-	for from := 0; from < n; from += chunk {
-		rows := min(chunk, n-from)
-		txs, last := rows/txSize, rows%txSize
-		var body strings.Builder
-		fmt.Fprintf(&body, "DO $$ BEGIN\n  FOR t IN 1..%d LOOP\n    %s;\n    COMMIT;\n  END LOOP;\n", txs, tx)
-		if last > 0 {
-			fmt.Fprintf(&body, "  %s;\n  COMMIT;\n", strings.Replace(backlogTx(f, last, 0), `SELECT 'order-' || o.id,`, `SELECT `+quoteLiteral(key)+`,`, 1))
-		}
-		body.WriteString("END $$")
-		if _, err := pc.Exec(ctx, body.String()).ReadAll(); err != nil {
-			return fmt.Errorf("bench: write the one-key backlog into %s: %w", f.outbox, err)
-		}
+	if err := loopLoad(ctx, e.pool, n, txSize, max(txSize, 10_000/txSize*txSize), tx); err != nil {
+		return fmt.Errorf("bench: write the one-key backlog into %s: %w", f.outbox, err)
 	}
 	return nil
 }

@@ -1,13 +1,10 @@
 package bench
 
 import (
-	"context"
 	"slices"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/cdc-relay/cdc-relay/testkit/testenv"
 )
 
 func TestParseShardCounts(t *testing.T) {
@@ -62,7 +59,7 @@ func TestShardsMarkdown(t *testing.T) {
 		{Case: FilterPass, Rows: 100_000, Elapsed: time.Second},
 	}}
 	got := r.Markdown()
-	for _, want := range []string{
+	wantAll(t, "table", got,
 		"### Shards: 100000 rows in 1-row transactions, median of 3 drains",
 		"| 1 | 4.00 | 25000 | 1.00× | 0.300 | 0.300 | 0.200 | – |",
 		"| 2 | 5.00 | 20000 | 0.80× | 0.300, 0.400 | 0.700 | 0.300 | – |",
@@ -70,11 +67,7 @@ func TestShardsMarkdown(t *testing.T) {
 		"| no filter | 1.00 | 0.200 | 1.00× | – |",
 		"| filter, every row skipped | 1.00 | 0.100 | 0.50× | – |",
 		"| filter, every row sent | 1.00 | – | – | – |",
-	} {
-		if !strings.Contains(got, want) {
-			t.Errorf("table lacks %q:\n%s", want, got)
-		}
-	}
+	)
 	if strings.Contains(got, "busy before") {
 		t.Errorf("a quiet machine flagged:\n%s", got)
 	}
@@ -89,17 +82,13 @@ func TestShardsConfigValidate(t *testing.T) {
 	if err := ok.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	for want, c := range map[string]ShardsConfig{
+	wantInvalid(t, map[string]ShardsConfig{
 		"must be > 0":         {Config: ok.Config, Rows: -1, FilterRows: -1},
 		"65 shards":           {Config: ok.Config, Shards: []int{1, 65}, FilterRows: -1},
 		"2 shards given":      {Config: ok.Config, Shards: []int{2, 2}, FilterRows: -1},
 		"pg_recvlogical":      {Config: Config{PGURL: "postgres://x", Brokers: []string{"k"}, OutDir: "o", PGBin: "/nonexistent"}},
 		"no output directory": {Config: Config{PGURL: "postgres://x", Brokers: []string{"k"}}, FilterRows: -1},
-	} {
-		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("%+v: %v, want %q", c, err, want)
-		}
-	}
+	})
 }
 
 // Every shard count drains the whole backlog to Kafka (a drain that published fewer, or
@@ -107,9 +96,7 @@ func TestShardsConfigValidate(t *testing.T) {
 // measured; the filter cases stream to the backlog's end with their walsenders measured, and
 // the walsender that skips every row is measured as well. Nothing of the run is left.
 func TestRunShards(t *testing.T) {
-	testenv.Require(t, "PostgreSQL and Kafka", "CDC_RELAY_PG_URL", "CDC_RELAY_BROKERS")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
+	ctx := needServices(t, 5*time.Minute)
 	// The filter's backlog is larger: a walsender that skips 2,000 rows is done within one
 	// sample of its CPU (every 50 ms, in ticks of 10 ms).
 	sc := ShardsConfig{Rows: 2000, FilterRows: 20_000, Repeats: 1, Shards: []int{1, 2, 0},
@@ -149,33 +136,10 @@ func TestRunShards(t *testing.T) {
 		t.Errorf("tables:\n%s", md)
 	}
 	t.Logf("\n%s", md)
-	e, err := newEnv(ctx, Config{Writers: 1}.withDefaults(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.close()
+	e := testEnv(ctx, t)
 	// More shards than the server has slots for is refused before anything is made.
 	if err := e.freeSlots(ctx, 10_000); err == nil || !strings.Contains(err.Error(), "raise max_replication_slots") {
 		t.Errorf("10,000 slots: %v", err)
 	}
-	like := strings.ReplaceAll(rep.Prefix, "_", `\_`) + `\_%`
-	var left int
-	err = e.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM pg_class WHERE relname LIKE $1)
-     + (SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE $1)
-     + (SELECT count(*) FROM pg_publication WHERE pubname LIKE $1)`, like).Scan(&left)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if left != 0 {
-		t.Errorf("%d tables, slots and publications named %s_* left", left, rep.Prefix)
-	}
-	topics, err := e.adm.ListTopics(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range topics.Names() {
-		if strings.HasPrefix(name, rep.Prefix+"_") {
-			t.Errorf("topic %s left", name)
-		}
-	}
+	wantNothingLeft(ctx, t, e, rep.Prefix)
 }

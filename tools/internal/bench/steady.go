@@ -167,41 +167,7 @@ func (e *env) steady(ctx context.Context, pub Publisher, rate int) (SteadyResult
 	if _, err := e.firstRecord(ctx, f, p, cons); err != nil {
 		return res, err
 	}
-	var written atomic.Int64
-	if e.cfg.Warmup > 0 {
-		e.progress("%s: warming up for %s", phase, e.cfg.Warmup)
-		if _, err := steadyLoad(ctx, e.pool, f, rate, e.cfg.Warmup, e.cfg.Writers, &written); err != nil {
-			return res, err
-		}
-	}
-	// Every row written so far is committed: later ones have higher ids.
-	var last int64
-	if err := e.pool.QueryRow(ctx, `SELECT coalesce(max(id), 0) FROM `+f.outbox).Scan(&last); err != nil {
-		return res, err
-	}
-	cons.measureAfter(last)
-	written.Store(0)
-
-	stopTicker := e.tickProgress(phase, func() string {
-		return fmt.Sprintf("%d rows written, %d consumed", written.Load(), cons.measured.Load())
-	})
-	wal0, _ := e.walPosition(ctx)
-	mw := e.watchMachine()
-	defer mw.stop()
-	elapsed, err := steadyLoad(ctx, e.pool, f, rate, e.cfg.Duration, e.cfg.Writers, &written)
-	if wal1, werr := e.walPosition(ctx); werr == nil && wal0 > 0 {
-		res.WALRate = float64(wal1-wal0) / elapsed.Seconds()
-	}
-	if err != nil {
-		stopTicker()
-		return res, err
-	}
-	n := written.Load()
-	err = waitUntil(ctx, e.cfg.DrainTimeout, p, fmt.Sprintf("%d records of %s", n, phase), func() (bool, error) {
-		return cons.measured.Load() >= n, nil
-	})
-	stopTicker()
-	res.Machine = mw.stop()
+	n, elapsed, err := e.steadyPart(ctx, phase, f, p, cons, rate, e.cfg.Duration, &res)
 	if err != nil {
 		return res, err
 	}
@@ -231,6 +197,51 @@ func (e *env) steady(ctx context.Context, pub Publisher, rate int) (SteadyResult
 	e.progress("%s: %.0f rows/s achieved, p50 %s p99 %s max %s (commit to produce: p50 %s p99 %s), peak RSS %.1f MB",
 		phase, res.Achieved, ms(res.P50), ms(res.P99), ms(res.Max), ms(res.ToProduceP50), ms(res.ToProduceP99), mb(res.PeakRSS))
 	return res, nil
+}
+
+// steadyPart is a steady phase's measured part, once p runs and a first record went through
+// (firstRecord): single-row transactions at rate from the configured writers for the
+// configured warm-up, not measured, then for duration with cons measuring only the rows
+// written after the warm-up; then a wait (up to the drain timeout) until cons has read them
+// all. It sets res's Machine (the machine's state during the load) and WALRate, and returns
+// the rows measured and how long writing them took.
+func (e *env) steadyPart(ctx context.Context, phase string, f *fixture, p publisherRun, cons *latencyConsumer, rate int, duration time.Duration, res *SteadyResult) (n int64, elapsed time.Duration, err error) {
+	var written atomic.Int64
+	if e.cfg.Warmup > 0 {
+		e.progress("%s: warming up for %s", phase, e.cfg.Warmup)
+		if _, err := steadyLoad(ctx, e.pool, f, rate, e.cfg.Warmup, e.cfg.Writers, &written); err != nil {
+			return 0, 0, err
+		}
+	}
+	// Every row written so far is committed: later ones have higher ids.
+	var last int64
+	if err := e.pool.QueryRow(ctx, `SELECT coalesce(max(id), 0) FROM `+f.outbox).Scan(&last); err != nil {
+		return 0, 0, err
+	}
+	cons.measureAfter(last)
+	written.Store(0)
+
+	stopTicker := e.tickProgress(phase, func() string {
+		return fmt.Sprintf("%d rows written, %d consumed", written.Load(), cons.measured.Load())
+	})
+	wal0, _ := e.walPosition(ctx)
+	mw := e.watchMachine()
+	defer mw.stop()
+	elapsed, err = steadyLoad(ctx, e.pool, f, rate, duration, e.cfg.Writers, &written)
+	if wal1, werr := e.walPosition(ctx); werr == nil && wal0 > 0 {
+		res.WALRate = float64(wal1-wal0) / elapsed.Seconds()
+	}
+	if err != nil {
+		stopTicker()
+		return 0, elapsed, err
+	}
+	n = written.Load()
+	err = waitUntil(ctx, e.cfg.DrainTimeout, p, fmt.Sprintf("%d records of %s", n, phase), func() (bool, error) {
+		return cons.measured.Load() >= n, nil
+	})
+	stopTicker()
+	res.Machine = mw.stop()
+	return n, elapsed, err
 }
 
 // firstRecord writes one row every 200ms until the consumer has read one of them and returns

@@ -10,10 +10,8 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -169,33 +167,14 @@ func RunValues(ctx context.Context, vc ValuesConfig) (*ValuesReport, error) {
 		return nil, err
 	}
 	vc = vc.withDefaults()
-	cfg := vc.Config
-	if err := os.MkdirAll(filepath.Join(cfg.OutDir, "logs"), 0o755); err != nil {
-		return nil, err
-	}
-	rep := &ValuesReport{Started: time.Now(), Command: cfg.Command}
-	e, done, err := openEnv(ctx, &cfg, "tables, slots, publications, topics and subjects")
-	if err != nil {
-		return nil, err
-	}
-	defer done()
-	rep.Prefix = e.prefix
-	err = e.valueFormats(ctx, vc, rep)
-	if err == nil {
-		err = e.codecs(ctx, vc, rep)
-	}
-	if werr := rep.write(cfg.OutDir); werr != nil {
-		err = errors.Join(err, werr)
-	}
-	return rep, err
-}
-
-func (r *ValuesReport) write(dir string) error {
-	js, err := json.MarshalIndent(r, "", "  ")
-	if err == nil {
-		err = os.WriteFile(filepath.Join(dir, "values.json"), append(js, '\n'), 0o644)
-	}
-	return errors.Join(err, os.WriteFile(filepath.Join(dir, "values.md"), []byte(r.Markdown()), 0o644))
+	rep := &ValuesReport{Started: time.Now(), Command: vc.Command}
+	return runReport(ctx, vc.Config, "tables, slots, publications, topics and subjects", "values", rep, func(e *env) error {
+		rep.Prefix = e.prefix
+		if err := e.valueFormats(ctx, vc, rep); err != nil {
+			return err
+		}
+		return e.codecs(ctx, vc, rep)
+	})
 }
 
 // valueFormats drains one backlog of order events with each format, then runs each at the
@@ -204,22 +183,9 @@ func (e *env) valueFormats(ctx context.Context, vc ValuesConfig, rep *ValuesRepo
 	defer e.cleanupTo(e.mark())
 	reps, n := vc.Repeats, vc.Rows
 	phase := fmt.Sprintf("values: %d rows", n)
-	f, err := e.newFixture(ctx, "v_formats")
+	f, slots, err := e.valuesFixture(ctx, "v_formats", ValueFormats, reps)
 	if err != nil {
 		return err
-	}
-	if err := e.createPublication(ctx, f); err != nil {
-		return err
-	}
-	slots := map[string][]string{}
-	for k := 0; k < reps; k++ {
-		for _, fm := range ValueFormats {
-			slot := fmt.Sprintf("%s_%s_%d", f.base, fm, k)
-			if err := e.createRelaySlot(ctx, f, slot); err != nil {
-				return err
-			}
-			slots[fm] = append(slots[fm], slot)
-		}
 	}
 	if err := e.valuesBacklog(ctx, phase, f, n, 0); err != nil {
 		return err
@@ -277,28 +243,39 @@ func (e *env) valueFormats(ctx context.Context, vc ValuesConfig, rep *ValuesRepo
 	return nil
 }
 
+// valuesFixture makes the fixture of one of values' tables, its publication and, before
+// its backlog is written, reps slots for each of names: slots[name][k] is repeat k's,
+// <base>_<slug(name)>_<k>.
+func (e *env) valuesFixture(ctx context.Context, label string, names []string, reps int) (*fixture, map[string][]string, error) {
+	f, err := e.newFixture(ctx, label)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := e.createPublication(ctx, f); err != nil {
+		return nil, nil, err
+	}
+	slots := map[string][]string{}
+	for k := 0; k < reps; k++ {
+		for _, name := range names {
+			slot := fmt.Sprintf("%s_%s_%d", f.base, slug(name), k)
+			if err := e.createRelaySlot(ctx, f, slot); err != nil {
+				return nil, nil, err
+			}
+			slots[name] = append(slots[name], slot)
+		}
+	}
+	return f, slots, nil
+}
+
 // codecs drains one backlog of large payloads with each codec, Repeats times interleaved,
 // and reads the size of each drain's topic on the broker's disk.
 func (e *env) codecs(ctx context.Context, vc ValuesConfig, rep *ValuesReport) error {
 	defer e.cleanupTo(e.mark())
 	reps, n := vc.Repeats, vc.CodecRows
 	phase := fmt.Sprintf("codecs: %d rows of %d-byte payloads", n, vc.Payload)
-	f, err := e.newFixture(ctx, fmt.Sprintf("v_codecs_%db", vc.Payload))
+	f, slots, err := e.valuesFixture(ctx, fmt.Sprintf("v_codecs_%db", vc.Payload), vc.Codecs, reps)
 	if err != nil {
 		return err
-	}
-	if err := e.createPublication(ctx, f); err != nil {
-		return err
-	}
-	slots := map[string][]string{}
-	for k := 0; k < reps; k++ {
-		for _, c := range vc.Codecs {
-			slot := fmt.Sprintf("%s_%s_%d", f.base, slug(c), k)
-			if err := e.createRelaySlot(ctx, f, slot); err != nil {
-				return err
-			}
-			slots[c] = append(slots[c], slot)
-		}
 	}
 	var err2 error
 	if vc.RandomPayload {
@@ -385,34 +362,7 @@ func (e *env) valuesSteady(ctx context.Context, vc ValuesConfig, fm string) (Ste
 	if _, err := e.firstRecord(ctx, f, p, cons); err != nil {
 		return res, err
 	}
-	var written atomic.Int64
-	if vc.Warmup > 0 {
-		if _, err := steadyLoad(ctx, e.pool, f, vc.Rate, vc.Warmup, vc.Writers, &written); err != nil {
-			return res, err
-		}
-	}
-	var last int64
-	if err := e.pool.QueryRow(ctx, `SELECT coalesce(max(id), 0) FROM `+f.outbox).Scan(&last); err != nil {
-		return res, err
-	}
-	cons.measureAfter(last)
-	written.Store(0)
-	stopTicker := e.tickProgress(phase, func() string {
-		return fmt.Sprintf("%d rows written, %d consumed", written.Load(), cons.measured.Load())
-	})
-	mw := e.watchMachine()
-	defer mw.stop()
-	elapsed, err := steadyLoad(ctx, e.pool, f, vc.Rate, vc.Duration, vc.Writers, &written)
-	if err != nil {
-		stopTicker()
-		return res, err
-	}
-	n := written.Load()
-	err = waitUntil(ctx, vc.DrainTimeout, p, fmt.Sprintf("%d records of %s", n, phase), func() (bool, error) {
-		return cons.measured.Load() >= n, nil
-	})
-	stopTicker()
-	res.Machine = mw.stop()
+	n, elapsed, err := e.steadyPart(ctx, phase, f, p, cons, vc.Rate, vc.Duration, &res)
 	if err != nil {
 		return res, err
 	}
@@ -434,28 +384,9 @@ func (e *env) valuesSteady(ctx context.Context, vc ValuesConfig, fm string) (Ste
 // valuesBacklog writes n one-row transactions into f (payload > 0: each payload padded to
 // that size, as the backlog phase writes them) and waits until their WAL is flushed.
 func (e *env) valuesBacklog(ctx context.Context, phase string, f *fixture, n, payload int) error {
-	e.progress("%s: writing", phase)
-	start := time.Now()
-	var last atomic.Int64
-	err := backlogLoad(ctx, e.pool, f, n, 1, payload, func(done int) {
-		if now := time.Now().UnixNano(); now-last.Load() >= int64(time.Second) || done >= n {
-			last.Store(now)
-			e.progress("%s: %d/%d rows written", phase, done, n)
-		}
-	})
-	if err != nil {
-		return err
-	}
-	var end string
-	if err := e.pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&end); err != nil {
-		return err
-	}
-	err = waitUntil(ctx, time.Minute, nil, "the backlog's WAL to be flushed", func() (bool, error) {
-		var flushed bool
-		err := e.pool.QueryRow(ctx, `SELECT pg_current_wal_flush_lsn() >= $1::pg_lsn`, end).Scan(&flushed)
-		return flushed, err
-	})
-	e.progress("%s: written in %.1fs", phase, time.Since(start).Seconds())
+	_, err := e.writeBacklog(ctx, phase, func(progress func(int)) error {
+		return backlogLoad(ctx, e.pool, f, n, 1, payload, progress)
+	}, n)
 	return err
 }
 
@@ -474,31 +405,11 @@ func documentLoad(ctx context.Context, e *env, f *fixture, n, payload int) error
                  'name', (ARRAY['espresso', 'flat white', 'cortado', 'croissant', 'cheesecake', 'latte'])[1 + (random() * 5)::int],
                  'qty', 1 + (random() * 9)::int, 'price', round((random() * 100)::numeric, 2))) FROM generate_series(1, %[4]d) g WHERE o.id > 0))
         FROM o`, f.orders, f.outbox, f.topic, lines)
-	conn, err := e.pool.Acquire(ctx)
-	if err != nil {
-		return err
+	if err := loopLoad(ctx, e.pool, n, 1, chunk, func(int) string { return stmt }); err != nil {
+		return fmt.Errorf("bench: write order documents into %s: %w", f.outbox, err)
 	}
-	defer conn.Release()
-	pc := conn.Conn().PgConn()
-	if _, err := pc.Exec(ctx, `SET synchronous_commit = off`).ReadAll(); err != nil {
-		return err
-	}
-	defer func() { _, _ = pc.Exec(context.Background(), `RESET synchronous_commit`).ReadAll() }()
-	for from := 0; from < n; from += chunk {
-		body := fmt.Sprintf("DO $$ BEGIN\n  FOR t IN 1..%d LOOP\n    %s;\n    COMMIT;\n  END LOOP;\nEND $$", min(chunk, n-from), stmt)
-		if _, err := pc.Exec(ctx, body).ReadAll(); err != nil {
-			return fmt.Errorf("bench: write order documents into %s: %w", f.outbox, err)
-		}
-	}
-	var end string
-	if err := e.pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&end); err != nil {
-		return err
-	}
-	return waitUntil(ctx, time.Minute, nil, "the documents' WAL to be flushed", func() (bool, error) {
-		var flushed bool
-		err := e.pool.QueryRow(ctx, `SELECT pg_current_wal_flush_lsn() >= $1::pg_lsn`, end).Scan(&flushed)
-		return flushed, err
-	})
+	_, err := e.waitFlushed(ctx)
+	return err
 }
 
 // valuesTopicSize is the size of topic's partitions on the brokers' disks, replicas included.
