@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdc-relay/cdc-relay/deadletters"
@@ -55,20 +56,11 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) (err e
 	if err != nil {
 		return err
 	}
-	tp, err := startTracing(ctx, os.Getenv, log)
+	reg, stop, err := instrument(ctx, &rcfg, enc, log)
 	if err != nil {
 		return err
 	}
-	defer stopTracing(tp, log) // after Run: its drain ends the last spans
-	if tp != nil {
-		rcfg.Sink.Tracing = tp
-	}
-	reg := metrics.NewRegistry("run", version)
-	rcfg.Metrics = metrics.NewRelay(reg)
-	if enc != nil {
-		rcfg.Schema = &relay.Schema{Encoder: enc, Metrics: metrics.NewSchema(reg)}
-	}
-	rcfg.Sink.Opts = append(rcfg.Sink.Opts, kgo.WithHooks(rcfg.Metrics.KafkaHooks()))
+	defer stop() // after Run: its drain ends the last spans
 	r, err := relay.New(rcfg)
 	if err != nil {
 		return &usageError{err}
@@ -92,6 +84,25 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) (err e
 		return schemaStopErr(checkpointTopicErr(f.prod.topicErr(fmt.Errorf("run: %w", err))))
 	}
 	return nil
+}
+
+// instrument gives rcfg its tracing (OTEL_* variables), its metrics and the schema encoder's,
+// and returns the registry to serve and what stops the tracing once the relay has stopped.
+func instrument(ctx context.Context, rcfg *relay.Config, enc *schema.Encoder, log *slog.Logger) (*prometheus.Registry, func(), error) {
+	tp, err := startTracing(ctx, os.Getenv, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	if tp != nil {
+		rcfg.Sink.Tracing = tp
+	}
+	reg := metrics.NewRegistry("run", version)
+	rcfg.Metrics = metrics.NewRelay(reg)
+	if enc != nil {
+		rcfg.Schema = &relay.Schema{Encoder: enc, Metrics: metrics.NewSchema(reg)}
+	}
+	rcfg.Sink.Opts = append(rcfg.Sink.Opts, kgo.WithHooks(rcfg.Metrics.KafkaHooks()))
+	return reg, func() { stopTracing(tp, log) }, nil
 }
 
 // runFlags are run's flags and what they fill in.
