@@ -356,14 +356,14 @@ func (h *harness) newRelay(refuse int) (*Relay, *simTable) {
 	}
 	tb := &simTable{refuse: refuse, store: h.store}
 	r.table = tb
-	r.onPassed = func(rec *kgo.Record, letters []*kgo.Record) {
+	r.onPassed = func(k letterKey, letters []heldLetter) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		if h.passed == nil {
 			h.passed = map[string]bool{}
 		}
 		for _, l := range letters {
-			h.passed[passedKey(rec.Topic, string(rec.Key), string(sink.Header(l, sink.HeaderOutboxTable))+"/"+string(sink.Header(l, sink.HeaderOutboxID)))] = true
+			h.passed[passedKey(k.topic, k.key, string(sink.Header(l.rec, sink.HeaderOutboxTable))+"/"+string(sink.Header(l.rec, sink.HeaderOutboxID)))] = true
 		}
 	}
 	h.eosRelay(r)
