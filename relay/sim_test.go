@@ -55,23 +55,11 @@ const simDefaultN = 40
 const simCancelFallback = time.Second
 
 func TestSim(t *testing.T) {
-	seeds := []uint64{*simSeed}
-	if *simSeed == 0 {
-		n := *simN
-		if n == 0 {
-			n, _ = strconv.Atoi(os.Getenv("CDC_RELAY_SIM_N"))
-		}
-		if n == 0 {
-			n = simDefaultN
-		}
-		if testing.Short() {
-			n = min(n, 10)
-		}
-		seeds = seeds[:0]
-		for i := range n {
-			seeds = append(seeds, *simBase+uint64(i))
-		}
+	n := scheduleCount(*simN, "CDC_RELAY_SIM_N", simDefaultN)
+	if testing.Short() {
+		n = min(n, 10)
 	}
+	seeds := seedRange(*simSeed, *simBase, n)
 	workers := *simWorkers
 	if workers == 0 {
 		workers = 2 * runtime.GOMAXPROCS(0)
@@ -88,6 +76,30 @@ func TestSim(t *testing.T) {
 	if n := failed.Load(); n > 0 {
 		t.Logf("%d of %d schedules failed; replay one with: go test -count=1 -run 'Sim$' ./relay -sim.seed N -sim.v", n, len(seeds))
 	}
+}
+
+// scheduleCount is n, the count a flag asked for, when set; else the environment variable env's
+// count, else def.
+func scheduleCount(n int, env string, def int) int {
+	if n == 0 {
+		n, _ = strconv.Atoi(os.Getenv(env))
+	}
+	if n == 0 {
+		n = def
+	}
+	return n
+}
+
+// seedRange is seed alone when set, else n seeds from base.
+func seedRange(seed, base uint64, n int) []uint64 {
+	if seed != 0 {
+		return []uint64{seed}
+	}
+	seeds := make([]uint64, n)
+	for i := range seeds {
+		seeds[i] = base + uint64(i)
+	}
+	return seeds
 }
 
 // eachSeed runs one(seed) for every seed on workers goroutines and returns how many it ran and
@@ -923,11 +935,10 @@ func (h *harness) installFault(ctx context.Context, f simFault) func() {
 // write until downUntil, then commits into the shared store (what PostgreSQL would keep across
 // restarts).
 type simTable struct {
-	mu        sync.Mutex
-	items     []tableLetter
-	refuse    int
-	downUntil time.Time
-	store     *tableStore
+	tableQueue // its mu guards refuse and downUntil too
+	refuse     int
+	downUntil  time.Time
+	store      *tableStore
 }
 
 type tableStore struct {
@@ -939,18 +950,6 @@ func (s *tableStore) all() []*kgo.Record {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]*kgo.Record(nil), s.recs...)
-}
-
-func (s *simTable) push(l tableLetter) {
-	s.mu.Lock()
-	s.items = append(s.items, l)
-	s.mu.Unlock()
-}
-
-func (s *simTable) len() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.items)
 }
 
 func (s *simTable) write(ctx context.Context, done func(*kgo.Record, *txn)) error {

@@ -22,11 +22,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"runtime"
 	"runtime/debug"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -151,30 +149,11 @@ func vsimWorkerCount() int {
 }
 
 func vsimSeeds() []uint64 {
-	if *vsimSeed != 0 {
-		return []uint64{*vsimSeed}
-	}
-	n := *vsimN
-	if n == 0 {
-		n, _ = strconv.Atoi(os.Getenv("CDC_RELAY_VSIM_N"))
-	}
-	if n == 0 {
-		n = vsimDefaultN()
-	}
-	return vsimSeedRange(n)
+	return vsimSeedRange(scheduleCount(*vsimN, "CDC_RELAY_VSIM_N", vsimDefaultN()))
 }
 
 // vsimSeedRange is -vsim.seed alone if set, else n seeds from -vsim.base.
-func vsimSeedRange(n int) []uint64 {
-	if *vsimSeed != 0 {
-		return []uint64{*vsimSeed}
-	}
-	seeds := make([]uint64, n)
-	for i := range seeds {
-		seeds[i] = *vsimBase + uint64(i)
-	}
-	return seeds
-}
+func vsimSeedRange(n int) []uint64 { return seedRange(*vsimSeed, *vsimBase, n) }
 
 // newVSim is seed's schedule on virtual time: vschedule's; with -vsim.holds (and
 // -sim.held-letters, which draws the table's downtime), what the real-time simulation keeps
