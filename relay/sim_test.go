@@ -41,11 +41,7 @@ import (
 )
 
 var (
-	simN       = flag.Int("sim.n", 0, "simulation schedules to run (default 40, or $CDC_RELAY_SIM_N)")
-	simSeed    = flag.Uint64("sim.seed", 0, "run only this simulation seed")
-	simBase    = flag.Uint64("sim.base", 1, "first simulation seed")
-	simWorkers = flag.Int("sim.workers", 0, "schedules run at once (default 2×GOMAXPROCS)")
-	simVerbose = flag.Bool("sim.v", false, "log the relay's output of each schedule")
+	sim = newScheduleFlags("sim", "simulation", "40", "CDC_RELAY_SIM_N", "2×GOMAXPROCS")
 )
 
 const simDefaultN = 40
@@ -55,12 +51,12 @@ const simDefaultN = 40
 const simCancelFallback = time.Second
 
 func TestSim(t *testing.T) {
-	n := scheduleCount(*simN, "CDC_RELAY_SIM_N", simDefaultN)
+	n := sim.count(simDefaultN)
 	if testing.Short() {
 		n = min(n, 10)
 	}
-	seeds := seedRange(*simSeed, *simBase, n)
-	workers := *simWorkers
+	seeds := sim.seeds(n)
+	workers := *sim.workers
 	if workers == 0 {
 		workers = 2 * runtime.GOMAXPROCS(0)
 	}
@@ -78,11 +74,34 @@ func TestSim(t *testing.T) {
 	}
 }
 
-// scheduleCount is n, the count a flag asked for, when set; else the environment variable env's
-// count, else def.
-func scheduleCount(n int, env string, def int) int {
+// scheduleFlags pick the schedules a simulation runs: -P.n of them (or $env's count), from seed
+// -P.base, or seed -P.seed alone; -P.workers at once; -P.v logs the relay's output.
+type scheduleFlags struct {
+	n          *int
+	seed, base *uint64
+	workers    *int
+	verbose    *bool
+	env        string
+}
+
+// newScheduleFlags defines the flags of prefix's simulation, named what in their help, whose
+// default count and workers the help says (nDefault, workersDefault).
+func newScheduleFlags(prefix, what, nDefault, env, workersDefault string) scheduleFlags {
+	return scheduleFlags{
+		n:       flag.Int(prefix+".n", 0, what+" schedules to run (default "+nDefault+", or $"+env+")"),
+		seed:    flag.Uint64(prefix+".seed", 0, "run only this "+what+" seed"),
+		base:    flag.Uint64(prefix+".base", 1, "first "+what+" seed"),
+		workers: flag.Int(prefix+".workers", 0, "schedules run at once (default "+workersDefault+")"),
+		verbose: flag.Bool(prefix+".v", false, "log the relay's output of each schedule"),
+		env:     env,
+	}
+}
+
+// count is how many schedules -P.n asks for, else $env, else def.
+func (f scheduleFlags) count(def int) int {
+	n := *f.n
 	if n == 0 {
-		n, _ = strconv.Atoi(os.Getenv(env))
+		n, _ = strconv.Atoi(os.Getenv(f.env))
 	}
 	if n == 0 {
 		n = def
@@ -90,14 +109,14 @@ func scheduleCount(n int, env string, def int) int {
 	return n
 }
 
-// seedRange is seed alone when set, else n seeds from base.
-func seedRange(seed, base uint64, n int) []uint64 {
-	if seed != 0 {
-		return []uint64{seed}
+// seeds is -P.seed alone when set, else n seeds from -P.base.
+func (f scheduleFlags) seeds(n int) []uint64 {
+	if *f.seed != 0 {
+		return []uint64{*f.seed}
 	}
 	seeds := make([]uint64, n)
 	for i := range seeds {
-		seeds[i] = base + uint64(i)
+		seeds[i] = *f.base + uint64(i)
 	}
 	return seeds
 }
@@ -212,7 +231,7 @@ func (h *harness) violate(inv, format string, args ...any) {
 func runSchedule(t *testing.T, sc *schedule) bool {
 	h := &harness{t: t, sc: sc, logw: &lockedBuf{}, store: &tableStore{}}
 	w := io.Discard
-	if *simVerbose {
+	if *sim.verbose {
 		w = h.logw
 	}
 	h.log = slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -240,7 +259,7 @@ func runSchedule(t *testing.T, sc *schedule) bool {
 	}
 	t.Errorf("seed %d: %d invariant violations:\n  %s\nschedule:\n%s\nreplay: go test -count=1 -run 'Sim$' ./relay -sim.seed %d -sim.v",
 		sc.seed, len(h.violations), strings.Join(h.violations, "\n  "), sc, sc.seed)
-	if *simVerbose {
+	if *sim.verbose {
 		h.logw.mu.Lock()
 		t.Logf("relay log:\n%s", h.logw.b.String())
 		h.logw.mu.Unlock()

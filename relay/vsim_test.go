@@ -37,13 +37,9 @@ import (
 )
 
 var (
-	vsimN       = flag.Int("vsim.n", 0, "virtual-time simulation schedules to run (default vsimDefaultN, or $CDC_RELAY_VSIM_N)")
-	vsimSeed    = flag.Uint64("vsim.seed", 0, "run only this virtual-time simulation seed")
-	vsimBase    = flag.Uint64("vsim.base", 1, "first virtual-time simulation seed")
-	vsimWorkers = flag.Int("vsim.workers", 0, "schedules run at once (default GOMAXPROCS)")
-	vsimVerbose = flag.Bool("vsim.v", false, "log the relay's output of each schedule")
-	vsimTrace   = flag.Bool("vsim.trace", false, "log each schedule's trace hash")
-	vsimHolds   = flag.Bool("vsim.holds", false, "in long schedules, hold dead letters for minutes (newVSim)")
+	vsim      = newScheduleFlags("vsim", "virtual-time simulation", "vsimDefaultN", "CDC_RELAY_VSIM_N", "GOMAXPROCS")
+	vsimTrace = flag.Bool("vsim.trace", false, "log each schedule's trace hash")
+	vsimHolds = flag.Bool("vsim.holds", false, "in long schedules, hold dead letters for minutes (newVSim)")
 )
 
 // vsimProgressEvery is how many schedules a run logs its progress after.
@@ -142,18 +138,15 @@ func TestSimVirtual(t *testing.T) {
 }
 
 func vsimWorkerCount() int {
-	if *vsimWorkers > 0 {
-		return *vsimWorkers
+	if *vsim.workers > 0 {
+		return *vsim.workers
 	}
 	return runtime.GOMAXPROCS(0)
 }
 
 func vsimSeeds() []uint64 {
-	return vsimSeedRange(scheduleCount(*vsimN, "CDC_RELAY_VSIM_N", vsimDefaultN()))
+	return vsim.seeds(vsim.count(vsimDefaultN()))
 }
-
-// vsimSeedRange is -vsim.seed alone if set, else n seeds from -vsim.base.
-func vsimSeedRange(n int) []uint64 { return seedRange(*vsimSeed, *vsimBase, n) }
 
 // newVSim is seed's schedule on virtual time: vschedule's; with -vsim.holds (and
 // -sim.held-letters, which draws the table's downtime), what the real-time simulation keeps
@@ -200,7 +193,7 @@ func runVSchedule(t *testing.T, seed uint64) (res vresult) {
 		// only warnings and errors are formatted (and discarded), so that the error texts and
 		// values they log still run.
 		h.log = slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn}))
-		if *vsimVerbose {
+		if *vsim.verbose {
 			h.log = slog.New(slog.NewTextHandler(h.logw, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		}
 		began := time.Now()
@@ -233,7 +226,7 @@ func runVSchedule(t *testing.T, seed uint64) (res vresult) {
 		}
 		report = fmt.Sprintf("seed %d: %d invariant violations:\n  %s\nschedule:\n%s%s\ntrace %s\nreplay: go test -count=1 -run 'SimVirtual$' ./relay -vsim.seed %d -vsim.v",
 			seed, len(h.violations), strings.Join(h.violations, "\n  "), sc, vs, res.hash, seed)
-		if *vsimVerbose {
+		if *vsim.verbose {
 			h.logw.mu.Lock()
 			report += "\nrelay log:\n" + h.logw.b.String()
 			h.logw.mu.Unlock()
