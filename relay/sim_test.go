@@ -205,6 +205,20 @@ type committedTxn struct {
 	rows []simRow
 }
 
+// play runs the schedule: each run with the transactions it commits, then the final run with
+// the rest; then it checks the end and the takeovers.
+func (h *harness) play() {
+	sc := h.sc
+	txn := 0
+	for i := range sc.runs {
+		h.run(i, &sc.runs[i], sc.txns[txn:txn+sc.runs[i].commit])
+		txn += sc.runs[i].commit
+	}
+	h.finalRun(sc.txns[txn:])
+	h.checkEnd()
+	h.checkTakeovers()
+}
+
 type lockedBuf struct {
 	mu sync.Mutex
 	b  strings.Builder
@@ -240,14 +254,7 @@ func runSchedule(t *testing.T, sc *schedule) bool {
 	}
 	defer h.close()
 
-	txn := 0
-	for i := range sc.runs {
-		h.run(i, &sc.runs[i], sc.txns[txn:txn+sc.runs[i].commit])
-		txn += sc.runs[i].commit
-	}
-	h.finalRun(sc.txns[txn:])
-	h.checkEnd()
-	h.checkTakeovers()
+	h.play()
 	if st := h.idx.stalls; len(st) > 0 {
 		t.Logf("seed %d: the harness's Kafka index got nothing for 10 s while records waited, and reopened its consumer: %s", sc.seed, strings.Join(st, "; "))
 	}

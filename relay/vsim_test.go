@@ -202,14 +202,7 @@ func runVSchedule(t *testing.T, seed uint64) (res vresult) {
 			h.close() // nothing of the bubble may outlive it
 			return
 		}
-		txn := 0
-		for i := range sc.runs {
-			h.run(i, &sc.runs[i], sc.txns[txn:txn+sc.runs[i].commit])
-			txn += sc.runs[i].commit
-		}
-		h.finalRun(sc.txns[txn:])
-		h.checkEnd()
-		h.checkTakeovers()
+		h.play()
 		h.checkEOS()
 		res.hash, res.events = h.traceHash()
 		h.close()
