@@ -24,16 +24,11 @@ import (
 // here, acknowledged and never written, and the relay confirms past it.
 func TestRefusedRetryOfAnAppendedProduceLosesNoLaterRecord(t *testing.T) {
 	onFixedHarness(t, func(t *testing.T, h *harness) {
-		// In order: the first matching produce is appended and answered REQUEST_TIMED_OUT
-		// (kfake appends on that error, as a broker may), its retry refused.
-		timedOut := h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "sim.t0", Err: kerr.RequestTimedOut})
-		refused := h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "sim.t0", Err: kerr.TopicAuthorizationFailed})
+		retried := h.appendedThenRefused()
 		r, run := runStreaming(t, h)
 		h.commit(run.ctx, oneRow(1), 0)
 		waitFor(t, 30*time.Second, "row 1 dead-lettered", func() bool { return r.stats.DeadLettered.Load() == 1 })
-		if timedOut.Hits() != 1 || refused.Hits() != 1 {
-			t.Fatalf("the faults answered %d and %d produces, want 1 and 1", timedOut.Hits(), refused.Hits())
-		}
+		retried.answeredOnceEach(t)
 		h.commit(run.ctx, oneRow(2), 0)
 		end := h.committed[1].txn.EndLSN
 		waitFor(t, 30*time.Second, "the relay to confirm past row 2", func() bool { return r.stream.Flushed() >= end })
@@ -55,4 +50,25 @@ func TestRefusedRetryOfAnAppendedProduceLosesNoLaterRecord(t *testing.T) {
 			t.Errorf("row 1 is neither on sim.t0 nor dead-lettered (records by outbox id: %v)", seen)
 		}
 	})
+}
+
+// appendedRetry is the faults of appendedThenRefused.
+type appendedRetry struct{ timedOut, refused *kfake.FaultHandle }
+
+// appendedThenRefused makes, in order, the first produce to sim.t0 appended and answered
+// REQUEST_TIMED_OUT (kfake appends on that error, as a broker may), and its retry refused for
+// good.
+func (h *harness) appendedThenRefused() appendedRetry {
+	return appendedRetry{
+		timedOut: h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "sim.t0", Err: kerr.RequestTimedOut}),
+		refused:  h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "sim.t0", Err: kerr.TopicAuthorizationFailed}),
+	}
+}
+
+// answeredOnceEach fails t unless each fault answered one produce.
+func (a appendedRetry) answeredOnceEach(t *testing.T) {
+	t.Helper()
+	if a.timedOut.Hits() != 1 || a.refused.Hits() != 1 {
+		t.Fatalf("the faults answered %d and %d produces, want 1 and 1", a.timedOut.Hits(), a.refused.Hits())
+	}
 }

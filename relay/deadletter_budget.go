@@ -43,10 +43,11 @@ type letterBudget struct {
 	ordered atomic.Int64
 }
 
-// heldLetter is an ordered letter and the produce sequence number of the record it stands for
-// (Relay.produced).
+// heldLetter is an ordered letter, the outbox id and the produce sequence number of the record
+// it stands for (Relay.produced).
 type heldLetter struct {
 	rec *kgo.Record
+	id  string
 	seq uint64
 }
 
@@ -68,17 +69,18 @@ func letterSize(r *kgo.Record) int64 {
 	return int64(n)
 }
 
-// add counts the letter r until remove; ordered: its key's later records wait for it
-// (deadletter_order.go), seq being the produce sequence number of the record it stands for.
-func (b *letterBudget) add(r *kgo.Record, ordered bool, seq uint64) {
+// add counts the letter dl.rec until remove; dl.ordered: its key's later records (of dl.key) wait
+// for it (deadletter_order.go), dl.seq being the produce sequence number of the record it
+// stands for.
+func (b *letterBudget) add(dl deadLetter) {
+	r := dl.rec
 	b.mu.Lock()
 	b.records++
 	b.any.Add(1)
 	b.bytes += letterSize(r)
-	if ordered {
-		k := letterKeyOf(r)
-		b.keys[k] = append(b.keys[k], heldLetter{rec: r, seq: seq})
-		b.keyOf[r] = k
+	if dl.ordered {
+		b.keys[dl.key] = append(b.keys[dl.key], heldLetter{rec: r, id: dl.id, seq: dl.seq})
+		b.keyOf[r] = dl.key
 		b.ordered.Add(1)
 	}
 	b.mu.Unlock()

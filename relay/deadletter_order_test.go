@@ -21,28 +21,29 @@ func TestAcknowledgementPassesOnlyUnparkedLettersOfEarlierRecordsOfItsKey(t *tes
 	l5 := letter("orders", "k1")
 	l9 := letter("orders", "k1")
 	other := letter("orders", "k2")
-	b.add(l5, true, 5)
-	b.add(l9, true, 9)
-	b.add(other, true, 3)
-	b.add(letter("orders", "k1"), false, 1) // a bad row's: holds nothing
+	k1, k2 := letterKey{topic: "orders", key: "k1"}, letterKey{topic: "orders", key: "k2"}
+	b.add(deadLetter{rec: l5, key: k1, ordered: true, seq: 5})
+	b.add(deadLetter{rec: l9, key: k1, ordered: true, seq: 9})
+	b.add(deadLetter{rec: other, key: k2, ordered: true, seq: 3})
+	b.add(deadLetter{rec: letter("orders", "k1"), key: k1, seq: 1}) // a bad row's: holds nothing
 
-	if got := b.passed(rec("orders", "k1"), 4); got != nil {
+	if got := b.passed(k1, 4); got != nil {
 		t.Errorf("a record produced before every letter of its key passed %d letters", len(got))
 	}
-	if got := b.passed(rec("orders", "k1"), 7); len(got) != 1 || got[0] != l5 {
+	if got := b.passed(k1, 7); len(got) != 1 || got[0].rec != l5 {
 		t.Errorf("record 7 of k1: passed %v, want the letter of record 5 alone", got)
 	}
-	if got := b.passed(rec("orders", "k1"), 12); len(got) != 2 || got[0] != l5 || got[1] != l9 {
+	if got := b.passed(k1, 12); len(got) != 2 || got[0].rec != l5 || got[1].rec != l9 {
 		t.Errorf("record 12 of k1: passed %v, want the letters of records 5 and 9, oldest first", got)
 	}
-	if got := b.passed(rec("payments", "k1"), 12); got != nil {
+	if got := b.passed(letterKey{topic: "payments", key: "k1"}, 12); got != nil {
 		t.Errorf("a record of another topic passed %d letters", len(got))
 	}
 	b.remove(l5)
-	if got := b.passed(rec("orders", "k1"), 7); got != nil {
+	if got := b.passed(k1, 7); got != nil {
 		t.Errorf("record 7 of k1 passed a parked letter")
 	}
-	if got := b.passed(rec("orders", "k1"), 12); len(got) != 1 || got[0] != l9 {
+	if got := b.passed(k1, 12); len(got) != 1 || got[0].rec != l9 {
 		t.Errorf("record 12 of k1 after the letter of 5 was parked: passed %v, want the letter of 9", got)
 	}
 	b.remove(l9)

@@ -18,8 +18,12 @@ import (
 type deadLetter struct {
 	rec *kgo.Record
 	txn *txn
-	// ordered: until it is parked, the later records of its topic and key wait (deadletter_order.go);
-	// not for a bad row, which never reaches its topic. Read by park alone.
+	// key is the original topic and key of the record, and id its outbox id, as the pipeline knew
+	// them from its event. ordered: until it is parked, the later records of its topic and key
+	// wait (deadletter_order.go); not for a bad row, which never reaches its topic. Read by park
+	// alone.
+	key     letterKey
+	id      string
 	ordered bool
 	seq     uint64 // the produce sequence number of the record (Relay.produced), if ordered
 	// sent is the record itself when Kafka refused it after franz-go sent it: a transaction may
@@ -30,7 +34,7 @@ type deadLetter struct {
 // park queues a dead letter for the dead-letter goroutine and counts it against the
 // dead-letter budget until it is parked (acknowledged on the topic or committed in the table).
 func (r *Relay) park(dl deadLetter) {
-	r.letters.add(dl.rec, dl.ordered, dl.seq)
+	r.letters.add(dl)
 	r.dlq.push(dl)
 }
 

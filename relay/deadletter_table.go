@@ -28,8 +28,7 @@ type deadTable struct {
 	log     *slog.Logger
 	written func() // called once per row committed
 
-	mu    sync.Mutex
-	items []tableLetter
+	tableQueue
 
 	conn *pgx.Conn                // owned by the dead-letter goroutine
 	w    *deadletters.TableWriter // on conn
@@ -53,16 +52,23 @@ type tableLetter struct {
 	txn     *txn
 }
 
-func (d *deadTable) push(l tableLetter) {
-	d.mu.Lock()
-	d.items = append(d.items, l)
-	d.mu.Unlock()
+// tableQueue is the letters queued for a parker: promises push (never blocking), the
+// dead-letter goroutine takes them under mu.
+type tableQueue struct {
+	mu    sync.Mutex
+	items []tableLetter
 }
 
-func (d *deadTable) len() int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return len(d.items)
+func (q *tableQueue) push(l tableLetter) {
+	q.mu.Lock()
+	q.items = append(q.items, l)
+	q.mu.Unlock()
+}
+
+func (q *tableQueue) len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.items)
 }
 
 // write commits every queued letter, retrying with backoff until it succeeds or ctx ends

@@ -205,26 +205,11 @@ func TestExactlyOnceSplitsATransactionStillOpenAtTwiceTheInterval(t *testing.T) 
 		}
 		commit := h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Observe: true, Count: -1, When: commits})
 		_, run := runStreaming(t, h)
-		spec := simTxnSpec{}
-		for i := range rows {
-			spec.rows = append(spec.rows, simRow{id: int64(i + 1), key: "k", topic: "sim.t0", payload: `{"n":1}`})
-		}
-		h.commit(run.ctx, []simTxnSpec{spec}, 0)
+		h.commit(run.ctx, rowsOfOneTxn(rows), 0)
 		tx := h.committed[0].txn
 		waitFor(t, 10*time.Second, "the first Kafka commit", func() bool { return commit.Hits() > 0 })
 		run.stopClean(t, h)
-		var cps []kafkatxn.Checkpoint
-		err := kafkatxn.ReadCommitted(context.Background(), append(h.netOpts(), kgo.SeedBrokers(h.kafka.ListenAddrs()...)), kafkatxn.DefaultCheckpointTopic,
-			func(rec *kgo.Record) {
-				var cp kafkatxn.Checkpoint
-				if err := cp.UnmarshalBinary(rec.Value); err != nil {
-					t.Errorf("checkpoint record at offset %d: %v", rec.Offset, err)
-				}
-				cps = append(cps, cp)
-			})
-		if err != nil {
-			t.Fatal(err)
-		}
+		cps := h.committedCheckpoints(t)
 		if len(cps) != 1 || cps[0].Split != (kafkatxn.Split{LSN: tx.CommitLSN, Records: before}) || cps[0].Position >= tx.CommitLSN {
 			t.Errorf("committed checkpoints %+v: want one, a split of the first %d records of the transaction committing at %s (end %s), the position before it",
 				cps, before, tx.CommitLSN, tx.EndLSN)
@@ -242,10 +227,7 @@ func TestExactlyOnceSplitsATransactionStillOpenAtTwiceTheInterval(t *testing.T) 
 // record (the virtual-time simulation's exactly-once seed 159630); lettering it showed it twice.
 func TestExactlyOnceRefusedRetryOfAnAppendedProduceEndsTheRunAndReplays(t *testing.T) {
 	onExactlyOnceHarness(t, func(t *testing.T, h *harness) {
-		// In order: the first matching produce is appended and answered REQUEST_TIMED_OUT
-		// (kfake appends on that error, as a broker may), its retry refused.
-		timedOut := h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "sim.t0", Err: kerr.RequestTimedOut})
-		refused := h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "sim.t0", Err: kerr.TopicAuthorizationFailed})
+		retried := h.appendedThenRefused()
 		r, run := runStreaming(t, h)
 		h.commit(run.ctx, oneRow(1), 0)
 		end := h.committed[0].txn.EndLSN
@@ -256,9 +238,7 @@ func TestExactlyOnceRefusedRetryOfAnAppendedProduceEndsTheRunAndReplays(t *testi
 		if c := r.stream.Flushed(); c >= end {
 			t.Errorf("the relay confirmed %s, past the row (end %s), before its transaction committed", c, end)
 		}
-		if timedOut.Hits() != 1 || refused.Hits() != 1 {
-			t.Fatalf("the faults answered %d and %d produces, want 1 and 1", timedOut.Hits(), refused.Hits())
-		}
+		retried.answeredOnceEach(t)
 		r2, run2 := runStreaming(t, h)
 		waitFor(t, 30*time.Second, "the restart to confirm past the row", func() bool { return r2.stream.Flushed() >= end })
 		if err := run2.stop(); err != nil {
@@ -447,30 +427,43 @@ func TestExactlyOnceCaughtUpInsideATransactionWaitsForItsEnd(t *testing.T) {
 		}
 		commit := h.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Observe: true, Count: -1, When: commits})
 		r, run := runStreaming(t, h)
-		spec := simTxnSpec{}
-		for i := range rows {
-			spec.rows = append(spec.rows, simRow{id: int64(i + 1), key: "k", topic: "sim.t0", payload: `{"n":1}`})
-		}
-		h.commit(run.ctx, []simTxnSpec{spec}, 0)
+		h.commit(run.ctx, rowsOfOneTxn(rows), 0)
 		end := h.committed[0].txn.EndLSN
 		waitFor(t, 30*time.Second, "the relay to confirm past the transaction", func() bool { return r.stream.Flushed() >= end })
 		run.stopClean(t, h)
-		var cps []kafkatxn.Checkpoint
-		err := kafkatxn.ReadCommitted(context.Background(), append(h.netOpts(), kgo.SeedBrokers(h.kafka.ListenAddrs()...)), kafkatxn.DefaultCheckpointTopic,
-			func(rec *kgo.Record) {
-				var cp kafkatxn.Checkpoint
-				if err := cp.UnmarshalBinary(rec.Value); err != nil {
-					t.Errorf("checkpoint record at offset %d: %v", rec.Offset, err)
-				}
-				cps = append(cps, cp)
-			})
-		if err != nil {
-			t.Fatal(err)
-		}
+		cps := h.committedCheckpoints(t)
 		if !paused.Load() || commit.Hits() != 1 || len(cps) != 1 || cps[0].Split != (kafkatxn.Split{}) || cps[0].Position < end {
 			t.Errorf("paused %v; %d commits, checkpoints %+v: want one, at %s or later, no split", paused.Load(), commit.Hits(), cps, end)
 		}
 	})
+}
+
+// rowsOfOneTxn is one transaction of n rows of key k on sim.t0, outbox ids 1 to n.
+func rowsOfOneTxn(n int) []simTxnSpec {
+	spec := simTxnSpec{}
+	for i := range n {
+		spec.rows = append(spec.rows, simRow{id: int64(i + 1), key: "k", topic: "sim.t0", payload: `{"n":1}`})
+	}
+	return []simTxnSpec{spec}
+}
+
+// committedCheckpoints is the checkpoints a read_committed reader sees on the checkpoint topic,
+// in order.
+func (h *harness) committedCheckpoints(t *testing.T) []kafkatxn.Checkpoint {
+	t.Helper()
+	var cps []kafkatxn.Checkpoint
+	err := kafkatxn.ReadCommitted(context.Background(), append(h.netOpts(), kgo.SeedBrokers(h.kafka.ListenAddrs()...)), kafkatxn.DefaultCheckpointTopic,
+		func(rec *kgo.Record) {
+			var cp kafkatxn.Checkpoint
+			if err := cp.UnmarshalBinary(rec.Value); err != nil {
+				t.Errorf("checkpoint record at offset %d: %v", rec.Offset, err)
+			}
+			cps = append(cps, cp)
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cps
 }
 
 // committedCount is how many records a read_committed reader sees on topic.

@@ -193,37 +193,41 @@ func (p *pipe) nonTransactional(ctx context.Context, out decoder.Output, badRow 
 // or a record failed for good (the pipeline stops at the end of the message).
 func (r *Relay) halted() bool { return r.lost.discard.Load() || r.track.broken.Load() }
 
-// produce makes out's record and produces it, or dead-letters it. lease is the loan of the
-// buffer the record's value aliases: it is given back only once Kafka has acknowledged the
+// produce has sink build out's record and produces it, or dead-letters it. lease is the loan of
+// the buffer the record's value aliases: it is given back only once Kafka has acknowledged the
 // record, when nothing reads the value any more. Every other outcome (a dead letter, which
 // produces the same value again or writes it to the table; a failure; an abort; a stop) leaves
 // the buffer to the garbage collector, so that nothing can read it after the stream reused it.
+// What the relay keeps of the record to act on its outcome it knows from the event: its topic
+// and key (the key's letters, deadletter_order.go), its outbox id, its value's size.
 func (r *Relay) produce(ctx context.Context, x *txn, stamp *sink.Stamp, out decoder.Output, badRow error, lease replication.Lease) {
 	ev := out.Event
-	rec := sink.NewRecord(ev, stamp, r.cfg.Sink.CloudEvents)
+	k := letterKey{topic: ev.Topic, key: ev.AggregateID}
+	id := ev.ID
+	commitAt := out.CommitTime
+	size := len(ev.Payload)
 	r.track.add(x) // first: x stays unacknowledged if the wait below is cut short
-	if !r.letters.wait(ctx, rec, r.log, r.lost.discard.Load) {
+	pub := r.sink.Build(ev, stamp, sink.LetterTo{Topic: r.cfg.DLQTopic, Relation: ev.Relation}, badRow)
+	if !r.letters.wait(ctx, pub.Record, r.log, r.lost.discard.Load) {
 		return // shutdown or a lost session while reading was paused: nothing after this is produced
 	}
 	if badRow != nil {
 		r.stats.BadRows.Add(1)
 		r.cfg.Metrics.ProduceError(metrics.ClassBadRow)
-		r.log.Error("bad row: dead-lettering it", "lsn", out.CommitLSN, "relation", ev.Relation, "outbox_id", ev.ID, "cause", badRow)
-		r.park(deadLetter{rec: schema.LetterHeaders(sink.DeadLetter(r.cfg.DLQTopic, rec, ev.Relation, badRow), badRow), txn: x})
+		r.log.Error("bad row: dead-lettering it", "lsn", out.CommitLSN, "relation", ev.Relation, "outbox_id", id, "cause", badRow)
+		r.park(deadLetter{rec: schema.LetterHeaders(pub.Refused.Letter, badRow), txn: x, key: k, id: id})
 		return
 	}
-	id, commitAt := ev.ID, out.CommitTime // what the promise reads of the event
-	to := sink.LetterTo{Topic: r.cfg.DLQTopic, Relation: ev.Relation}
 	r.produced++
 	seq := r.produced
-	if o, oversized := r.sink.Oversized(rec, to); oversized {
+	if pub.Refused.Failure == sink.Refused {
 		// Larger than the producer may buffer, with its headers: franz-go would fail it at once,
 		// after Produce returned; parked now, it counts against the budget before the next record.
-		r.refused(rec, o, x, id, seq, nil)
+		r.refused(k, pub.Refused, x, id, seq, nil)
 		return
 	}
 	// A letter of its key not parked yet: its replay must not come after this record (deadletter_order.go).
-	if r.letters.holdsKey(rec) && !r.letters.waitKey(ctx, rec, ev.ID, r.log, r.halted) {
+	if r.letters.holdsKey(k) && !r.letters.waitKey(ctx, k, id, r.log, r.halted) {
 		return // shutdown, a lost session or a failure while it waited: nothing after this is produced
 	}
 	r.lost.produce.RLock()
@@ -237,18 +241,19 @@ func (r *Relay) produce(ctx context.Context, x *txn, stamp *sink.Stamp, out deco
 	if ctx.Err() != nil {
 		return // stopping: nothing after this is produced, x stays unacknowledged (lost.stopProducing)
 	}
-	r.sink.Send(pctx, rec, to, func(rec *kgo.Record, o sink.Outcome) {
+	sent := pub.Record
+	r.sink.Publish(pctx, pub, func(o sink.Outcome) {
 		switch o.Failure {
 		case sink.Delivered:
-			if passed := r.letters.passed(rec, seq); passed != nil {
-				r.passedLetters(rec, id, passed)
+			if passed := r.letters.passed(k, seq); passed != nil {
+				r.passedLetters(k, id, passed)
 			}
 			r.letters.signal()
 			r.stats.Published.Add(1)
-			r.stats.Bytes.Add(int64(len(rec.Value)))
+			r.stats.Bytes.Add(int64(size))
 			r.cfg.Metrics.Acked(commitAt)
 			r.track.done(x)
-			lease.Release() // last: nothing reads rec.Value after this promise (nor franz-go, nor a span)
+			lease.Release() // last: nothing reads the record's value after this promise (nor franz-go, nor a span)
 		case sink.Aborted:
 			// Aborted: the session was lost (its transaction was forgotten, the next session
 			// replays it), or the relay stops after a failure.
@@ -260,24 +265,24 @@ func (r *Relay) produce(ctx context.Context, x *txn, stamp *sink.Stamp, out deco
 			// confirmed position stops before it and the next start replays it.
 		case sink.Refused:
 			// sent: a transaction may hold an earlier attempt (delivery.held).
-			r.refused(rec, o, x, id, seq, rec)
+			r.refused(k, o, x, id, seq, sent)
 		default:
 			// A producer failure, or a batch refused as too large although this
 			// record fits on its own (the topic's limit changed): never confirm past it; the
 			// restart replays it, and sizes batches from the topic's limit read anew.
 			r.cfg.Metrics.ProduceError(metrics.ClassUndelivered)
 			r.lost.stopProduce() // nothing buffered after it is sent (lost.go)
-			r.track.fail(fmt.Errorf("relay: record for %s (outbox id %s) not delivered: %w", rec.Topic, id, o.Err))
+			r.track.fail(fmt.Errorf("relay: record for %s (outbox id %s) not delivered: %w", k.topic, id, o.Err))
 		}
 	})
 }
 
-// refused parks the dead letter of rec (outbox id id, the seq'th record produced, of
-// transaction x), which Kafka refused for good (o, Refused); its key's later records wait for
-// it. sent is rec when franz-go may have sent it: a transaction may hold that attempt
-// (delivery.held).
-func (r *Relay) refused(rec *kgo.Record, o sink.Outcome, x *txn, id string, seq uint64, sent *kgo.Record) {
+// refused parks o's dead letter (o is Refused), the letter of the record of topic and key k,
+// outbox id id, the seq'th record produced, of transaction x, which Kafka refused for good; its
+// key's later records wait for it. sent is the record when franz-go may have sent it: a
+// transaction may hold that attempt (delivery.held).
+func (r *Relay) refused(k letterKey, o sink.Outcome, x *txn, id string, seq uint64, sent *kgo.Record) {
 	r.cfg.Metrics.ProduceError(metrics.ClassRejected)
-	r.log.Error("Kafka rejected a record for good: dead-lettering it", "topic", rec.Topic, "outbox_id", id, "cause", o.Err)
-	r.park(deadLetter{rec: o.Letter, txn: x, ordered: true, seq: seq, sent: sent})
+	r.log.Error("Kafka rejected a record for good: dead-lettering it", "topic", k.topic, "outbox_id", id, "cause", o.Err)
+	r.park(deadLetter{rec: o.Letter, txn: x, key: k, id: id, ordered: true, seq: seq, sent: sent})
 }

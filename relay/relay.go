@@ -77,7 +77,7 @@ type Relay struct {
 	// that an acknowledgement can tell whether it passed a letter of its key (deadletter_order.go).
 	produced uint64
 	// onPassed, if set (tests), hears of each record that passed its key's letter.
-	onPassed func(rec *kgo.Record, letters []*kgo.Record)
+	onPassed func(k letterKey, letters []heldLetter)
 	// reached: the run ended at Config.StopAt (stopat.go).
 	reached atomic.Bool
 }

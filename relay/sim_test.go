@@ -41,11 +41,7 @@ import (
 )
 
 var (
-	simN       = flag.Int("sim.n", 0, "simulation schedules to run (default 40, or $CDC_RELAY_SIM_N)")
-	simSeed    = flag.Uint64("sim.seed", 0, "run only this simulation seed")
-	simBase    = flag.Uint64("sim.base", 1, "first simulation seed")
-	simWorkers = flag.Int("sim.workers", 0, "schedules run at once (default 2×GOMAXPROCS)")
-	simVerbose = flag.Bool("sim.v", false, "log the relay's output of each schedule")
+	sim = newScheduleFlags("sim", "simulation", "40", "CDC_RELAY_SIM_N", "2×GOMAXPROCS")
 )
 
 const simDefaultN = 40
@@ -55,24 +51,12 @@ const simDefaultN = 40
 const simCancelFallback = time.Second
 
 func TestSim(t *testing.T) {
-	seeds := []uint64{*simSeed}
-	if *simSeed == 0 {
-		n := *simN
-		if n == 0 {
-			n, _ = strconv.Atoi(os.Getenv("CDC_RELAY_SIM_N"))
-		}
-		if n == 0 {
-			n = simDefaultN
-		}
-		if testing.Short() {
-			n = min(n, 10)
-		}
-		seeds = seeds[:0]
-		for i := range n {
-			seeds = append(seeds, *simBase+uint64(i))
-		}
+	n := sim.count(simDefaultN)
+	if testing.Short() {
+		n = min(n, 10)
 	}
-	workers := *simWorkers
+	seeds := sim.seeds(n)
+	workers := *sim.workers
 	if workers == 0 {
 		workers = 2 * runtime.GOMAXPROCS(0)
 	}
@@ -88,6 +72,53 @@ func TestSim(t *testing.T) {
 	if n := failed.Load(); n > 0 {
 		t.Logf("%d of %d schedules failed; replay one with: go test -count=1 -run 'Sim$' ./relay -sim.seed N -sim.v", n, len(seeds))
 	}
+}
+
+// scheduleFlags pick the schedules a simulation runs: -P.n of them (or $env's count), from seed
+// -P.base, or seed -P.seed alone; -P.workers at once; -P.v logs the relay's output.
+type scheduleFlags struct {
+	n          *int
+	seed, base *uint64
+	workers    *int
+	verbose    *bool
+	env        string
+}
+
+// newScheduleFlags defines the flags of prefix's simulation, named what in their help, whose
+// default count and workers the help says (nDefault, workersDefault).
+func newScheduleFlags(prefix, what, nDefault, env, workersDefault string) scheduleFlags {
+	return scheduleFlags{
+		n:       flag.Int(prefix+".n", 0, what+" schedules to run (default "+nDefault+", or $"+env+")"),
+		seed:    flag.Uint64(prefix+".seed", 0, "run only this "+what+" seed"),
+		base:    flag.Uint64(prefix+".base", 1, "first "+what+" seed"),
+		workers: flag.Int(prefix+".workers", 0, "schedules run at once (default "+workersDefault+")"),
+		verbose: flag.Bool(prefix+".v", false, "log the relay's output of each schedule"),
+		env:     env,
+	}
+}
+
+// count is how many schedules -P.n asks for, else $env, else def.
+func (f scheduleFlags) count(def int) int {
+	n := *f.n
+	if n == 0 {
+		n, _ = strconv.Atoi(os.Getenv(f.env))
+	}
+	if n == 0 {
+		n = def
+	}
+	return n
+}
+
+// seeds is -P.seed alone when set, else n seeds from -P.base.
+func (f scheduleFlags) seeds(n int) []uint64 {
+	if *f.seed != 0 {
+		return []uint64{*f.seed}
+	}
+	seeds := make([]uint64, n)
+	for i := range seeds {
+		seeds[i] = *f.base + uint64(i)
+	}
+	return seeds
 }
 
 // eachSeed runs one(seed) for every seed on workers goroutines and returns how many it ran and
@@ -174,6 +205,20 @@ type committedTxn struct {
 	rows []simRow
 }
 
+// play runs the schedule: each run with the transactions it commits, then the final run with
+// the rest; then it checks the end and the takeovers.
+func (h *harness) play() {
+	sc := h.sc
+	txn := 0
+	for i := range sc.runs {
+		h.run(i, &sc.runs[i], sc.txns[txn:txn+sc.runs[i].commit])
+		txn += sc.runs[i].commit
+	}
+	h.finalRun(sc.txns[txn:])
+	h.checkEnd()
+	h.checkTakeovers()
+}
+
 type lockedBuf struct {
 	mu sync.Mutex
 	b  strings.Builder
@@ -200,7 +245,7 @@ func (h *harness) violate(inv, format string, args ...any) {
 func runSchedule(t *testing.T, sc *schedule) bool {
 	h := &harness{t: t, sc: sc, logw: &lockedBuf{}, store: &tableStore{}}
 	w := io.Discard
-	if *simVerbose {
+	if *sim.verbose {
 		w = h.logw
 	}
 	h.log = slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -209,14 +254,7 @@ func runSchedule(t *testing.T, sc *schedule) bool {
 	}
 	defer h.close()
 
-	txn := 0
-	for i := range sc.runs {
-		h.run(i, &sc.runs[i], sc.txns[txn:txn+sc.runs[i].commit])
-		txn += sc.runs[i].commit
-	}
-	h.finalRun(sc.txns[txn:])
-	h.checkEnd()
-	h.checkTakeovers()
+	h.play()
 	if st := h.idx.stalls; len(st) > 0 {
 		t.Logf("seed %d: the harness's Kafka index got nothing for 10 s while records waited, and reopened its consumer: %s", sc.seed, strings.Join(st, "; "))
 	}
@@ -228,7 +266,7 @@ func runSchedule(t *testing.T, sc *schedule) bool {
 	}
 	t.Errorf("seed %d: %d invariant violations:\n  %s\nschedule:\n%s\nreplay: go test -count=1 -run 'Sim$' ./relay -sim.seed %d -sim.v",
 		sc.seed, len(h.violations), strings.Join(h.violations, "\n  "), sc, sc.seed)
-	if *simVerbose {
+	if *sim.verbose {
 		h.logw.mu.Lock()
 		t.Logf("relay log:\n%s", h.logw.b.String())
 		h.logw.mu.Unlock()
@@ -356,14 +394,14 @@ func (h *harness) newRelay(refuse int) (*Relay, *simTable) {
 	}
 	tb := &simTable{refuse: refuse, store: h.store}
 	r.table = tb
-	r.onPassed = func(rec *kgo.Record, letters []*kgo.Record) {
+	r.onPassed = func(k letterKey, letters []heldLetter) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		if h.passed == nil {
 			h.passed = map[string]bool{}
 		}
 		for _, l := range letters {
-			h.passed[passedKey(rec.Topic, string(rec.Key), string(sink.Header(l, sink.HeaderOutboxTable))+"/"+string(sink.Header(l, sink.HeaderOutboxID)))] = true
+			h.passed[passedKey(k.topic, k.key, string(sink.Header(l.rec, sink.HeaderOutboxTable))+"/"+string(sink.Header(l.rec, sink.HeaderOutboxID)))] = true
 		}
 	}
 	h.eosRelay(r)
@@ -923,11 +961,10 @@ func (h *harness) installFault(ctx context.Context, f simFault) func() {
 // write until downUntil, then commits into the shared store (what PostgreSQL would keep across
 // restarts).
 type simTable struct {
-	mu        sync.Mutex
-	items     []tableLetter
-	refuse    int
-	downUntil time.Time
-	store     *tableStore
+	tableQueue // its mu guards refuse and downUntil too
+	refuse     int
+	downUntil  time.Time
+	store      *tableStore
 }
 
 type tableStore struct {
@@ -939,18 +976,6 @@ func (s *tableStore) all() []*kgo.Record {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]*kgo.Record(nil), s.recs...)
-}
-
-func (s *simTable) push(l tableLetter) {
-	s.mu.Lock()
-	s.items = append(s.items, l)
-	s.mu.Unlock()
-}
-
-func (s *simTable) len() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.items)
 }
 
 func (s *simTable) write(ctx context.Context, done func(*kgo.Record, *txn)) error {

@@ -15,6 +15,28 @@ type confirms struct {
 }
 
 func (c *confirms) add(l pglogrepl.LSN) { c.mu.Lock(); c.got = append(c.got, l); c.mu.Unlock() }
+
+// newTestTracker returns a tracker and the confirmations it made.
+func newTestTracker() (*tracker, *confirms) {
+	c := &confirms{}
+	return newTracker(c.add), c
+}
+
+// committed begins a transaction on tr, produces one record of it and commits it at end.
+func committed(tr *tracker, end pglogrepl.LSN) *txn {
+	x := tr.begin()
+	tr.add(x)
+	tr.commit(x, end)
+	return x
+}
+
+// wantLast fails t unless the last confirmation (0: none) is want; when says at what point.
+func (c *confirms) wantLast(t *testing.T, want pglogrepl.LSN, when string) {
+	t.Helper()
+	if got := c.last(); got != want {
+		t.Fatalf("%s: confirmed %s, want %s", when, got, want)
+	}
+}
 func (c *confirms) last() pglogrepl.LSN {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -27,8 +49,7 @@ func (c *confirms) last() pglogrepl.LSN {
 // Acknowledgements out of order: the position is the end of the contiguous acknowledged prefix,
 // never a later transaction's while an earlier one waits (the bug of acking past a failed batch).
 func TestTrackerConfirmsOnlyTheContiguousPrefix(t *testing.T) {
-	var c confirms
-	tr := newTracker(c.add)
+	tr, c := newTestTracker()
 	a, b, d := tr.begin(), tr.begin(), tr.begin()
 	tr.add(a)
 	tr.add(a)
@@ -40,108 +61,70 @@ func TestTrackerConfirmsOnlyTheContiguousPrefix(t *testing.T) {
 
 	tr.done(d) // the newest first
 	tr.done(b)
-	if c.last() != 0 {
-		t.Fatalf("confirmed %s while transaction a is unacknowledged", c.last())
-	}
+	c.wantLast(t, 0, "transaction a unacknowledged")
 	tr.done(a)
-	if c.last() != 0 {
-		t.Fatalf("confirmed %s with one record of a pending", c.last())
-	}
+	c.wantLast(t, 0, "one record of a pending")
 	tr.done(a)
-	if c.last() != 300 {
-		t.Fatalf("confirmed %s, want 0/12C (all three)", c.last())
-	}
+	c.wantLast(t, 300, "all three acknowledged")
 }
 
 func TestTrackerWaitsForCommit(t *testing.T) {
-	var c confirms
-	tr := newTracker(c.add)
+	tr, c := newTestTracker()
 	x := tr.begin()
 	tr.add(x)
 	tr.done(x)
-	if c.last() != 0 {
-		t.Fatal("confirmed a transaction whose Commit has not been seen")
-	}
+	c.wantLast(t, 0, "acknowledged, its Commit not seen")
 	tr.commit(x, 50)
-	if c.last() != 50 {
-		t.Fatalf("got %s", c.last())
-	}
+	c.wantLast(t, 50, "committed")
 }
 
 // A transaction without outbox rows (none produced) is confirmed at its commit.
 func TestTrackerEmptyTransaction(t *testing.T) {
-	var c confirms
-	tr := newTracker(c.add)
+	tr, c := newTestTracker()
 	tr.commit(tr.begin(), 10)
-	if c.last() != 10 {
-		t.Fatalf("got %s", c.last())
-	}
+	c.wantLast(t, 10, "committed")
 }
 
 func TestTrackerIdleConfirmsOnlyWhenNothingInFlight(t *testing.T) {
-	var c confirms
-	tr := newTracker(c.add)
+	tr, c := newTestTracker()
 	x := tr.begin()
 	tr.add(x)
 	tr.idle(500)
-	if c.last() != 0 {
-		t.Fatal("idle confirmed past an open transaction")
-	}
+	c.wantLast(t, 0, "idle with an open transaction")
 	tr.commit(x, 100)
 	tr.idle(500)
-	if c.last() != 0 {
-		t.Fatal("idle confirmed past an unacknowledged transaction")
-	}
+	c.wantLast(t, 0, "idle with an unacknowledged transaction")
 	tr.done(x)
 	tr.idle(500)
-	if c.last() != 500 {
-		t.Fatalf("got %s, want the keepalive's WAL end", c.last())
-	}
+	c.wantLast(t, 500, "idle with nothing in flight (the keepalive's WAL end)")
 }
 
 // After a reconnect the open transaction is forgotten (the server sends it again); its late
 // acknowledgements must not confirm anything, and committed ones before it still do.
 func TestTrackerDropOpenAfterReconnect(t *testing.T) {
-	var c confirms
-	tr := newTracker(c.add)
-	done := tr.begin()
-	tr.add(done)
-	tr.commit(done, 100)
+	tr, c := newTestTracker()
+	done := committed(tr, 100)
 	open := tr.begin()
 	tr.add(open)
 	tr.dropOpen()
 	tr.done(open) // a late acknowledgement of the dropped transaction's record
-	if c.last() != 0 {
-		t.Fatalf("confirmed %s before transaction 1 was acknowledged", c.last())
-	}
+	c.wantLast(t, 0, "transaction 1 unacknowledged")
 	tr.done(done)
-	if c.last() != 100 {
-		t.Fatalf("got %s", c.last())
-	}
+	c.wantLast(t, 100, "transaction 1 acknowledged")
 	if tr.inFlight() != 0 {
 		t.Fatalf("%d transactions in flight", tr.inFlight())
 	}
-	replay := tr.begin()
-	tr.add(replay)
-	tr.commit(replay, 200)
-	tr.done(replay)
-	if c.last() != 200 {
-		t.Fatalf("got %s", c.last())
-	}
+	tr.done(committed(tr, 200)) // the replay
+	c.wantLast(t, 200, "the replay acknowledged")
 }
 
 func TestTrackerFailStopsConfirmation(t *testing.T) {
-	var c confirms
-	tr := newTracker(c.add)
-	x := tr.begin()
-	tr.add(x)
-	tr.commit(x, 100)
+	tr, c := newTestTracker()
+	x := committed(tr, 100)
 	tr.fail(errors.New("not delivered"))
 	tr.done(x)
 	tr.idle(900)
-	if c.last() != 0 {
-		t.Fatalf("confirmed %s after a failure", c.last())
-	}
+	c.wantLast(t, 0, "after a failure")
 	select {
 	case <-tr.failCh:
 	default:
@@ -156,8 +139,7 @@ func TestTrackerFailStopsConfirmation(t *testing.T) {
 // Random interleavings from many goroutines: confirmations never go backwards, never pass an
 // unacknowledged transaction, and end at the last commit.
 func TestTrackerConcurrentAcks(t *testing.T) {
-	var c confirms
-	tr := newTracker(c.add)
+	tr, c := newTestTracker()
 	const n = 2000
 	type rec struct {
 		x   *txn
@@ -178,10 +160,7 @@ func TestTrackerConcurrentAcks(t *testing.T) {
 		}
 	}
 	for i := 1; i <= n; i++ {
-		x := tr.begin()
-		tr.add(x)
-		tr.commit(x, pglogrepl.LSN(i*10))
-		recs = append(recs, rec{x, pglogrepl.LSN(i * 10)})
+		recs = append(recs, rec{committed(tr, pglogrepl.LSN(i*10)), pglogrepl.LSN(i * 10)})
 	}
 	rand.Shuffle(len(recs), func(i, j int) { recs[i], recs[j] = recs[j], recs[i] })
 	var wg sync.WaitGroup
@@ -213,16 +192,12 @@ func TestTrackerConcurrentAcks(t *testing.T) {
 // Regression: the crash hook counted confirmations of transactions without outbox events (other
 // relays' logical messages reach every slot), so it killed the relay before it published anything.
 func TestTrackerHookCountsOnlyPositionsRecordsEarned(t *testing.T) {
-	var c confirms
-	tr := newTracker(c.add)
+	tr, c := newTestTracker()
 	var hooked []pglogrepl.LSN
 	tr.beforeConfirm = func(l pglogrepl.LSN) { hooked = append(hooked, l) }
 	tr.commit(tr.begin(), 10) // no records
 	tr.idle(20)               // a keepalive
-	x := tr.begin()
-	tr.add(x)
-	tr.commit(x, 30)
-	tr.done(x)
+	tr.done(committed(tr, 30))
 	if len(hooked) != 1 || hooked[0] != 30 {
 		t.Fatalf("hook saw %v, want only 0/1E", hooked)
 	}

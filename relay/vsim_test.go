@@ -22,11 +22,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"runtime"
 	"runtime/debug"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -39,13 +37,9 @@ import (
 )
 
 var (
-	vsimN       = flag.Int("vsim.n", 0, "virtual-time simulation schedules to run (default vsimDefaultN, or $CDC_RELAY_VSIM_N)")
-	vsimSeed    = flag.Uint64("vsim.seed", 0, "run only this virtual-time simulation seed")
-	vsimBase    = flag.Uint64("vsim.base", 1, "first virtual-time simulation seed")
-	vsimWorkers = flag.Int("vsim.workers", 0, "schedules run at once (default GOMAXPROCS)")
-	vsimVerbose = flag.Bool("vsim.v", false, "log the relay's output of each schedule")
-	vsimTrace   = flag.Bool("vsim.trace", false, "log each schedule's trace hash")
-	vsimHolds   = flag.Bool("vsim.holds", false, "in long schedules, hold dead letters for minutes (newVSim)")
+	vsim      = newScheduleFlags("vsim", "virtual-time simulation", "vsimDefaultN", "CDC_RELAY_VSIM_N", "GOMAXPROCS")
+	vsimTrace = flag.Bool("vsim.trace", false, "log each schedule's trace hash")
+	vsimHolds = flag.Bool("vsim.holds", false, "in long schedules, hold dead letters for minutes (newVSim)")
 )
 
 // vsimProgressEvery is how many schedules a run logs its progress after.
@@ -144,36 +138,14 @@ func TestSimVirtual(t *testing.T) {
 }
 
 func vsimWorkerCount() int {
-	if *vsimWorkers > 0 {
-		return *vsimWorkers
+	if *vsim.workers > 0 {
+		return *vsim.workers
 	}
 	return runtime.GOMAXPROCS(0)
 }
 
 func vsimSeeds() []uint64 {
-	if *vsimSeed != 0 {
-		return []uint64{*vsimSeed}
-	}
-	n := *vsimN
-	if n == 0 {
-		n, _ = strconv.Atoi(os.Getenv("CDC_RELAY_VSIM_N"))
-	}
-	if n == 0 {
-		n = vsimDefaultN()
-	}
-	return vsimSeedRange(n)
-}
-
-// vsimSeedRange is -vsim.seed alone if set, else n seeds from -vsim.base.
-func vsimSeedRange(n int) []uint64 {
-	if *vsimSeed != 0 {
-		return []uint64{*vsimSeed}
-	}
-	seeds := make([]uint64, n)
-	for i := range seeds {
-		seeds[i] = *vsimBase + uint64(i)
-	}
-	return seeds
+	return vsim.seeds(vsim.count(vsimDefaultN()))
 }
 
 // newVSim is seed's schedule on virtual time: vschedule's; with -vsim.holds (and
@@ -221,7 +193,7 @@ func runVSchedule(t *testing.T, seed uint64) (res vresult) {
 		// only warnings and errors are formatted (and discarded), so that the error texts and
 		// values they log still run.
 		h.log = slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn}))
-		if *vsimVerbose {
+		if *vsim.verbose {
 			h.log = slog.New(slog.NewTextHandler(h.logw, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		}
 		began := time.Now()
@@ -230,14 +202,7 @@ func runVSchedule(t *testing.T, seed uint64) (res vresult) {
 			h.close() // nothing of the bubble may outlive it
 			return
 		}
-		txn := 0
-		for i := range sc.runs {
-			h.run(i, &sc.runs[i], sc.txns[txn:txn+sc.runs[i].commit])
-			txn += sc.runs[i].commit
-		}
-		h.finalRun(sc.txns[txn:])
-		h.checkEnd()
-		h.checkTakeovers()
+		h.play()
 		h.checkEOS()
 		res.hash, res.events = h.traceHash()
 		h.close()
@@ -254,7 +219,7 @@ func runVSchedule(t *testing.T, seed uint64) (res vresult) {
 		}
 		report = fmt.Sprintf("seed %d: %d invariant violations:\n  %s\nschedule:\n%s%s\ntrace %s\nreplay: go test -count=1 -run 'SimVirtual$' ./relay -vsim.seed %d -vsim.v",
 			seed, len(h.violations), strings.Join(h.violations, "\n  "), sc, vs, res.hash, seed)
-		if *vsimVerbose {
+		if *vsim.verbose {
 			h.logw.mu.Lock()
 			report += "\nrelay log:\n" + h.logw.b.String()
 			h.logw.mu.Unlock()

@@ -176,11 +176,11 @@ func (d *dumpHash) Write(p []byte) (int, error) {
 // prints the command that writes both runs' events, to see where they part.
 func TestSimVirtualDeterministic(t *testing.T) {
 	vsimSetup(t)
-	n := *vsimN
+	n := *vsim.n
 	if n == 0 {
 		n = vsimDeterministicN()
 	}
-	seeds := vsimSeedRange(n)
+	seeds := vsim.seeds(n)
 	var same atomic.Int64
 	ran, el := eachSeed(t, seeds, vsimWorkerCount(), func(seed uint64) bool {
 		if a, b := newVSim(seed), newVSim(seed); a.sc.String()+a.String() != b.sc.String()+b.String() {

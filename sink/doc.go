@@ -6,6 +6,9 @@
 // internal/contract's) and the producer settings delivery depends on: acks=all, idempotent
 // writes, unlimited retries for retriable errors, bounded buffers (Produce blocks once they are
 // full, which is the relay's backpressure). Security turns TLS and SASL settings into options.
+// The relay hands it each event once to build (Sink.Build: the record, or the dead letter of a
+// bad row or of a record more than the producer may buffer), decides when to send it, and sends
+// it (Sink.Publish), acting on the Outcome alone.
 //
 // # Failures
 //

@@ -68,8 +68,8 @@ func (s *Sink) Classify(r *kgo.Record, err error) (Failure, error) {
 // dead-letter topic and the relation its row came from (DeadLetter's arguments).
 type LetterTo struct{ Topic, Relation string }
 
-// Outcome is what became of a record given to Send (or refused by Oversized): Delivered, or
-// its failure with what the publisher needs to act on it.
+// Outcome is what became of a record given to Send or Publish (or refused by Oversized or
+// Build): Delivered, or its failure with what the publisher needs to act on it.
 type Outcome struct {
 	Failure Failure
 	// Err is nil when delivered; for a Refused record it is the reason its dead letter carries

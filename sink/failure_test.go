@@ -9,6 +9,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cdc-relay/cdc-relay/outbox"
 )
 
 // sendOne sends one small record to topic t of s with ctx and returns its outcome.
@@ -105,5 +107,39 @@ func TestOversizedRecordIsRefusedWithItsLetter(t *testing.T) {
 	}
 	if o.Letter == nil || o.Letter.Topic != "dlq" || string(Header(o.Letter, HeaderDLQTopic)) != "t" || string(Header(o.Letter, HeaderDLQError)) != o.Err.Error() {
 		t.Fatalf("oversized record's letter %+v, want one on dlq from t carrying the reason", o.Letter)
+	}
+}
+
+// Build makes the event's record and decides at once what the publisher does with it: a bad row
+// and a record more than the producer may buffer come with their dead letters and must not be
+// sent; any other record may be.
+func TestBuildRefusesBadRowsAndOversizedRecordsWithTheirLetters(t *testing.T) {
+	s, err := New(Config{Brokers: []string{"127.0.0.1:1"}, MaxBufferedBytes: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	to := LetterTo{Topic: "dlq", Relation: "public.outbox"}
+	stamp := NewStamp(0x16B3748, time.Date(2026, 1, 2, 3, 4, 5, 6000, time.UTC))
+	ev := outbox.Event{ID: "7", Relation: "public.outbox", Topic: "orders", AggregateID: "k1", Payload: []byte("{}")}
+
+	p := s.Build(ev, stamp, to, nil)
+	if p.Refused.Failure != Delivered || p.Refused.Letter != nil || p.Record.Topic != "orders" || string(p.Record.Key) != "k1" ||
+		string(Header(p.Record, HeaderLSN)) != "0/16B3748" {
+		t.Fatalf("a small event: refused %v (letter %v), record %+v; want its record, to be sent", p.Refused.Failure, p.Refused.Letter, p.Record)
+	}
+
+	var bad error = &outbox.RowError{Relation: "public.outbox", ID: "7", Column: "topic", Err: errors.New("empty")}
+	p = s.Build(ev, stamp, to, bad)
+	if p.Refused.Failure != Refused || p.Refused.Err != bad || p.Refused.Letter == nil || p.Refused.Letter.Topic != "dlq" ||
+		string(Header(p.Refused.Letter, HeaderDLQClass)) != "bad-row" || string(Header(p.Refused.Letter, HeaderDLQRelation)) != "public.outbox" {
+		t.Fatalf("a bad row: refused %v (%v), letter %+v; want refused with its bad-row letter on dlq", p.Refused.Failure, p.Refused.Err, p.Refused.Letter)
+	}
+
+	ev.Payload = []byte(strings.Repeat("v", 256))
+	p = s.Build(ev, stamp, to, nil)
+	if p.Refused.Failure != Refused || !errors.Is(p.Refused.Err, kerr.MessageTooLarge) || p.Refused.Letter == nil ||
+		string(Header(p.Refused.Letter, HeaderDLQTopic)) != "orders" || string(Header(p.Refused.Letter, HeaderOutboxID)) != "7" {
+		t.Fatalf("an oversized event: refused %v (%v), letter %+v; want refused with MessageTooLarge and its letter from orders", p.Refused.Failure, p.Refused.Err, p.Refused.Letter)
 	}
 }

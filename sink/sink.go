@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdc-relay/cdc-relay/internal/retry"
+	"github.com/cdc-relay/cdc-relay/outbox"
 )
 
 // Sink is a Kafka producer configured for the relay's delivery guarantee.
@@ -78,6 +79,41 @@ func (s *Sink) Oversized(r *kgo.Record, to LetterTo) (Outcome, bool) {
 		return Outcome{}, false
 	}
 	return Outcome{Failure: Refused, Err: err, Letter: DeadLetter(to.Topic, r, to.Relation, err)}, true
+}
+
+// Publication is the record an event becomes (Build) and, when it must not be sent, its dead
+// letter: what a publisher decides on before it sends the record (Publish) or parks the letter.
+type Publication struct {
+	// Record is the event's record (NewRecord).
+	Record *kgo.Record
+	// Refused, when its Failure is Refused, says that Record must not be sent and carries its
+	// dead letter and why: the row could not become a record (Err is the bad row's error), or
+	// Record alone is more than the producer may buffer (Oversized's outcome). Its zero value:
+	// Record may be sent.
+	Refused Outcome
+	to      LetterTo
+}
+
+// Build builds ev's record (NewRecord, with stamp and Config.CloudEvents) and decides whether
+// it may be sent: badRow, when not nil, is why the row could not become a record, and the record
+// is dead-lettered instead; a record that fits is sent by Publish, with its dead letter to to if
+// Kafka refuses it for good.
+func (s *Sink) Build(ev outbox.Event, stamp *Stamp, to LetterTo, badRow error) Publication {
+	p := Publication{Record: NewRecord(ev, stamp, s.cfg.CloudEvents), to: to}
+	if badRow == nil {
+		if o, oversized := s.Oversized(p.Record, to); oversized {
+			p.Refused = o
+		}
+		return p
+	}
+	p.Refused = Outcome{Failure: Refused, Err: badRow, Letter: DeadLetter(to.Topic, p.Record, to.Relation, badRow)}
+	return p
+}
+
+// Publish sends p's record as Send does, with its dead letter to where Build was told, and calls
+// outcome once with what became of it, where Send would. p must not be Refused.
+func (s *Sink) Publish(ctx context.Context, p Publication, outcome func(Outcome)) {
+	s.Produce(ctx, p.Record, func(rec *kgo.Record, err error) { outcome(s.outcome(rec, err, p.to)) })
 }
 
 // Client returns the underlying franz-go client (for admin requests and tests).
