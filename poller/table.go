@@ -236,34 +236,35 @@ func createPartitionedIndex(ctx context.Context, conn *pgx.Conn, t outbox.Table,
 		return fmt.Errorf("poller: %w", err)
 	}
 	for _, p := range parts {
+		pt := outbox.Table{Schema: p.Schema, Name: p.Name}
 		// The partition may have an index of that definition already (made by the table's
 		// when it was created as a partition): attach whichever exists.
-		pname, err := partitionIndex(ctx, conn, p.Table, name, c)
+		pname, err := partitionIndex(ctx, conn, pt, name, c)
 		if err != nil {
 			return err
 		}
 		if pname == "" && p.Partitioned {
-			pname = IndexName(p.Table.String())
-			err = createPartitionedIndex(ctx, conn, p.Table, pname, c)
+			pname = IndexName(pt.String())
+			err = createPartitionedIndex(ctx, conn, pt, pname, c)
 		} else if pname == "" {
 			// Unnamed: PostgreSQL picks a name no other index has. Partitions' names share
 			// the table's prefix, so IndexName's shortening could give two of them one name.
 			sql := fmt.Sprintf(`CREATE INDEX CONCURRENTLY ON %s (%s) WHERE %s IS NULL`,
-				p.Table.Sanitize(), pgx.Identifier{c.ID}.Sanitize(), pgx.Identifier{c.PublishedAt}.Sanitize())
+				pt.Sanitize(), pgx.Identifier{c.ID}.Sanitize(), pgx.Identifier{c.PublishedAt}.Sanitize())
 			if _, err = conn.Exec(ctx, sql); err != nil {
-				return fmt.Errorf("poller: create the pending-rows index of partition %s: %w", p.Table, err)
+				return fmt.Errorf("poller: create the pending-rows index of partition %s: %w", pt, err)
 			}
-			if pname, err = partitionIndex(ctx, conn, p.Table, name, c); err == nil && pname == "" {
-				err = fmt.Errorf("%w: the index built on partition %s (DROP INDEX CONCURRENTLY the invalid one; then create it again)", ErrInvalidIndex, p.Table)
+			if pname, err = partitionIndex(ctx, conn, pt, name, c); err == nil && pname == "" {
+				err = fmt.Errorf("%w: the index built on partition %s (DROP INDEX CONCURRENTLY the invalid one; then create it again)", ErrInvalidIndex, pt)
 			}
 		}
 		if err != nil {
 			return err
 		}
 		attach := fmt.Sprintf(`ALTER INDEX %s ATTACH PARTITION %s`,
-			pgx.Identifier{t.Schema, name}.Sanitize(), pgx.Identifier{p.Table.Schema, pname}.Sanitize())
+			pgx.Identifier{t.Schema, name}.Sanitize(), pgx.Identifier{pt.Schema, pname}.Sanitize())
 		if _, err := conn.Exec(ctx, attach); err != nil {
-			return fmt.Errorf("poller: attach index %s of partition %s to %s: %w", pname, p.Table, name, err)
+			return fmt.Errorf("poller: attach index %s of partition %s to %s: %w", pname, pt, name, err)
 		}
 	}
 	return nil

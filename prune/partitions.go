@@ -50,31 +50,32 @@ func runPartitions(ctx context.Context, conn *pgx.Conn, o Options, t outbox.Tabl
 	}
 	created := pgx.Identifier{o.Columns.CreatedAt}.Sanitize()
 	for _, p := range parts {
+		pt := outbox.Table{Schema: p.Schema, Name: p.Name}
 		if p.Bound == "DEFAULT" {
 			// Rows of every range not yet made a partition: never whole.
-			res.PartitionsKept = append(res.PartitionsKept, p.Table.String())
+			res.PartitionsKept = append(res.PartitionsKept, pt.String())
 			continue
 		}
 		// Some row, and none that is new or unpublished (a NULL creation time counts as new).
-		judge := `SELECT EXISTS (SELECT 1 FROM ` + p.Table.Sanitize() + `)
-			AND NOT EXISTS (SELECT 1 FROM ` + p.Table.Sanitize() + ` WHERE (` + created + ` < $1 AND ` + published + `) IS NOT TRUE)`
+		judge := `SELECT EXISTS (SELECT 1 FROM ` + pt.Sanitize() + `)
+			AND NOT EXISTS (SELECT 1 FROM ` + pt.Sanitize() + ` WHERE (` + created + ` < $1 AND ` + published + `) IS NOT TRUE)`
 		var whole bool
 		if err := conn.QueryRow(ctx, judge, args...).Scan(&whole); err != nil {
-			return fmt.Errorf("prune: read partition %s: %w", p.Table, err)
+			return fmt.Errorf("prune: read partition %s: %w", pt, err)
 		}
 		if !whole {
-			res.PartitionsKept = append(res.PartitionsKept, p.Table.String())
+			res.PartitionsKept = append(res.PartitionsKept, pt.String())
 			continue
 		}
-		done, err := removePartition(ctx, conn, o.Partitions, t, p.Table, judge, args)
+		done, err := removePartition(ctx, conn, o.Partitions, t, pt, judge, args)
 		if err != nil {
 			return err
 		}
 		if !done {
-			res.PartitionsKept = append(res.PartitionsKept, p.Table.String())
+			res.PartitionsKept = append(res.PartitionsKept, pt.String())
 			continue
 		}
-		res.Partitions = append(res.Partitions, p.Table.String())
+		res.Partitions = append(res.Partitions, pt.String())
 		if o.Progress != nil {
 			o.Progress(int64(len(res.Partitions)))
 		}
