@@ -113,7 +113,7 @@ func (s *Sink) Build(ev outbox.Event, stamp *Stamp, to LetterTo, badRow error) P
 // Publish sends p's record as Send does, with its dead letter to where Build was told, and calls
 // outcome once with what became of it, where Send would. p must not be Refused.
 func (s *Sink) Publish(ctx context.Context, p Publication, outcome func(Outcome)) {
-	s.Produce(ctx, p.Record, func(rec *kgo.Record, err error) { outcome(s.outcome(rec, err, p.to)) })
+	s.Send(ctx, p.Record, p.to, func(_ *kgo.Record, o Outcome) { outcome(o) })
 }
 
 // Client returns the underlying franz-go client (for admin requests and tests).
