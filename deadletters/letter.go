@@ -84,7 +84,7 @@ func (l *Letter) Size(headers []kgo.RecordHeader) int64 {
 }
 
 // ReplayHeaders returns the original headers (every dlq-* one removed) plus cdc-replayed-at.
-// The CloudEvents headers a dead letter carries as dlq-ce_* (sink.DeadLetter) get their ce_*
+// The CloudEvents headers a dead letter carries as dlq-ce_* (record.DeadLetter) get their ce_*
 // names back: the replayed record is the CloudEvent it was.
 func (l *Letter) ReplayHeaders(at time.Time) []kgo.RecordHeader {
 	h := make([]kgo.RecordHeader, 0, len(l.Headers)+1)

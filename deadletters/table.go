@@ -12,7 +12,7 @@ import (
 
 	"github.com/cdc-relay/cdc-relay/internal/slotfacts"
 	"github.com/cdc-relay/cdc-relay/outbox"
-	"github.com/cdc-relay/cdc-relay/sink"
+	"github.com/cdc-relay/cdc-relay/record"
 	"github.com/cdc-relay/cdc-relay/slotstore"
 )
 
@@ -95,7 +95,7 @@ func CreateTable(ctx context.Context, conn *pgx.Conn, table string) error {
 
 // stateColumns are the columns MigrateTable adds to the dead-letter table: when `cdc-relay
 // dead-letters` replayed or discarded a row, and the letter's class (why it was parked,
-// sink.LetterClass; NULL in rows an older relay wrote, whose headers may still carry
+// record.LetterClass; NULL in rows an older relay wrote, whose headers may still carry
 // dlq-class).
 var stateColumns = []string{"replayed_at", "discarded_at", "class"}
 
@@ -179,17 +179,17 @@ func (w *TableWriter) Insert(ctx context.Context, slot string, rec *kgo.Record, 
 	if err != nil {
 		return err
 	}
-	msg := pgText(fmt.Sprintf("%s; dead-letter topic %s refused it too: %v", sink.Header(rec, sink.HeaderDLQError), rec.Topic, refusal))
+	msg := pgText(fmt.Sprintf("%s; dead-letter topic %s refused it too: %v", record.Header(rec, record.HeaderDLQError), rec.Topic, refusal))
 	var lsn *string
-	if v := sink.Header(rec, sink.HeaderLSN); v != nil {
+	if v := record.Header(rec, record.HeaderLSN); v != nil {
 		s := pgText(string(v))
 		lsn = &s
 	}
-	args := []any{slot, pgText(string(sink.Header(rec, sink.HeaderOutboxID))), pgText(string(sink.Header(rec, sink.HeaderDLQTopic))), rec.Key, rec.Value, string(hj), msg, lsn}
+	args := []any{slot, pgText(string(record.Header(rec, record.HeaderOutboxID))), pgText(string(record.Header(rec, record.HeaderDLQTopic))), rec.Key, rec.Value, string(hj), msg, lsn}
 	cols, vals := `slot, outbox_id, topic, key, value, headers, error, lsn`, `$1, $2, $3, $4, $5, $6::jsonb, $7, $8::pg_lsn`
 	if w.hasClass {
 		cols, vals = cols+`, class`, vals+`, $9`
-		args = append(args, pgText(string(sink.Header(rec, sink.HeaderDLQClass))))
+		args = append(args, pgText(string(record.Header(rec, record.HeaderDLQClass))))
 	}
 	_, err = w.conn.Exec(ctx, `INSERT INTO `+w.table.Sanitize()+` (`+cols+`) VALUES (`+vals+`)`, args...)
 	if err != nil {

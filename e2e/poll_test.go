@@ -12,7 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/cdc-relay/cdc-relay/sink"
+	"github.com/cdc-relay/cdc-relay/record"
 	"github.com/cdc-relay/cdc-relay/testkit/testenv"
 )
 
@@ -128,7 +128,7 @@ func TestPollDeliversEveryRowWithTheRunRecord(t *testing.T) {
 		if lsn := testenv.Header(r, "cdc-lsn"); lsn != "" {
 			t.Errorf("row %d: poll set cdc-lsn %q; it has no LSN to give", id, lsn)
 		}
-		if want, got := created.UTC().Format(sink.CommitTimeLayout), testenv.Header(r, "cdc-commit-time"); got != want {
+		if want, got := created.UTC().Format(record.CommitTimeLayout), testenv.Header(r, "cdc-commit-time"); got != want {
 			t.Errorf("row %d: cdc-commit-time %q, want created_at %q", id, got, want)
 		}
 		order.check(t, key, id, r)

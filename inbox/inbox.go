@@ -18,7 +18,7 @@ import (
 // DefaultTable is the processed table's name unless Config.Table says otherwise.
 const DefaultTable = "inbox_processed"
 
-// Record headers the inbox deduplicates by (sink.HeaderOutboxID, sink.HeaderOutboxTable).
+// Record headers the inbox deduplicates by (record.HeaderOutboxID, record.HeaderOutboxTable).
 const (
 	// HeaderOutboxID carries the outbox id, unique within its source table only.
 	HeaderOutboxID = contract.OutboxID

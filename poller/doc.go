@@ -5,7 +5,7 @@
 //
 // Each cycle is one PostgreSQL transaction: select pending rows (published_at IS NULL, id order,
 // FOR UPDATE SKIP LOCKED, at most Config.Batch), produce each as the relay's record
-// (sink.NewRecord, without cdc-lsn), wait for Kafka's acknowledgement of the whole batch, mark the
+// (record.NewRecord, without cdc-lsn), wait for Kafka's acknowledgement of the whole batch, mark the
 // rows published_at, commit. CreateIndex makes the partial index the select needs.
 //
 // # Guarantees

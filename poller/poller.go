@@ -17,6 +17,7 @@ import (
 	"github.com/cdc-relay/cdc-relay/kafkatxn"
 	"github.com/cdc-relay/cdc-relay/metrics"
 	"github.com/cdc-relay/cdc-relay/outbox"
+	"github.com/cdc-relay/cdc-relay/record"
 	"github.com/cdc-relay/cdc-relay/sink"
 )
 
@@ -396,12 +397,12 @@ func (p *Poller) record(id string, key, topic *string, payload []byte, evType, h
 	if created != nil {
 		commitTime = *created
 	}
-	rec := sink.NewRecord(ev, sink.NewStamp(0, commitTime), p.cfg.Sink.CloudEvents)
+	rec := record.NewRecord(ev, record.NewStamp(0, commitTime), p.cfg.Sink.CloudEvents)
 	if bad != nil {
 		p.stats.BadRows.Add(1)
 		p.cfg.Metrics.ProduceError(metrics.ClassBadRow)
 		p.log.Error("bad row: dead-lettering it", "outbox_id", id, "cause", bad)
-		return pending{id: id, rec: sink.DeadLetter(p.cfg.DLQTopic, rec, p.tbl.String(), bad), dlq: true}
+		return pending{id: id, rec: record.DeadLetter(p.cfg.DLQTopic, rec, p.tbl.String(), bad), dlq: true}
 	}
 	return pending{id: id, rec: rec, created: commitTime}
 }
@@ -465,7 +466,7 @@ func (p *Poller) publish(ctx context.Context, batch []pending) error {
 		case failure == sink.Refused:
 			p.cfg.Metrics.ProduceError(metrics.ClassRejected)
 			p.log.Error("Kafka rejected a record for good: dead-lettering it", "topic", r.rec.Topic, "outbox_id", batch[r.i].id, "cause", reason)
-			batch[r.i].rec = sink.DeadLetter(p.cfg.DLQTopic, r.rec, p.tbl.String(), reason)
+			batch[r.i].rec = record.DeadLetter(p.cfg.DLQTopic, r.rec, p.tbl.String(), reason)
 			batch[r.i].dlq = true
 			produce(r.i, batch[r.i].rec)
 		default:

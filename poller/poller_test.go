@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/cdc-relay/cdc-relay/outbox"
+	"github.com/cdc-relay/cdc-relay/record"
 	"github.com/cdc-relay/cdc-relay/sink"
 )
 
@@ -105,20 +106,20 @@ func TestBadRowsAreDeadLettered(t *testing.T) {
 			t.Errorf("%v: not dead-lettered: %+v", c.want, pd.rec)
 			continue
 		}
-		if got := string(sink.Header(pd.rec, sink.HeaderDLQError)); !strings.Contains(got, c.want.Error()) || !strings.Contains(got, "id 7") {
+		if got := string(record.Header(pd.rec, record.HeaderDLQError)); !strings.Contains(got, c.want.Error()) || !strings.Contains(got, "id 7") {
 			t.Errorf("dlq-error %q, want the reason %q and the id", got, c.want)
 		}
-		if got := string(sink.Header(pd.rec, sink.HeaderDLQRelation)); got != "public.outbox" {
+		if got := string(record.Header(pd.rec, record.HeaderDLQRelation)); got != "public.outbox" {
 			t.Errorf("dlq-relation %q", got)
 		}
 		// The contract's headers appear once: a reserved row header is not carried along.
 		n := 0
 		for _, h := range pd.rec.Headers {
-			if h.Key == sink.HeaderOutboxID || h.Key == sink.HeaderLSN {
+			if h.Key == record.HeaderOutboxID || h.Key == record.HeaderLSN {
 				n++
 			}
 		}
-		if n != 1 || string(sink.Header(pd.rec, sink.HeaderOutboxID)) != "7" {
+		if n != 1 || string(record.Header(pd.rec, record.HeaderOutboxID)) != "7" {
 			t.Errorf("%v: dead letter headers %v, want outbox-id 7 once and no cdc-lsn", c.want, pd.rec.Headers)
 		}
 	}
@@ -127,9 +128,9 @@ func TestBadRowsAreDeadLettered(t *testing.T) {
 	}
 	good := p.record("8", s("k"), s("t"), []byte(`{"a": 1}`), s("e"), s(`{"h": "v"}`), &ct)
 	if good.dlq || good.rec.Topic != "t" || string(good.rec.Value) != `{"a": 1}` ||
-		string(sink.Header(good.rec, sink.HeaderCommitTime)) != "2026-01-02T03:04:05.000006Z" ||
-		sink.Header(good.rec, sink.HeaderLSN) != nil || string(sink.Header(good.rec, "h")) != "v" ||
-		string(sink.Header(good.rec, sink.HeaderOutboxTable)) != "public.outbox" {
+		string(record.Header(good.rec, record.HeaderCommitTime)) != "2026-01-02T03:04:05.000006Z" ||
+		record.Header(good.rec, record.HeaderLSN) != nil || string(record.Header(good.rec, "h")) != "v" ||
+		string(record.Header(good.rec, record.HeaderOutboxTable)) != "public.outbox" {
 		t.Errorf("good row: %+v", good.rec)
 	}
 }

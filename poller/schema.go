@@ -7,8 +7,8 @@ import (
 
 	"github.com/cdc-relay/cdc-relay/metrics"
 	"github.com/cdc-relay/cdc-relay/outbox"
+	"github.com/cdc-relay/cdc-relay/record"
 	"github.com/cdc-relay/cdc-relay/schema"
-	"github.com/cdc-relay/cdc-relay/sink"
 )
 
 // Schema is `poll --value-format avro|protobuf|json-schema|wire`: each row's payload becomes
@@ -37,7 +37,7 @@ func (p *Poller) encode(ctx context.Context, pd pending) (pending, error) {
 		return pd, nil // a tombstone's null value is null in every format
 	}
 	rec := pd.rec
-	v, err := sc.Encoder.Encode(ctx, rec.Topic, string(sink.Header(rec, sink.HeaderEventType)), rec.Value)
+	v, err := sc.Encoder.Encode(ctx, rec.Topic, string(record.Header(rec, record.HeaderEventType)), rec.Value)
 	if err == nil || !schema.Retriable(err) {
 		if sc.paused {
 			sc.paused = false
@@ -55,7 +55,7 @@ func (p *Poller) encode(ctx context.Context, pd pending) (pending, error) {
 		p.stats.BadRows.Add(1)
 		p.cfg.Metrics.ProduceError(metrics.ClassBadRow)
 		p.log.Error("bad row: dead-lettering it", "outbox_id", pd.id, "cause", bad)
-		letter := schema.LetterHeaders(sink.DeadLetter(p.cfg.DLQTopic, rec, p.tbl.String(), bad), bad)
+		letter := schema.LetterHeaders(record.DeadLetter(p.cfg.DLQTopic, rec, p.tbl.String(), bad), bad)
 		return pending{id: pd.id, rec: letter, dlq: true}, nil
 	case schema.Retriable(err):
 		if !sc.paused {

@@ -11,8 +11,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/cdc-relay/cdc-relay/record"
 	"github.com/cdc-relay/cdc-relay/schema"
-	"github.com/cdc-relay/cdc-relay/sink"
 )
 
 // fakeRegistry encodes {"g": N} as "enc:" + N; g 3 does not fit; down makes it unavailable.
@@ -86,12 +86,12 @@ func TestRegistryOutageKeepsRowsPendingAndPayloadMisfitIsDeadLettered(t *testing
 		t.Fatalf("%d dead letters, want 1", len(letters))
 	}
 	l := letters[0]
-	for k, want := range map[string]string{schema.HeaderDLQSubject: "events-value", schema.HeaderDLQSchemaID: "42", sink.HeaderDLQClass: "bad-row"} {
-		if got := string(sink.Header(l, k)); got != want {
+	for k, want := range map[string]string{schema.HeaderDLQSubject: "events-value", schema.HeaderDLQSchemaID: "42", record.HeaderDLQClass: "bad-row"} {
+		if got := string(record.Header(l, k)); got != want {
 			t.Errorf("dead letter header %s = %q, want %q", k, got, want)
 		}
 	}
-	if reason := string(sink.Header(l, sink.HeaderDLQError)); !strings.Contains(reason, "subject events-value, schema id 42") {
+	if reason := string(record.Header(l, record.HeaderDLQError)); !strings.Contains(reason, "subject events-value, schema id 42") {
 		t.Errorf("dlq-error %q names neither the subject nor the schema id", reason)
 	}
 	if !strings.Contains(string(l.Value), `"g": 3`) {

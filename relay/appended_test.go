@@ -11,7 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/cdc-relay/cdc-relay/kafkatxn"
-	"github.com/cdc-relay/cdc-relay/sink"
+	"github.com/cdc-relay/cdc-relay/record"
 )
 
 // At least once, a produce the broker appended but answered REQUEST_TIMED_OUT, whose retry
@@ -38,7 +38,7 @@ func TestRefusedRetryOfAnAppendedProduceLosesNoLaterRecord(t *testing.T) {
 		for _, topic := range []string{"sim.t0", simDLQ} {
 			seen[topic] = map[string]int{}
 			if err := kafkatxn.ReadCommitted(context.Background(), opts, topic, func(rec *kgo.Record) {
-				seen[topic][string(sink.Header(rec, sink.HeaderOutboxID))]++
+				seen[topic][string(record.Header(rec, record.HeaderOutboxID))]++
 			}); err != nil {
 				t.Fatal(err)
 			}

@@ -6,7 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/cdc-relay/cdc-relay/sink"
+	"github.com/cdc-relay/cdc-relay/record"
 )
 
 // An acknowledgement passed a letter only if the letter's record was produced before it, is of
@@ -16,7 +16,7 @@ func TestAcknowledgementPassesOnlyUnparkedLettersOfEarlierRecordsOfItsKey(t *tes
 	b := newLetterBudget(100, 1<<20, func() (int64, int64) { return 0, 0 })
 	rec := func(topic, key string) *kgo.Record { return &kgo.Record{Topic: topic, Key: []byte(key)} }
 	letter := func(topic, key string) *kgo.Record {
-		return sink.DeadLetter("dlq", rec(topic, key), "public.outbox", errors.New("refused"))
+		return record.DeadLetter("dlq", rec(topic, key), "public.outbox", errors.New("refused"))
 	}
 	l5 := letter("orders", "k1")
 	l9 := letter("orders", "k1")

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdc-relay/cdc-relay/metrics"
+	"github.com/cdc-relay/cdc-relay/record"
 	"github.com/cdc-relay/cdc-relay/sink"
 )
 
@@ -175,7 +176,7 @@ func (r *Relay) produceDeadLetters(ctx context.Context) error {
 				sink.TraceFailed(rec, err)
 				r.lost.stopProduce()
 				r.track.fail(fmt.Errorf("relay: dead-letter topic %s refused outbox id %s: %w (fix the topic; the relay replays from the last confirmed position)",
-					rec.Topic, sink.Header(rec, sink.HeaderOutboxID), err))
+					rec.Topic, record.Header(rec, record.HeaderOutboxID), err))
 				return
 			}
 			r.stats.DeadLettered.Add(1)

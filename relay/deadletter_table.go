@@ -12,7 +12,7 @@ import (
 	"github.com/cdc-relay/cdc-relay/deadletters"
 	"github.com/cdc-relay/cdc-relay/internal/retry"
 	"github.com/cdc-relay/cdc-relay/outbox"
-	"github.com/cdc-relay/cdc-relay/sink"
+	"github.com/cdc-relay/cdc-relay/record"
 )
 
 // deadTable parks dead letters that the dead-letter topic refused in PostgreSQL
@@ -123,8 +123,8 @@ func (d *deadTable) writeOnce(ctx context.Context, done func(*kgo.Record, *txn))
 			return err
 		}
 		d.log.Error("dead-letter topic refused a record: parked it in PostgreSQL",
-			"table", d.table.String(), "outbox_id", string(sink.Header(l.rec, sink.HeaderOutboxID)),
-			"topic", string(sink.Header(l.rec, sink.HeaderDLQTopic)), "cause", l.refusal)
+			"table", d.table.String(), "outbox_id", string(record.Header(l.rec, record.HeaderOutboxID)),
+			"topic", string(record.Header(l.rec, record.HeaderDLQTopic)), "cause", l.refusal)
 		d.written()
 		done(l.rec, l.txn)
 	}

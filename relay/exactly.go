@@ -12,7 +12,7 @@ import (
 
 	"github.com/cdc-relay/cdc-relay/internal/retry"
 	"github.com/cdc-relay/cdc-relay/kafkatxn"
-	"github.com/cdc-relay/cdc-relay/sink"
+	"github.com/cdc-relay/cdc-relay/record"
 )
 
 // exactlyOnce is the delivery of `run --delivery exactly-once`: the pipeline's goroutine owns
@@ -373,7 +373,7 @@ func (e *exactlyOnce) held(ctx context.Context, rec *kgo.Record) error {
 	r := e.r
 	rctx, cancel := context.WithTimeout(ctx, eosHeldTimeout)
 	defer cancel()
-	held, err := e.prod.Holds(rctx, e.readOpts, rec, sink.HeaderOutboxID, sink.HeaderOutboxTable)
+	held, err := e.prod.Holds(rctx, e.readOpts, rec, record.HeaderOutboxID, record.HeaderOutboxTable)
 	if errors.Is(err, kerr.TopicAuthorizationFailed) {
 		// A principal that may write the topic but not read it (Describe and Read) cannot
 		// tell: the letter is produced, which may be a second copy, and if the first produce
@@ -381,7 +381,7 @@ func (e *exactlyOnce) held(ctx context.Context, rec *kgo.Record) error {
 		// instead would end every restart the same way: the read is refused for ever).
 		r.log.Warn("exactly-once: Kafka refused a record, and the relay may not read its topic to see whether the open transaction holds an earlier attempt: "+
 			"dead-lettering it, which may show it twice to read_committed consumers and, if Kafka had written it, may lose the partition's next record; grant the relay's principal Describe and Read on the topic to make this exact",
-			"topic", rec.Topic, "partition", rec.Partition, "outbox_id", string(sink.Header(rec, sink.HeaderOutboxID)), "cause", err)
+			"topic", rec.Topic, "partition", rec.Partition, "outbox_id", string(record.Header(rec, record.HeaderOutboxID)), "cause", err)
 		return nil
 	}
 	if err != nil && ctx.Err() != nil {
@@ -390,7 +390,7 @@ func (e *exactlyOnce) held(ctx context.Context, rec *kgo.Record) error {
 	if err != nil {
 		r.lost.stopProduce()
 		err = fmt.Errorf("relay: exactly-once: read %s partition %d for a record Kafka refused (outbox id %s), which the open transaction may hold: %w",
-			rec.Topic, rec.Partition, sink.Header(rec, sink.HeaderOutboxID), err)
+			rec.Topic, rec.Partition, record.Header(rec, record.HeaderOutboxID), err)
 		r.track.fail(err)
 		return err
 	}
@@ -402,7 +402,7 @@ func (e *exactlyOnce) held(ctx context.Context, rec *kgo.Record) error {
 		r.lost.stopProduce()
 		err := fmt.Errorf("relay: exactly-once: Kafka refused a record on a retry (outbox id %s, %s partition %d) whose first produce is in the open transaction, "+
 			"and the records produced to that partition after it may have been taken for duplicates of it and dropped: %w "+
-			"(the relay stops; its restart replays from the checkpoint)", sink.Header(rec, sink.HeaderOutboxID), rec.Topic, rec.Partition, kafkatxn.ErrNotCommitted)
+			"(the relay stops; its restart replays from the checkpoint)", record.Header(rec, record.HeaderOutboxID), rec.Topic, rec.Partition, kafkatxn.ErrNotCommitted)
 		r.track.fail(err)
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/cdc-relay/cdc-relay/decoder"
 	"github.com/cdc-relay/cdc-relay/metrics"
 	"github.com/cdc-relay/cdc-relay/outbox"
+	"github.com/cdc-relay/cdc-relay/record"
 	"github.com/cdc-relay/cdc-relay/replication"
 	"github.com/cdc-relay/cdc-relay/schema"
 	"github.com/cdc-relay/cdc-relay/sink"
@@ -60,8 +61,8 @@ func (r *Relay) pipeline(ctx context.Context, msgs <-chan []replication.Message)
 type pipe struct {
 	r      *Relay
 	cur    *txn
-	stamp  *sink.Stamp // the current transaction's position headers, formatted once
-	losses int64       // the marks of lost sessions passed (lost.go)
+	stamp  *record.Stamp // the current transaction's position headers, formatted once
+	losses int64         // the marks of lost sessions passed (lost.go)
 }
 
 func (p *pipe) handle(ctx context.Context, m *replication.Message) error {
@@ -127,7 +128,7 @@ func (p *pipe) handle(ctx context.Context, m *replication.Message) error {
 				return fmt.Errorf("relay: event at %s outside a transaction", m.WALStart)
 			}
 			if p.stamp == nil {
-				p.stamp = sink.NewStamp(out.CommitLSN, out.CommitTime)
+				p.stamp = record.NewStamp(out.CommitLSN, out.CommitTime)
 			}
 			var berr error
 			if r.cfg.Schema != nil && err == nil && out.Event.Payload != nil {
@@ -179,7 +180,7 @@ func (p *pipe) nonTransactional(ctx context.Context, out decoder.Output, badRow 
 		return err
 	}
 	if produce {
-		stamp := sink.NewStamp(out.EndLSN, time.Now()) // no commit time: when the relay read it
+		stamp := record.NewStamp(out.EndLSN, time.Now()) // no commit time: when the relay read it
 		r.produce(ctx, x, stamp, out, badRow, replication.Lease{})
 	}
 	if p.cur != nil {
@@ -200,14 +201,14 @@ func (r *Relay) halted() bool { return r.lost.discard.Load() || r.track.broken.L
 // the buffer to the garbage collector, so that nothing can read it after the stream reused it.
 // What the relay keeps of the record to act on its outcome it knows from the event: its topic
 // and key (the key's letters, deadletter_order.go), its outbox id, its value's size.
-func (r *Relay) produce(ctx context.Context, x *txn, stamp *sink.Stamp, out decoder.Output, badRow error, lease replication.Lease) {
+func (r *Relay) produce(ctx context.Context, x *txn, stamp *record.Stamp, out decoder.Output, badRow error, lease replication.Lease) {
 	ev := out.Event
 	k := letterKey{topic: ev.Topic, key: ev.AggregateID}
 	id := ev.ID
 	commitAt := out.CommitTime
 	size := len(ev.Payload)
 	r.track.add(x) // first: x stays unacknowledged if the wait below is cut short
-	pub := r.sink.Build(ev, stamp, sink.LetterTo{Topic: r.cfg.DLQTopic, Relation: ev.Relation}, badRow)
+	pub := r.sink.Build(ev, stamp, record.LetterTo{Topic: r.cfg.DLQTopic, Relation: ev.Relation}, badRow)
 	if !r.letters.wait(ctx, pub.Record, r.log, r.lost.discard.Load) {
 		return // shutdown or a lost session while reading was paused: nothing after this is produced
 	}

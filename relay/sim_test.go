@@ -34,6 +34,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/cdc-relay/cdc-relay/record"
 	"github.com/cdc-relay/cdc-relay/replication"
 	"github.com/cdc-relay/cdc-relay/sink"
 	"github.com/cdc-relay/cdc-relay/testkit/memnet"
@@ -401,7 +402,7 @@ func (h *harness) newRelay(refuse int) (*Relay, *simTable) {
 			h.passed = map[string]bool{}
 		}
 		for _, l := range letters {
-			h.passed[passedKey(k.topic, k.key, string(sink.Header(l.rec, sink.HeaderOutboxTable))+"/"+string(sink.Header(l.rec, sink.HeaderOutboxID)))] = true
+			h.passed[passedKey(k.topic, k.key, string(record.Header(l.rec, record.HeaderOutboxTable))+"/"+string(record.Header(l.rec, record.HeaderOutboxID)))] = true
 		}
 	}
 	h.eosRelay(r)

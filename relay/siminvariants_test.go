@@ -12,7 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/cdc-relay/cdc-relay/sink"
+	"github.com/cdc-relay/cdc-relay/record"
 	"github.com/cdc-relay/cdc-relay/testkit/simwal"
 )
 
@@ -172,8 +172,8 @@ func (k *kafkaIndex) refresh() error {
 				return // a transaction's marker, last at the end offset after a commit: read, not a record
 			}
 			s := seenRec{ts: r.Timestamp, topic: r.Topic, part: r.Partition, off: r.Offset, key: string(r.Key),
-				id: string(sink.Header(r, sink.HeaderOutboxTable)) + "/" + string(sink.Header(r, sink.HeaderOutboxID)), dlqErr: string(sink.Header(r, sink.HeaderDLQError)),
-				dlqFrom: string(sink.Header(r, sink.HeaderDLQTopic)), pid: r.ProducerID, epoch: r.ProducerEpoch}
+				id: string(record.Header(r, record.HeaderOutboxTable)) + "/" + string(record.Header(r, record.HeaderOutboxID)), dlqErr: string(record.Header(r, record.HeaderDLQError)),
+				dlqFrom: string(record.Header(r, record.HeaderDLQTopic)), pid: r.ProducerID, epoch: r.ProducerEpoch}
 			if d := dupContractHeaders(r); d != "" && len(k.dups) < 10 {
 				k.dups = append(k.dups, fmt.Sprintf("%s[%d] offset %d (%s): %s", r.Topic, r.Partition, r.Offset, s.id, d))
 			}
@@ -196,13 +196,13 @@ func (k *kafkaIndex) behindAt(ends kadm.ListedOffsets) string {
 	return "stalled on " + strings.Join(behind, ", ")
 }
 
-// dupContractHeaders names the record-contract headers (sink.ReservedHeader, ASCII case
+// dupContractHeaders names the record-contract headers (record.ReservedHeader, ASCII case
 // ignored) that r carries more than once, "" when none.
 func dupContractHeaders(r *kgo.Record) string {
 	n := map[string]int{}
 	var dup []string
 	for _, h := range r.Headers {
-		if !sink.ReservedHeader(h.Key) {
+		if !record.ReservedHeader(h.Key) {
 			continue
 		}
 		k := strings.ToLower(h.Key)
@@ -237,8 +237,8 @@ func (h *harness) where(id string, topic string, table map[string][]string) (onT
 func (h *harness) tableIDs() map[string][]string {
 	m := map[string][]string{}
 	for _, r := range h.store.all() {
-		id := string(sink.Header(r, sink.HeaderOutboxTable)) + "/" + string(sink.Header(r, sink.HeaderOutboxID))
-		m[id] = append(m[id], string(sink.Header(r, sink.HeaderDLQError)))
+		id := string(record.Header(r, record.HeaderOutboxTable)) + "/" + string(record.Header(r, record.HeaderOutboxID))
+		m[id] = append(m[id], string(record.Header(r, record.HeaderDLQError)))
 	}
 	return m
 }
@@ -423,7 +423,7 @@ func (h *harness) checkEnd() {
 			}
 			for _, e := range errs {
 				if e == "" {
-					h.violate("b", "outbox id %s dead-lettered without %s", id, sink.HeaderDLQError)
+					h.violate("b", "outbox id %s dead-lettered without %s", id, record.HeaderDLQError)
 				}
 			}
 		}
@@ -549,7 +549,7 @@ func (l lostHook) OnProduceRecordBuffered(r *kgo.Record) {
 		return
 	}
 	l.h.violate("l", "the relay produced a record for %s (outbox id %s) after it lost the slot, before its next session",
-		r.Topic, sink.Header(r, sink.HeaderOutboxID))
+		r.Topic, record.Header(r, record.HeaderOutboxID))
 }
 
 // passedLetter reports whether the relay said that a record of topic and key was acknowledged

@@ -19,7 +19,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/cdc-relay/cdc-relay/sink"
+	"github.com/cdc-relay/cdc-relay/record"
 )
 
 // traceHash is the hash of what a schedule fixed, as the world outside the relay saw it, and
@@ -93,8 +93,8 @@ func (h *harness) traceHash() (string, int) {
 		}
 	}
 	for _, r := range h.store.all() {
-		letters = append(letters, letter{string(sink.Header(r, sink.HeaderOutboxTable)) + "/" + string(sink.Header(r, sink.HeaderOutboxID)),
-			string(sink.Header(r, sink.HeaderDLQTopic)), string(sink.Header(r, sink.HeaderDLQError))})
+		letters = append(letters, letter{string(record.Header(r, record.HeaderOutboxTable)) + "/" + string(record.Header(r, record.HeaderOutboxID)),
+			string(record.Header(r, record.HeaderDLQTopic)), string(record.Header(r, record.HeaderDLQError))})
 	}
 	hit := h.mayHit()
 	order := map[tpk][]string{}

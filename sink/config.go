@@ -8,6 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/cdc-relay/cdc-relay/record"
 )
 
 // Config configures a Sink. Zero fields take the defaults stated.
@@ -48,9 +50,9 @@ type Config struct {
 	// Ping checks them (creating them with CreateTopics) and fails with a *TopicMissingError.
 	Topics []string
 	// CloudEvents, when set, is the --format cloudevents configuration: the publishers pass it
-	// to NewRecord with every event (NewRecord then writes the CloudEvents headers). Nil: the
+	// to record.NewRecord with every event (which then writes the CloudEvents headers). Nil: the
 	// plain record contract. The Sink itself does not read it.
-	CloudEvents *CloudEvents
+	CloudEvents *record.CloudEvents
 	// Tracing, when set, gives every record a producer span (docs/tracing.md). Default nil:
 	// no spans, no cost beyond one nil check per record.
 	Tracing trace.TracerProvider

@@ -6,9 +6,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/cdc-relay/cdc-relay/internal/contract"
-	"github.com/cdc-relay/cdc-relay/outbox"
 )
 
 var (
@@ -17,24 +14,6 @@ var (
 	// ErrUnreachable means no seed broker answered a metadata request in time.
 	ErrUnreachable = errors.New("sink: Kafka is unreachable")
 )
-
-// ClassRejected is the class LetterClass gives a refusal that carries no Kafka error code.
-const ClassRejected = "rejected"
-
-// LetterClass is the dlq-class of a record parked for cause, decided from the error's type,
-// never its text: contract.DLQClassBadRow for a row that could not become a record
-// (outbox.RowError), else the name of the Kafka error that refused it (MESSAGE_TOO_LARGE,
-// UNKNOWN_TOPIC_OR_PARTITION, ...), else ClassRejected.
-func LetterClass(cause error) string {
-	if outbox.IsBadRow(cause) {
-		return contract.DLQClassBadRow
-	}
-	var ke *kerr.Error
-	if errors.As(cause, &ke) {
-		return ke.Message
-	}
-	return ClassRejected
-}
 
 // Rejected reports whether err means Kafka refused a record for good: retrying the same
 // record cannot succeed (too large, invalid topic, not authorized, unknown topic after the

@@ -7,6 +7,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cdc-relay/cdc-relay/record"
 )
 
 // Failure is what a record's failed produce means, as Classify decides it: the one
@@ -64,10 +66,6 @@ func (s *Sink) Classify(r *kgo.Record, err error) (Failure, error) {
 	return Undelivered, err
 }
 
-// LetterTo is where a refused record's dead letter goes and what it says of its source: the
-// dead-letter topic and the relation its row came from (DeadLetter's arguments).
-type LetterTo struct{ Topic, Relation string }
-
 // Outcome is what became of a record given to Send or Publish (or refused by Oversized or
 // Build): Delivered, or its failure with what the publisher needs to act on it.
 type Outcome struct {
@@ -83,7 +81,7 @@ type Outcome struct {
 // record failed because the client closed is Unbuffered (the flush before Close ended before
 // Kafka took it), a record given up has its producer span ended (TraceFailed), and a refused
 // one carries its dead letter to, whose span goes on.
-func (s *Sink) outcome(r *kgo.Record, err error, to LetterTo) Outcome {
+func (s *Sink) outcome(r *kgo.Record, err error, to record.LetterTo) Outcome {
 	if err == nil {
 		return Outcome{Failure: Delivered}
 	}
@@ -93,7 +91,7 @@ func (s *Sink) outcome(r *kgo.Record, err error, to LetterTo) Outcome {
 	}
 	switch failure {
 	case Refused:
-		return Outcome{Failure: Refused, Err: err, Letter: DeadLetter(to.Topic, r, to.Relation, err)}
+		return Outcome{Failure: Refused, Err: err, Letter: record.DeadLetter(to.Topic, r, to.Relation, err)}
 	case Unbuffered, Undelivered:
 		TraceFailed(r, err)
 	}
@@ -128,13 +126,13 @@ func (s *Sink) refusal(r *kgo.Record, err error) error {
 	if !errors.Is(err, kerr.MessageTooLarge) && !errors.Is(err, kerr.RecordListTooLarge) {
 		return err
 	}
-	if size := RecordSize(r); s.largerThanBuffer(r) {
+	if size := record.Size(r); s.largerThanBuffer(r) {
 		return fmt.Errorf("%w: the record is %d bytes (key, value and headers), more than the producer may buffer "+
 			"(--max-buffered-bytes %d); raise --max-buffered-bytes above it to publish such records", err, size, s.cfg.MaxBufferedBytes)
 	}
 	if s.limits.tooLargeAlone(r) {
 		return fmt.Errorf("%w: the record (%d bytes of key, value and headers) does not fit a batch of its own under topic %s's "+
-			"limit of %d bytes (its max.message.bytes, capped by --batch-max-bytes)", err, RecordSize(r), r.Topic, s.limits.batchMax(r.Topic))
+			"limit of %d bytes (its max.message.bytes, capped by --batch-max-bytes)", err, record.Size(r), r.Topic, s.limits.batchMax(r.Topic))
 	}
 	return err
 }

@@ -11,10 +11,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdc-relay/cdc-relay/outbox"
+	"github.com/cdc-relay/cdc-relay/record"
 )
 
 // sendOne sends one small record to topic t of s with ctx and returns its outcome.
-func sendOne(t *testing.T, ctx context.Context, s *Sink, to LetterTo) (*kgo.Record, Outcome) {
+func sendOne(t *testing.T, ctx context.Context, s *Sink, to record.LetterTo) (*kgo.Record, Outcome) {
 	t.Helper()
 	rec := &kgo.Record{Topic: "t", Key: []byte("k"), Value: []byte("x")}
 	type sent struct {
@@ -38,7 +39,7 @@ func sendOne(t *testing.T, ctx context.Context, s *Sink, to LetterTo) (*kgo.Reco
 // Send's outcome is the one decision a publisher acts on: what Classify says, with a Refused
 // record's dead letter made, and nothing else carrying a letter.
 func TestSendDecidesTheOutcome(t *testing.T) {
-	to := LetterTo{Topic: "dlq", Relation: "public.outbox"}
+	to := record.LetterTo{Topic: "dlq", Relation: "public.outbox"}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
@@ -56,8 +57,8 @@ func TestSendDecidesTheOutcome(t *testing.T) {
 		if o.Letter.Topic != "dlq" || string(o.Letter.Key) != "k" || string(o.Letter.Value) != "x" {
 			t.Fatalf("letter %q %q %q, want the record's key and value on dlq", o.Letter.Topic, o.Letter.Key, o.Letter.Value)
 		}
-		for k, v := range map[string]string{HeaderDLQError: o.Err.Error(), HeaderDLQTopic: rec.Topic, HeaderDLQRelation: "public.outbox", HeaderDLQClass: LetterClass(o.Err)} {
-			if got := string(Header(o.Letter, k)); got != v {
+		for k, v := range map[string]string{record.HeaderDLQError: o.Err.Error(), record.HeaderDLQTopic: rec.Topic, record.HeaderDLQRelation: "public.outbox", record.HeaderDLQClass: record.LetterClass(o.Err)} {
+			if got := string(record.Header(o.Letter, k)); got != v {
 				t.Errorf("letter's %s = %q, want %q", k, got, v)
 			}
 		}
@@ -96,7 +97,7 @@ func TestOversizedRecordIsRefusedWithItsLetter(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Close)
-	to := LetterTo{Topic: "dlq", Relation: "public.outbox"}
+	to := record.LetterTo{Topic: "dlq", Relation: "public.outbox"}
 	if o, refused := s.Oversized(&kgo.Record{Topic: "t", Key: []byte("k"), Value: []byte("x")}, to); refused {
 		t.Fatalf("a 2-byte record refused under a 64-byte buffer: %v", o.Err)
 	}
@@ -105,7 +106,7 @@ func TestOversizedRecordIsRefusedWithItsLetter(t *testing.T) {
 	if !refused || o.Failure != Refused || !errors.Is(o.Err, kerr.MessageTooLarge) || !strings.Contains(o.Err.Error(), "--max-buffered-bytes 64") {
 		t.Fatalf("oversized record: refused %v, outcome %v (%v), want refused with MessageTooLarge naming --max-buffered-bytes 64", refused, o.Failure, o.Err)
 	}
-	if o.Letter == nil || o.Letter.Topic != "dlq" || string(Header(o.Letter, HeaderDLQTopic)) != "t" || string(Header(o.Letter, HeaderDLQError)) != o.Err.Error() {
+	if o.Letter == nil || o.Letter.Topic != "dlq" || string(record.Header(o.Letter, record.HeaderDLQTopic)) != "t" || string(record.Header(o.Letter, record.HeaderDLQError)) != o.Err.Error() {
 		t.Fatalf("oversized record's letter %+v, want one on dlq from t carrying the reason", o.Letter)
 	}
 }
@@ -119,27 +120,27 @@ func TestBuildRefusesBadRowsAndOversizedRecordsWithTheirLetters(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Close)
-	to := LetterTo{Topic: "dlq", Relation: "public.outbox"}
-	stamp := NewStamp(0x16B3748, time.Date(2026, 1, 2, 3, 4, 5, 6000, time.UTC))
+	to := record.LetterTo{Topic: "dlq", Relation: "public.outbox"}
+	stamp := record.NewStamp(0x16B3748, time.Date(2026, 1, 2, 3, 4, 5, 6000, time.UTC))
 	ev := outbox.Event{ID: "7", Relation: "public.outbox", Topic: "orders", AggregateID: "k1", Payload: []byte("{}")}
 
 	p := s.Build(ev, stamp, to, nil)
 	if p.Refused.Failure != Delivered || p.Refused.Letter != nil || p.Record.Topic != "orders" || string(p.Record.Key) != "k1" ||
-		string(Header(p.Record, HeaderLSN)) != "0/16B3748" {
+		string(record.Header(p.Record, record.HeaderLSN)) != "0/16B3748" {
 		t.Fatalf("a small event: refused %v (letter %v), record %+v; want its record, to be sent", p.Refused.Failure, p.Refused.Letter, p.Record)
 	}
 
 	var bad error = &outbox.RowError{Relation: "public.outbox", ID: "7", Column: "topic", Err: errors.New("empty")}
 	p = s.Build(ev, stamp, to, bad)
 	if p.Refused.Failure != Refused || p.Refused.Err != bad || p.Refused.Letter == nil || p.Refused.Letter.Topic != "dlq" ||
-		string(Header(p.Refused.Letter, HeaderDLQClass)) != "bad-row" || string(Header(p.Refused.Letter, HeaderDLQRelation)) != "public.outbox" {
+		string(record.Header(p.Refused.Letter, record.HeaderDLQClass)) != "bad-row" || string(record.Header(p.Refused.Letter, record.HeaderDLQRelation)) != "public.outbox" {
 		t.Fatalf("a bad row: refused %v (%v), letter %+v; want refused with its bad-row letter on dlq", p.Refused.Failure, p.Refused.Err, p.Refused.Letter)
 	}
 
 	ev.Payload = []byte(strings.Repeat("v", 256))
 	p = s.Build(ev, stamp, to, nil)
 	if p.Refused.Failure != Refused || !errors.Is(p.Refused.Err, kerr.MessageTooLarge) || p.Refused.Letter == nil ||
-		string(Header(p.Refused.Letter, HeaderDLQTopic)) != "orders" || string(Header(p.Refused.Letter, HeaderOutboxID)) != "7" {
+		string(record.Header(p.Refused.Letter, record.HeaderDLQTopic)) != "orders" || string(record.Header(p.Refused.Letter, record.HeaderOutboxID)) != "7" {
 		t.Fatalf("an oversized event: refused %v (%v), letter %+v; want refused with MessageTooLarge and its letter from orders", p.Refused.Failure, p.Refused.Err, p.Refused.Letter)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cdc-relay/cdc-relay/internal/retry"
 	"github.com/cdc-relay/cdc-relay/outbox"
+	"github.com/cdc-relay/cdc-relay/record"
 )
 
 // Sink is a Kafka producer configured for the relay's delivery guarantee.
@@ -43,20 +44,10 @@ func New(cfg Config) (*Sink, error) {
 // Limits returns the producer's buffer limits: records and bytes.
 func (s *Sink) Limits() (records, bytes int) { return s.cfg.MaxBufferedRecords, s.cfg.MaxBufferedBytes }
 
-// RecordSize is what franz-go counts of a record against MaxBufferedBytes: its key, its value,
-// and its headers' keys and values.
-func RecordSize(r *kgo.Record) int64 {
-	n := len(r.Key) + len(r.Value)
-	for _, h := range r.Headers {
-		n += len(h.Key) + len(h.Value)
-	}
-	return int64(n)
-}
-
 // largerThanBuffer reports whether r alone is more than the producer may buffer: franz-go
 // fails it at once with MESSAGE_TOO_LARGE.
 func (s *Sink) largerThanBuffer(r *kgo.Record) bool {
-	return RecordSize(r) > int64(s.cfg.MaxBufferedBytes)
+	return record.Size(r) > int64(s.cfg.MaxBufferedBytes)
 }
 
 // CheckSize returns the error franz-go would fail r with at once, before buffering it, because
@@ -66,19 +57,19 @@ func (s *Sink) CheckSize(r *kgo.Record) error {
 	if !s.largerThanBuffer(r) {
 		return nil
 	}
-	return s.refusal(r, fmt.Errorf("%w (uncompressed_bytes=%d)", kerr.MessageTooLarge, RecordSize(r)))
+	return s.refusal(r, fmt.Errorf("%w (uncompressed_bytes=%d)", kerr.MessageTooLarge, record.Size(r)))
 }
 
 // Oversized returns the Refused outcome of r, with its dead letter to to, when r alone (key,
 // value and headers) is more than the producer may buffer: franz-go would fail it at once,
 // after Produce returned. The caller parks it before it produces anything else, so that it
 // counts as a letter at once; false when r fits (CheckSize's decision).
-func (s *Sink) Oversized(r *kgo.Record, to LetterTo) (Outcome, bool) {
+func (s *Sink) Oversized(r *kgo.Record, to record.LetterTo) (Outcome, bool) {
 	err := s.CheckSize(r)
 	if err == nil {
 		return Outcome{}, false
 	}
-	return Outcome{Failure: Refused, Err: err, Letter: DeadLetter(to.Topic, r, to.Relation, err)}, true
+	return Outcome{Failure: Refused, Err: err, Letter: record.DeadLetter(to.Topic, r, to.Relation, err)}, true
 }
 
 // Publication is the record an event becomes (Build) and, when it must not be sent, its dead
@@ -91,22 +82,22 @@ type Publication struct {
 	// Record alone is more than the producer may buffer (Oversized's outcome). Its zero value:
 	// Record may be sent.
 	Refused Outcome
-	to      LetterTo
+	to      record.LetterTo
 }
 
 // Build builds ev's record (NewRecord, with stamp and Config.CloudEvents) and decides whether
 // it may be sent: badRow, when not nil, is why the row could not become a record, and the record
 // is dead-lettered instead; a record that fits is sent by Publish, with its dead letter to to if
 // Kafka refuses it for good.
-func (s *Sink) Build(ev outbox.Event, stamp *Stamp, to LetterTo, badRow error) Publication {
-	p := Publication{Record: NewRecord(ev, stamp, s.cfg.CloudEvents), to: to}
+func (s *Sink) Build(ev outbox.Event, stamp *record.Stamp, to record.LetterTo, badRow error) Publication {
+	p := Publication{Record: record.NewRecord(ev, stamp, s.cfg.CloudEvents), to: to}
 	if badRow == nil {
 		if o, oversized := s.Oversized(p.Record, to); oversized {
 			p.Refused = o
 		}
 		return p
 	}
-	p.Refused = Outcome{Failure: Refused, Err: badRow, Letter: DeadLetter(to.Topic, p.Record, to.Relation, badRow)}
+	p.Refused = Outcome{Failure: Refused, Err: badRow, Letter: record.DeadLetter(to.Topic, p.Record, to.Relation, badRow)}
 	return p
 }
 
@@ -181,7 +172,7 @@ func (s *Sink) Produce(ctx context.Context, r *kgo.Record, promise func(*kgo.Rec
 // producer span ended already (TraceFailed); a Refused one comes with its dead letter to to.
 // outcome runs where Produce's promise does: on franz-go's callback goroutine, or in this call
 // for a topic that does not exist or a ctx that ended first; it must not block.
-func (s *Sink) Send(ctx context.Context, r *kgo.Record, to LetterTo, outcome func(*kgo.Record, Outcome)) {
+func (s *Sink) Send(ctx context.Context, r *kgo.Record, to record.LetterTo, outcome func(*kgo.Record, Outcome)) {
 	s.Produce(ctx, r, func(rec *kgo.Record, err error) { outcome(rec, s.outcome(rec, err, to)) })
 }
 

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cdc-relay/cdc-relay/internal/contract"
+	"github.com/cdc-relay/cdc-relay/record"
 )
 
 // Span attributes of the relay's own (besides the messaging semantic conventions').
@@ -70,7 +71,7 @@ func (t *tracer) start(r *kgo.Record, promise func(*kgo.Record, error)) func(*kg
 				span.AddEvent(EventDeadLetterAcked)
 				span.SetAttributes(AttrDeadLetterTopic.String(rec.Topic),
 					AttrDeadLetterPart.String(strconv.Itoa(int(rec.Partition))), AttrDeadLetterOffset.Int64(rec.Offset))
-				span.SetStatus(codes.Error, deadLetteredDescription+string(Header(rec, HeaderDLQError)))
+				span.SetStatus(codes.Error, deadLetteredDescription+string(record.Header(rec, record.HeaderDLQError)))
 				span.End()
 			} else {
 				t.failed(span, err)
@@ -152,7 +153,7 @@ func TraceParked(r *kgo.Record, table string) {
 	}
 	span.AddEvent(EventDeadLetterTable, trace.WithAttributes(AttrDeadLetterTable.String(table)))
 	span.SetAttributes(AttrDeadLetterTable.String(table))
-	span.SetStatus(codes.Error, deadLetteredDescription+string(Header(r, HeaderDLQError)))
+	span.SetStatus(codes.Error, deadLetteredDescription+string(record.Header(r, record.HeaderDLQError)))
 	span.End()
 }
 

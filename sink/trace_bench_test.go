@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/cdc-relay/cdc-relay/record"
 	"github.com/cdc-relay/cdc-relay/testkit/otlpsink"
 	"github.com/cdc-relay/cdc-relay/testkit/proc"
 )
@@ -50,8 +51,8 @@ func BenchmarkRecordSpan(b *testing.B) {
 			cpu0 := proc.SelfCPU()
 			for i := 0; i < b.N; i++ {
 				r := &kgo.Record{Topic: "orders", Key: []byte("order-42"), Value: []byte(`{"order_id": 42}`), Context: context.Background(),
-					Headers: []kgo.RecordHeader{{Key: HeaderOutboxID, Value: []byte("42")}, {Key: HeaderOutboxTable, Value: []byte("public.outbox")},
-						{Key: HeaderAggregateID, Value: []byte("order-42")}, {Key: HeaderLSN, Value: []byte("0/16B3748")}}}
+					Headers: []kgo.RecordHeader{{Key: record.HeaderOutboxID, Value: []byte("42")}, {Key: record.HeaderOutboxTable, Value: []byte("public.outbox")},
+						{Key: record.HeaderAggregateID, Value: []byte("order-42")}, {Key: record.HeaderLSN, Value: []byte("0/16B3748")}}}
 				promise := noop
 				if tr != nil {
 					promise = tr.start(r, noop)

@@ -12,6 +12,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/cdc-relay/cdc-relay/record"
 )
 
 const testTraceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
@@ -70,7 +72,7 @@ func TestProduceWithTracingNamesTheSpanInTheRecord(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	s := tracedSink(t, tp)
 	r := &kgo.Record{Topic: "t", Value: []byte("x"), Headers: []kgo.RecordHeader{
-		{Key: HeaderOutboxID, Value: []byte("7")}, {Key: "TraceParent", Value: []byte(testTraceparent)}}}
+		{Key: record.HeaderOutboxID, Value: []byte("7")}, {Key: "TraceParent", Value: []byte(testTraceparent)}}}
 	if err := produceTraced(t, s, r); err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/plugin/kslog"
 
+	"github.com/cdc-relay/cdc-relay/record"
+
 	"github.com/cdc-relay/cdc-relay/sink"
 )
 
@@ -94,7 +96,7 @@ func (p *producerFlags) register(fs *flag.FlagSet, dlqTopic *string) {
 	fs.BoolVar(&p.createTopics, "create-topics", false, "create a topic that does not exist (the dead-letter topic at start, a row's topic before its first record) with --topic-partitions and --topic-replication-factor; without it a row for a missing topic is dead-lettered and a missing dead-letter topic stops the start")
 	fs.IntVar(&p.topicPartitions, "topic-partitions", -1, "partitions of a topic --create-topics creates (-1: the broker's num.partitions)")
 	fs.IntVar(&p.topicReplication, "topic-replication-factor", -1, "replication factor of a topic --create-topics creates (-1: the broker's default.replication.factor)")
-	fs.StringVar(&p.format, "format", sink.FormatOutbox, "record format: outbox (the record contract) or cloudevents (the contract plus the CloudEvents Kafka binding's binary-mode ce_* headers and content-type)")
+	fs.StringVar(&p.format, "format", record.FormatOutbox, "record format: outbox (the record contract) or cloudevents (the contract plus the CloudEvents Kafka binding's binary-mode ce_* headers and content-type)")
 	fs.StringVar(&p.ceSource, "ce-source", "", "ce_source of every event with --format cloudevents (default /cdc-relay/<database>/<schema.table>)")
 }
 
@@ -135,7 +137,7 @@ func (p *producerFlags) sink(cfg *sink.Config, c *common, fs *flag.FlagSet, log 
 	if p.createTopics {
 		cfg.CreateTopics = &sink.TopicCreation{Partitions: int32(p.topicPartitions), ReplicationFactor: int16(p.topicReplication)}
 	}
-	ce, err := sink.NewCloudEvents(p.format, p.ceSource, &c.pg.Config)
+	ce, err := record.NewCloudEvents(p.format, p.ceSource, &c.pg.Config)
 	if err != nil {
 		return &usageError{err}
 	}

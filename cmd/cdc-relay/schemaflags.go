@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/sr"
 
+	"github.com/cdc-relay/cdc-relay/record"
 	"github.com/cdc-relay/cdc-relay/schema"
 	"github.com/cdc-relay/cdc-relay/sink"
 )
@@ -87,7 +88,7 @@ func (s *schemaFlags) encoder(fs *flag.FlagSet, ceFormat string) (*schema.Encode
 	if len(s.urls) == 0 {
 		errs = append(errs, fmt.Errorf("--value-format %s needs --registry-url (or CDC_RELAY_REGISTRY_URL): the schema registry to look the subjects up in", format))
 	}
-	if ceFormat == sink.FormatCloudEvents {
+	if ceFormat == record.FormatCloudEvents {
 		errs = append(errs, fmt.Errorf("--format cloudevents with --value-format %s: the CloudEvents binding says the value is JSON; use --value-format json or --format outbox", format))
 	}
 	strategy, err := schema.ParseStrategy(s.strategy)

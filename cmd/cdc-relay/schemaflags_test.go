@@ -11,6 +11,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/cdc-relay/cdc-relay/record"
+
 	"github.com/cdc-relay/cdc-relay/sink"
 	"github.com/cdc-relay/cdc-relay/testkit/testenv"
 )
@@ -163,7 +165,7 @@ func TestRegistryFromTheEnvironmentIsIgnoredWithJSON(t *testing.T) {
 	if err := parse(fs, nil); err != nil {
 		t.Fatal(err)
 	}
-	if enc, err := v.apply(fs, sink.FormatOutbox, &sink.Config{}); err != nil || enc != nil {
+	if enc, err := v.apply(fs, record.FormatOutbox, &sink.Config{}); err != nil || enc != nil {
 		t.Fatalf("json with the registry URL from the environment: encoder %v, error %v; want neither", enc, err)
 	}
 	var w valueFlags
@@ -172,7 +174,7 @@ func TestRegistryFromTheEnvironmentIsIgnoredWithJSON(t *testing.T) {
 	if err := parse(fs, []string{"--registry-user", "u"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.apply(fs, sink.FormatOutbox, &sink.Config{}); err == nil || !strings.Contains(err.Error(), "--registry-user given with --value-format json") {
+	if _, err := w.apply(fs, record.FormatOutbox, &sink.Config{}); err == nil || !strings.Contains(err.Error(), "--registry-user given with --value-format json") {
 		t.Fatalf("json with --registry-user on the command line: %v, want it refused", err)
 	}
 }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/cdc-relay/cdc-relay/sink"
+	"github.com/cdc-relay/cdc-relay/record"
 	"github.com/cdc-relay/cdc-relay/testkit/oracle"
 )
 
@@ -71,7 +71,7 @@ func (c *latencyConsumer) loop(ctx context.Context) {
 			if m := c.markMs.Load(); m > 0 && r.Timestamp.UnixMilli() >= m {
 				c.sinceMark.CompareAndSwap(0, now.UnixNano())
 			}
-			id, err := strconv.ParseInt(string(sink.Header(r, sink.HeaderOutboxID)), 10, 64)
+			id, err := strconv.ParseInt(string(record.Header(r, record.HeaderOutboxID)), 10, 64)
 			if err != nil {
 				c.badRecord(fmt.Errorf("record without a numeric outbox-id: %w", err))
 				return
@@ -82,7 +82,7 @@ func (c *latencyConsumer) loop(ctx context.Context) {
 			if after < 0 || id <= after {
 				return
 			}
-			ct, err := time.Parse(time.RFC3339Nano, string(sink.Header(r, sink.HeaderCommitTime)))
+			ct, err := time.Parse(time.RFC3339Nano, string(record.Header(r, record.HeaderCommitTime)))
 			if err != nil {
 				c.badRecord(fmt.Errorf("outbox id %d: cdc-commit-time: %w", id, err))
 				return

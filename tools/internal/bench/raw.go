@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdc-relay/cdc-relay/outbox"
+	"github.com/cdc-relay/cdc-relay/record"
 	"github.com/cdc-relay/cdc-relay/sink"
 )
 
@@ -26,7 +27,7 @@ import (
 // records produced at the rate (rawSteady): the producer's own CPU and latency per event.
 const RawProducer = "kafka producer"
 
-// rawProduce builds a record per backlog row, as the relay would (sink.NewRecord: key, value,
+// rawProduce builds a record per backlog row, as the relay would (record.NewRecord: key, value,
 // the contract's headers), then times producing all n of them to topic until Kafka has
 // acknowledged every one. Loading the rows is not timed. CPU is this process's (the benchmark
 // runs the producer in-process; its sampling goroutines are included).
@@ -46,8 +47,8 @@ func (e *env) rawProduce(ctx context.Context, label string, f *fixture, topic st
 			return drainRun{}, err
 		}
 		lsn += 200
-		recs = append(recs, sink.NewRecord(outbox.Event{ID: id, Relation: f.outbox, AggregateID: key, Topic: topic,
-			Payload: []byte(payload)}, sink.NewStamp(lsn, at), nil))
+		recs = append(recs, record.NewRecord(outbox.Event{ID: id, Relation: f.outbox, AggregateID: key, Topic: topic,
+			Payload: []byte(payload)}, record.NewStamp(lsn, at), nil))
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -112,7 +113,7 @@ func selfCPU() time.Duration {
 }
 
 // rawSteady is RawProducer at a steady rate: the steady load's records (key, value, the
-// contract's headers, built with sink.NewRecord) produced from memory by the relay's own
+// contract's headers, built with record.NewRecord) produced from memory by the relay's own
 // producer settings to the same broker, paced as the steady load's rows are committed (the
 // rows due each millisecond at once) on one processor, after Warmup of the same, unmeasured. Its latency is
 // from the Produce call to Kafka's acknowledgement, and its CPU this process's while it is
@@ -159,8 +160,8 @@ func (e *env) rawSteady(ctx context.Context, rate int) (SteadyResult, error) {
 			for due := min(total, int(float64(rate)*time.Since(start).Seconds())); sent < due; sent++ {
 				id++
 				payload := fmt.Sprintf(`{"items": [{"qty": 2, "sku": "espresso"}], "event": "order.created", "amount": 12.5, "currency": "EUR", "customer": "customer-%d", "order_id": %d}`, id%8, id)
-				rec := sink.NewRecord(outbox.Event{ID: fmt.Sprint(id), Relation: f.outbox, AggregateID: fmt.Sprintf("order-%d", id), Topic: f.topic,
-					Payload: []byte(payload)}, sink.NewStamp(pglogrepl.LSN(1<<32+200*id), time.Now()), nil)
+				rec := record.NewRecord(outbox.Event{ID: fmt.Sprint(id), Relation: f.outbox, AggregateID: fmt.Sprintf("order-%d", id), Topic: f.topic,
+					Payload: []byte(payload)}, record.NewStamp(pglogrepl.LSN(1<<32+200*id), time.Now()), nil)
 				at := time.Now()
 				s.Produce(ctx, rec, func(_ *kgo.Record, err error) {
 					took := time.Since(at)

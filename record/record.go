@@ -1,10 +1,12 @@
-package sink
+package record
 
 import (
+	"errors"
 	"strings"
 	"time"
 
 	"github.com/jackc/pglogrepl"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdc-relay/cdc-relay/internal/contract"
@@ -132,7 +134,7 @@ func appendHex(b []byte, v uint32) []byte {
 // publishers. Consumers dedupe by (outbox-table, outbox-id): ids are unique per table only. The
 // row's headers are expected to use no reserved name (ReservedHeader): the publishers
 // dead-letter such rows before they get here. With ce (--format cloudevents; the publishers
-// pass their Config.CloudEvents) the CloudEvents headers follow (see CloudEvents); the key and
+// pass their sink.Config.CloudEvents) the CloudEvents headers follow (see CloudEvents); the key and
 // value stay.
 func NewRecord(e outbox.Event, stamp *Stamp, ce *CloudEvents) *kgo.Record {
 	n := 6 + len(e.Headers)
@@ -173,6 +175,10 @@ func NewRecord(e outbox.Event, stamp *Stamp, ce *CloudEvents) *kgo.Record {
 	}
 }
 
+// LetterTo is where a refused record's dead letter goes and what it says of its source: the
+// dead-letter topic and the relation its row came from (DeadLetter's arguments).
+type LetterTo struct{ Topic, Relation string }
+
 // DeadLetter returns the record that parks r on the dead-letter topic: the original key,
 // value and headers, plus the error, its class (LetterClass), the original topic and, when
 // known, the relation. The outbox id and LSN travel in r's own headers. The dead letter keeps
@@ -199,6 +205,24 @@ func DeadLetter(dlqTopic string, r *kgo.Record, relation string, cause error) *k
 	return &kgo.Record{Topic: dlqTopic, Key: r.Key, Value: r.Value, Headers: h, Context: r.Context}
 }
 
+// ClassRejected is the class LetterClass gives a refusal that carries no Kafka error code.
+const ClassRejected = "rejected"
+
+// LetterClass is the dlq-class of a record parked for cause, decided from the error's type,
+// never its text: contract.DLQClassBadRow for a row that could not become a record
+// (outbox.RowError), else the name of the Kafka error that refused it (MESSAGE_TOO_LARGE,
+// UNKNOWN_TOPIC_OR_PARTITION, ...), else ClassRejected.
+func LetterClass(cause error) string {
+	if outbox.IsBadRow(cause) {
+		return contract.DLQClassBadRow
+	}
+	var ke *kerr.Error
+	if errors.As(cause, &ke) {
+		return ke.Message
+	}
+	return ClassRejected
+}
+
 // Header returns the value of the first header named key, or nil.
 func Header(r *kgo.Record, key string) []byte {
 	for _, h := range r.Headers {
@@ -207,4 +231,14 @@ func Header(r *kgo.Record, key string) []byte {
 		}
 	}
 	return nil
+}
+
+// Size is what franz-go counts of a record against the producer's buffer (the sink's
+// MaxBufferedBytes): its key, its value, and its headers' keys and values.
+func Size(r *kgo.Record) int64 {
+	n := len(r.Key) + len(r.Value)
+	for _, h := range r.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return int64(n)
 }
