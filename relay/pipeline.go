@@ -194,7 +194,7 @@ func (p *pipe) nonTransactional(ctx context.Context, out decoder.Output, badRow 
 // or a record failed for good (the pipeline stops at the end of the message).
 func (r *Relay) halted() bool { return r.lost.discard.Load() || r.track.broken.Load() }
 
-// produce has sink build out's record and produces it, or dead-letters it. lease is the loan of
+// produce builds out's record (r.build) and has sink publish it, or dead-letters it. lease is the loan of
 // the buffer the record's value aliases: it is given back only once Kafka has acknowledged the
 // record, when nothing reads the value any more. Every other outcome (a dead letter, which
 // produces the same value again or writes it to the table; a failure; an abort; a stop) leaves
@@ -208,7 +208,7 @@ func (r *Relay) produce(ctx context.Context, x *txn, stamp *record.Stamp, out de
 	commitAt := out.CommitTime
 	size := len(ev.Payload)
 	r.track.add(x) // first: x stays unacknowledged if the wait below is cut short
-	pub := r.sink.Build(ev, stamp, record.LetterTo{Topic: r.cfg.DLQTopic, Relation: ev.Relation}, badRow)
+	pub := r.build.Build(ev, stamp, record.LetterTo{Topic: r.cfg.DLQTopic, Relation: ev.Relation}, badRow)
 	if !r.letters.wait(ctx, pub.Record, r.log, r.lost.discard.Load) {
 		return // shutdown or a lost session while reading was paused: nothing after this is produced
 	}
@@ -216,15 +216,15 @@ func (r *Relay) produce(ctx context.Context, x *txn, stamp *record.Stamp, out de
 		r.stats.BadRows.Add(1)
 		r.cfg.Metrics.ProduceError(metrics.ClassBadRow)
 		r.log.Error("bad row: dead-lettering it", "lsn", out.CommitLSN, "relation", ev.Relation, "outbox_id", id, "cause", badRow)
-		r.park(deadLetter{rec: schema.LetterHeaders(pub.Refused.Letter, badRow), txn: x, key: k, id: id})
+		r.park(deadLetter{rec: schema.LetterHeaders(pub.Letter, badRow), txn: x, key: k, id: id})
 		return
 	}
 	r.produced++
 	seq := r.produced
-	if pub.Refused.Failure == sink.Refused {
+	if pub.Refusal != nil {
 		// Larger than the producer may buffer, with its headers: franz-go would fail it at once,
 		// after Produce returned; parked now, it counts against the budget before the next record.
-		r.refused(k, pub.Refused, x, id, seq, nil)
+		r.refused(k, pub.Refusal, pub.Letter, x, id, seq, nil)
 		return
 	}
 	// A letter of its key not parked yet: its replay must not come after this record (deadletter_order.go).
@@ -266,7 +266,7 @@ func (r *Relay) produce(ctx context.Context, x *txn, stamp *record.Stamp, out de
 			// confirmed position stops before it and the next start replays it.
 		case sink.Refused:
 			// sent: a transaction may hold an earlier attempt (delivery.held).
-			r.refused(k, o, x, id, seq, sent)
+			r.refused(k, o.Err, o.Letter, x, id, seq, sent)
 		default:
 			// A producer failure, or a batch refused as too large although this
 			// record fits on its own (the topic's limit changed): never confirm past it; the
@@ -278,12 +278,13 @@ func (r *Relay) produce(ctx context.Context, x *txn, stamp *record.Stamp, out de
 	})
 }
 
-// refused parks o's dead letter (o is Refused), the letter of the record of topic and key k,
-// outbox id id, the seq'th record produced, of transaction x, which Kafka refused for good; its
+// refused parks letter, refused for cause, the dead letter of the record of topic and key k,
+// outbox id id, the seq'th record produced, of transaction x, which must not be sent (too large
+// for the producer's buffer) or which Kafka refused for good; its
 // key's later records wait for it. sent is the record when franz-go may have sent it: a
 // transaction may hold that attempt (delivery.held).
-func (r *Relay) refused(k letterKey, o sink.Outcome, x *txn, id string, seq uint64, sent *kgo.Record) {
+func (r *Relay) refused(k letterKey, cause error, letter *kgo.Record, x *txn, id string, seq uint64, sent *kgo.Record) {
 	r.cfg.Metrics.ProduceError(metrics.ClassRejected)
-	r.log.Error("Kafka rejected a record for good: dead-lettering it", "topic", k.topic, "outbox_id", id, "cause", o.Err)
-	r.park(deadLetter{rec: o.Letter, txn: x, key: k, id: id, ordered: true, seq: seq, sent: sent})
+	r.log.Error("Kafka rejected a record for good: dead-lettering it", "topic", k.topic, "outbox_id", id, "cause", cause)
+	r.park(deadLetter{rec: letter, txn: x, key: k, id: id, ordered: true, seq: seq, sent: sent})
 }

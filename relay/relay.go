@@ -16,6 +16,7 @@ import (
 	"github.com/cdc-relay/cdc-relay/internal/retry"
 	"github.com/cdc-relay/cdc-relay/kafkatxn"
 	"github.com/cdc-relay/cdc-relay/outbox"
+	"github.com/cdc-relay/cdc-relay/record"
 	"github.com/cdc-relay/cdc-relay/replication"
 	"github.com/cdc-relay/cdc-relay/sink"
 )
@@ -48,6 +49,7 @@ type Relay struct {
 	dec    *decoder.Decoder
 	track  *tracker
 	dlq    *deadLetters
+	build  record.Builder // each event's record, and its refusal before sink sees it (from the sink's config)
 	// letters bounds the dead letters not yet parked: when neither destination takes them,
 	// reading pauses instead of holding more (DESIGN.md, "Backpressure").
 	letters *letterBudget
@@ -132,6 +134,7 @@ func New(cfg Config) (*Relay, error) {
 	}
 	r.dlq = newDeadLetters()
 	records, bytes := snk.Limits()
+	r.build = record.Builder{CloudEvents: cfg.Sink.CloudEvents, MaxBytes: int64(bytes)}
 	r.letters = newLetterBudget(records, bytes, snk.BufferedBoth)
 	r.maxTxns = max(2*records, 1)
 	deadTbl, err := outbox.ParseTable(cfg.DeadLetterTable) // checked by Validate

@@ -66,8 +66,8 @@ func (s *Sink) Classify(r *kgo.Record, err error) (Failure, error) {
 	return Undelivered, err
 }
 
-// Outcome is what became of a record given to Send or Publish (or refused by Oversized or
-// Build): Delivered, or its failure with what the publisher needs to act on it.
+// Outcome is what became of a record given to Send: Delivered, or its failure with what the
+// publisher needs to act on it.
 type Outcome struct {
 	Failure Failure
 	// Err is nil when delivered; for a Refused record it is the reason its dead letter carries
@@ -126,9 +126,8 @@ func (s *Sink) refusal(r *kgo.Record, err error) error {
 	if !errors.Is(err, kerr.MessageTooLarge) && !errors.Is(err, kerr.RecordListTooLarge) {
 		return err
 	}
-	if size := record.Size(r); s.largerThanBuffer(r) {
-		return fmt.Errorf("%w: the record is %d bytes (key, value and headers), more than the producer may buffer "+
-			"(--max-buffered-bytes %d); raise --max-buffered-bytes above it to publish such records", err, size, s.cfg.MaxBufferedBytes)
+	if s.largerThanBuffer(r) {
+		return record.LargerThanBuffer(err, record.Size(r), int64(s.cfg.MaxBufferedBytes))
 	}
 	if s.limits.tooLargeAlone(r) {
 		return fmt.Errorf("%w: the record (%d bytes of key, value and headers) does not fit a batch of its own under topic %s's "+

@@ -3,14 +3,12 @@ package sink
 import (
 	"context"
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/cdc-relay/cdc-relay/outbox"
 	"github.com/cdc-relay/cdc-relay/record"
 )
 
@@ -87,60 +85,4 @@ func TestSendDecidesTheOutcome(t *testing.T) {
 			t.Fatalf("outcome %v (%v, letter %v), want unbuffered with ErrClientClosed", o.Failure, o.Err, o.Letter)
 		}
 	})
-}
-
-// A record more than the producer may buffer is refused before it is produced, with its dead
-// letter and a reason that names --max-buffered-bytes; a record that fits is not.
-func TestOversizedRecordIsRefusedWithItsLetter(t *testing.T) {
-	s, err := New(Config{Brokers: []string{"127.0.0.1:1"}, MaxBufferedBytes: 64})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	to := record.LetterTo{Topic: "dlq", Relation: "public.outbox"}
-	if o, refused := s.Oversized(&kgo.Record{Topic: "t", Key: []byte("k"), Value: []byte("x")}, to); refused {
-		t.Fatalf("a 2-byte record refused under a 64-byte buffer: %v", o.Err)
-	}
-	big := &kgo.Record{Topic: "t", Key: []byte("k"), Value: []byte(strings.Repeat("v", 64))}
-	o, refused := s.Oversized(big, to)
-	if !refused || o.Failure != Refused || !errors.Is(o.Err, kerr.MessageTooLarge) || !strings.Contains(o.Err.Error(), "--max-buffered-bytes 64") {
-		t.Fatalf("oversized record: refused %v, outcome %v (%v), want refused with MessageTooLarge naming --max-buffered-bytes 64", refused, o.Failure, o.Err)
-	}
-	if o.Letter == nil || o.Letter.Topic != "dlq" || string(record.Header(o.Letter, record.HeaderDLQTopic)) != "t" || string(record.Header(o.Letter, record.HeaderDLQError)) != o.Err.Error() {
-		t.Fatalf("oversized record's letter %+v, want one on dlq from t carrying the reason", o.Letter)
-	}
-}
-
-// Build makes the event's record and decides at once what the publisher does with it: a bad row
-// and a record more than the producer may buffer come with their dead letters and must not be
-// sent; any other record may be.
-func TestBuildRefusesBadRowsAndOversizedRecordsWithTheirLetters(t *testing.T) {
-	s, err := New(Config{Brokers: []string{"127.0.0.1:1"}, MaxBufferedBytes: 256})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	to := record.LetterTo{Topic: "dlq", Relation: "public.outbox"}
-	stamp := record.NewStamp(0x16B3748, time.Date(2026, 1, 2, 3, 4, 5, 6000, time.UTC))
-	ev := outbox.Event{ID: "7", Relation: "public.outbox", Topic: "orders", AggregateID: "k1", Payload: []byte("{}")}
-
-	p := s.Build(ev, stamp, to, nil)
-	if p.Refused.Failure != Delivered || p.Refused.Letter != nil || p.Record.Topic != "orders" || string(p.Record.Key) != "k1" ||
-		string(record.Header(p.Record, record.HeaderLSN)) != "0/16B3748" {
-		t.Fatalf("a small event: refused %v (letter %v), record %+v; want its record, to be sent", p.Refused.Failure, p.Refused.Letter, p.Record)
-	}
-
-	var bad error = &outbox.RowError{Relation: "public.outbox", ID: "7", Column: "topic", Err: errors.New("empty")}
-	p = s.Build(ev, stamp, to, bad)
-	if p.Refused.Failure != Refused || p.Refused.Err != bad || p.Refused.Letter == nil || p.Refused.Letter.Topic != "dlq" ||
-		string(record.Header(p.Refused.Letter, record.HeaderDLQClass)) != "bad-row" || string(record.Header(p.Refused.Letter, record.HeaderDLQRelation)) != "public.outbox" {
-		t.Fatalf("a bad row: refused %v (%v), letter %+v; want refused with its bad-row letter on dlq", p.Refused.Failure, p.Refused.Err, p.Refused.Letter)
-	}
-
-	ev.Payload = []byte(strings.Repeat("v", 256))
-	p = s.Build(ev, stamp, to, nil)
-	if p.Refused.Failure != Refused || !errors.Is(p.Refused.Err, kerr.MessageTooLarge) || p.Refused.Letter == nil ||
-		string(record.Header(p.Refused.Letter, record.HeaderDLQTopic)) != "orders" || string(record.Header(p.Refused.Letter, record.HeaderOutboxID)) != "7" {
-		t.Fatalf("an oversized event: refused %v (%v), letter %+v; want refused with MessageTooLarge and its letter from orders", p.Refused.Failure, p.Refused.Err, p.Refused.Letter)
-	}
 }

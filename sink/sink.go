@@ -6,11 +6,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdc-relay/cdc-relay/internal/retry"
-	"github.com/cdc-relay/cdc-relay/outbox"
 	"github.com/cdc-relay/cdc-relay/record"
 )
 
@@ -48,63 +46,6 @@ func (s *Sink) Limits() (records, bytes int) { return s.cfg.MaxBufferedRecords, 
 // fails it at once with MESSAGE_TOO_LARGE.
 func (s *Sink) largerThanBuffer(r *kgo.Record) bool {
 	return record.Size(r) > int64(s.cfg.MaxBufferedBytes)
-}
-
-// CheckSize returns the error franz-go would fail r with at once, before buffering it, because
-// r alone (key, value and headers) is more than the producer may buffer; nil if it fits. The
-// relay dead-letters such a record itself, so that it counts as a letter at once.
-func (s *Sink) CheckSize(r *kgo.Record) error {
-	if !s.largerThanBuffer(r) {
-		return nil
-	}
-	return s.refusal(r, fmt.Errorf("%w (uncompressed_bytes=%d)", kerr.MessageTooLarge, record.Size(r)))
-}
-
-// Oversized returns the Refused outcome of r, with its dead letter to to, when r alone (key,
-// value and headers) is more than the producer may buffer: franz-go would fail it at once,
-// after Produce returned. The caller parks it before it produces anything else, so that it
-// counts as a letter at once; false when r fits (CheckSize's decision).
-func (s *Sink) Oversized(r *kgo.Record, to record.LetterTo) (Outcome, bool) {
-	err := s.CheckSize(r)
-	if err == nil {
-		return Outcome{}, false
-	}
-	return Outcome{Failure: Refused, Err: err, Letter: record.DeadLetter(to.Topic, r, to.Relation, err)}, true
-}
-
-// Publication is the record an event becomes (Build) and, when it must not be sent, its dead
-// letter: what a publisher decides on before it sends the record (Publish) or parks the letter.
-type Publication struct {
-	// Record is the event's record (NewRecord).
-	Record *kgo.Record
-	// Refused, when its Failure is Refused, says that Record must not be sent and carries its
-	// dead letter and why: the row could not become a record (Err is the bad row's error), or
-	// Record alone is more than the producer may buffer (Oversized's outcome). Its zero value:
-	// Record may be sent.
-	Refused Outcome
-	to      record.LetterTo
-}
-
-// Build builds ev's record (NewRecord, with stamp and Config.CloudEvents) and decides whether
-// it may be sent: badRow, when not nil, is why the row could not become a record, and the record
-// is dead-lettered instead; a record that fits is sent by Publish, with its dead letter to to if
-// Kafka refuses it for good.
-func (s *Sink) Build(ev outbox.Event, stamp *record.Stamp, to record.LetterTo, badRow error) Publication {
-	p := Publication{Record: record.NewRecord(ev, stamp, s.cfg.CloudEvents), to: to}
-	if badRow == nil {
-		if o, oversized := s.Oversized(p.Record, to); oversized {
-			p.Refused = o
-		}
-		return p
-	}
-	p.Refused = Outcome{Failure: Refused, Err: badRow, Letter: record.DeadLetter(to.Topic, p.Record, to.Relation, badRow)}
-	return p
-}
-
-// Publish sends p's record as Send does, with its dead letter to where Build was told, and calls
-// outcome once with what became of it, where Send would. p must not be Refused.
-func (s *Sink) Publish(ctx context.Context, p Publication, outcome func(Outcome)) {
-	s.Send(ctx, p.Record, p.to, func(_ *kgo.Record, o Outcome) { outcome(o) })
 }
 
 // Client returns the underlying franz-go client (for admin requests and tests).
@@ -174,6 +115,13 @@ func (s *Sink) Produce(ctx context.Context, r *kgo.Record, promise func(*kgo.Rec
 // for a topic that does not exist or a ctx that ended first; it must not block.
 func (s *Sink) Send(ctx context.Context, r *kgo.Record, to record.LetterTo, outcome func(*kgo.Record, Outcome)) {
 	s.Produce(ctx, r, func(rec *kgo.Record, err error) { outcome(rec, s.outcome(rec, err, to)) })
+}
+
+// Publish sends p's record (record.Builder.Build's, which p.Refusal says may be sent) as Send
+// does, with its dead letter to p.To, and calls outcome once with what became of it, where Send
+// would.
+func (s *Sink) Publish(ctx context.Context, p record.Publication, outcome func(Outcome)) {
+	s.Send(ctx, p.Record, p.To, func(_ *kgo.Record, o Outcome) { outcome(o) })
 }
 
 // Flush waits until every buffered record has been acknowledged or failed, or ctx ends.
