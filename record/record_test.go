@@ -60,7 +60,7 @@ func TestOutboxTableTellsEqualIDsApart(t *testing.T) {
 
 // Every header the relay writes, on a record or a dead letter, is a name a row may not use
 // for its own headers: the list in internal/contract and the headers
-// sink writes cannot drift apart.
+// record writes cannot drift apart.
 func TestEveryContractHeaderIsReserved(t *testing.T) {
 	r := NewRecord(outbox.Event{ID: "1", Relation: "public.outbox", AggregateID: "k", Topic: "t", EventType: "e",
 		Headers: []outbox.Header{{Key: "correlation-id", Value: []byte("c")}}}, NewStamp(5, time.Unix(1, 0)), nil)
@@ -75,7 +75,7 @@ func TestEveryContractHeaderIsReserved(t *testing.T) {
 		}
 		seen++
 		if !ReservedHeader(h.Key) {
-			t.Errorf("header %q is written by sink but not reserved", h.Key)
+			t.Errorf("header %q is written by record but not reserved", h.Key)
 		}
 	}
 	if seen != 10 {

@@ -1,14 +1,15 @@
-// Package sink publishes outbox events to Kafka through franz-go, at least once.
+// Package sink delivers to Kafka, through franz-go, the records package record builds, at least
+// once.
 //
 // # Records and the producer
 //
-// It owns the record contract (topic, key, value and headers: NewRecord; header names are
-// internal/contract's) and the producer settings delivery depends on: acks=all, idempotent
-// writes, unlimited retries for retriable errors, bounded buffers (Produce blocks once they are
-// full, which is the relay's backpressure). Security turns TLS and SASL settings into options.
-// The relay hands it each event once to build (Sink.Build: the record, or the dead letter of a
-// bad row or of a record more than the producer may buffer), decides when to send it, and sends
-// it (Sink.Publish), acting on the Outcome alone.
+// The record contract (topic, key, value, headers, CloudEvents, dead letters) is record's; sink
+// owns the producer settings delivery depends on: acks=all, idempotent writes, unlimited retries
+// for retriable errors, bounded buffers (Produce blocks once they are full, which is the relay's
+// backpressure). Security turns TLS and SASL settings into options. The relay builds each event's
+// record itself (record.Builder: the record, or the dead letter of a bad row or of a record more
+// than the producer may buffer), decides when to send it, and hands it to sink once
+// (Sink.Publish), acting on the Outcome alone.
 //
 // # Failures
 //
