@@ -1,12 +1,10 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -433,6 +431,9 @@ func (e *env) valuesTopicSize(ctx context.Context, topic string) (int64, error) 
 	return size, nil
 }
 
+// registryContentType is the media type of the schema registry's (Confluent) API.
+const registryContentType = "application/vnd.schemaregistry.v1+json"
+
 // valuesRegister registers the order event's schema (testkit/orderevent) in format fm under
 // <topic>-value (nothing for json), deleted (soft, then permanently) at cleanup.
 func (e *env) valuesRegister(ctx context.Context, registry, topic, fm string) error {
@@ -450,30 +451,12 @@ func (e *env) valuesRegister(ctx context.Context, registry, topic, fm string) er
 	subject := topic + "-value"
 	base := strings.TrimRight(registry, "/") + "/subjects/" + url.PathEscape(subject)
 	e.onClose(func(ctx context.Context) {
-		_ = valuesRegistryCall(ctx, http.MethodDelete, base, nil)
-		_ = valuesRegistryCall(ctx, http.MethodDelete, base+"?permanent=true", nil)
+		_ = restCall(ctx, http.DefaultClient, http.MethodDelete, base, registryContentType, nil)
+		_ = restCall(ctx, http.DefaultClient, http.MethodDelete, base+"?permanent=true", registryContentType, nil)
 	})
 	js, _ := json.Marshal(body)
-	if err := valuesRegistryCall(ctx, http.MethodPost, base+"/versions", js); err != nil {
+	if err := restCall(ctx, http.DefaultClient, http.MethodPost, base+"/versions", registryContentType, js); err != nil {
 		return fmt.Errorf("bench: register %s: %w", subject, err)
-	}
-	return nil
-}
-
-func valuesRegistryCall(ctx context.Context, method, u string, body []byte) error {
-	req, err := http.NewRequestWithContext(ctx, method, u, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/vnd.schemaregistry.v1+json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("%s %s: %s: %s", method, u, resp.Status, strings.TrimSpace(string(b)))
 	}
 	return nil
 }
