@@ -17,6 +17,7 @@ func TestRestCall(t *testing.T) {
 		got = append(got, r.Method+" "+r.URL.Path+" "+r.Header.Get("Content-Type")+" "+string(b))
 		if r.URL.Path == "/refused" {
 			http.Error(w, "no such subject", http.StatusNotFound)
+			return
 		}
 	}))
 	defer srv.Close()
