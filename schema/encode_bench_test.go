@@ -5,33 +5,15 @@ import (
 
 	"github.com/twmb/franz-go/pkg/sr"
 	"github.com/twmb/franz-go/pkg/sr/srfake"
+
+	"github.com/cdc-relay/cdc-relay/testkit/orderevent"
 )
 
 // The order event of cdc-bench (tools/internal/bench), as PostgreSQL's jsonb writes it (keys by
-// length, not in the schema's order), and its schemas in each format.
+// length, not in the schema's order), and its JSON Schema; its Avro and Protobuf schemas are
+// the benchmark's own (testkit/orderevent).
 const (
-	benchPayload = `{"items": [{"qty": 2, "sku": "espresso"}], "event": "order.created", "amount": 12.5, "currency": "EUR", "customer": "customer-3", "order_id": 421337}`
-	benchAvro    = `{"type":"record","name":"OrderCreated","namespace":"bench","fields":[` +
-		`{"name":"event","type":"string"},{"name":"order_id","type":"long"},{"name":"customer","type":"string"},` +
-		`{"name":"amount","type":"double"},{"name":"currency","type":"string"},` +
-		`{"name":"items","type":{"type":"array","items":{"type":"record","name":"Item","fields":[` +
-		`{"name":"sku","type":"string"},{"name":"qty","type":"long"}]}}}]}`
-	benchProto = `syntax = "proto3";
-package bench;
-
-message OrderCreated {
-  message Item {
-    string sku = 1;
-    int64 qty = 2;
-  }
-  string event = 1;
-  int64 order_id = 2;
-  string customer = 3;
-  double amount = 4;
-  string currency = 5;
-  repeated Item items = 6;
-}
-`
+	benchPayload    = `{"items": [{"qty": 2, "sku": "espresso"}], "event": "order.created", "amount": 12.5, "currency": "EUR", "customer": "customer-3", "order_id": 421337}`
 	benchJSONSchema = `{"type":"object","required":["event","order_id","customer","amount","currency","items"],
   "additionalProperties":false,
   "properties":{"event":{"type":"string"},"order_id":{"type":"integer"},"customer":{"type":"string"},
@@ -65,9 +47,9 @@ func benchEncode(b *testing.B, fm Format, text string, typ sr.SchemaType) {
 	}
 }
 
-func BenchmarkEncodeAvro(b *testing.B) { benchEncode(b, FormatAvro, benchAvro, sr.TypeAvro) }
+func BenchmarkEncodeAvro(b *testing.B) { benchEncode(b, FormatAvro, orderevent.Avro, sr.TypeAvro) }
 func BenchmarkEncodeProtobuf(b *testing.B) {
-	benchEncode(b, FormatProtobuf, benchProto, sr.TypeProtobuf)
+	benchEncode(b, FormatProtobuf, orderevent.Protobuf, sr.TypeProtobuf)
 }
 func BenchmarkEncodeJSONSchema(b *testing.B) {
 	benchEncode(b, FormatJSONSchema, benchJSONSchema, sr.TypeJSON)
@@ -76,7 +58,7 @@ func BenchmarkEncodeJSONSchema(b *testing.B) {
 // BenchmarkEncodeAvroGeneral is the general way alone (every payload's way before the compiled
 // plan), for comparison.
 func BenchmarkEncodeAvroGeneral(b *testing.B) {
-	c, err := newAvroCodec(benchAvro)
+	c, err := newAvroCodec(orderevent.Avro)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -92,7 +74,7 @@ func BenchmarkEncodeAvroGeneral(b *testing.B) {
 
 // TestBenchPayloadTakesThePlan: the benchmark's event is written by the compiled plan.
 func TestBenchPayloadTakesThePlan(t *testing.T) {
-	c, err := newAvroCodec(benchAvro)
+	c, err := newAvroCodec(orderevent.Avro)
 	if err != nil {
 		t.Fatal(err)
 	}

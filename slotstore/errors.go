@@ -1,6 +1,7 @@
 package slotstore
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 
@@ -72,7 +73,7 @@ func LostCause(reason *string, keepSize string) (what, prevent string) {
 		if keepSize != "" {
 			keepSize = " (" + keepSize + ")"
 		}
-		return fmt.Sprintf("it held back more WAL than max_slot_wal_keep_size%s allows, and PostgreSQL removed that WAL (invalidation_reason %s)", keepSize, cmpOr(r, "not shown before PostgreSQL 17")),
+		return fmt.Sprintf("it held back more WAL than max_slot_wal_keep_size%s allows, and PostgreSQL removed that WAL (invalidation_reason %s)", keepSize, cmp.Or(r, "not shown before PostgreSQL 17")),
 			"raise max_slot_wal_keep_size, or keep the relay running and caught up (cdc_relay_slot_retained_wal_bytes warns first)"
 	case "rows_removed":
 		return "VACUUM on the primary removed catalog rows the slot still needed to decode (invalidation_reason rows_removed: a slot on a standby, or synchronized to one, whose primary did not know of it)",
@@ -85,11 +86,4 @@ func LostCause(reason *string, keepSize string) (what, prevent string) {
 			"keep a relay running on the slot, or raise idle_replication_slot_timeout (0 disables it)"
 	}
 	return fmt.Sprintf("PostgreSQL invalidated it (invalidation_reason %s)", r), "see the server's log and the PostgreSQL documentation of pg_replication_slots.invalidation_reason"
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"strings"
 	"time"
 
@@ -146,14 +145,11 @@ func cmdPoll(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := pollCrash(&cfg, log); err != nil {
 		return err
 	}
-	tp, err := startTracing(ctx, os.Getenv, log)
+	stopTrace, err := traceSink(ctx, &cfg.Sink, log)
 	if err != nil {
 		return err
 	}
-	defer stopTracing(tp, log) // after Run: the last batch's spans end before it returns
-	if tp != nil {
-		cfg.Sink.Tracing = tp
-	}
+	defer stopTrace() // after Run: the last batch's spans end before it returns
 	reg := metrics.NewRegistry("poll", version)
 	cfg.Metrics = metrics.NewPoller(reg)
 	if enc != nil {

@@ -89,12 +89,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) (err e
 // instrument gives rcfg its tracing (OTEL_* variables), its metrics and the schema encoder's,
 // and returns the registry to serve and what stops the tracing once the relay has stopped.
 func instrument(ctx context.Context, rcfg *relay.Config, enc *schema.Encoder, log *slog.Logger) (*prometheus.Registry, func(), error) {
-	tp, err := startTracing(ctx, os.Getenv, log)
+	stop, err := traceSink(ctx, &rcfg.Sink, log)
 	if err != nil {
 		return nil, nil, err
-	}
-	if tp != nil {
-		rcfg.Sink.Tracing = tp
 	}
 	reg := metrics.NewRegistry("run", version)
 	rcfg.Metrics = metrics.NewRelay(reg)
@@ -102,7 +99,7 @@ func instrument(ctx context.Context, rcfg *relay.Config, enc *schema.Encoder, lo
 		rcfg.Schema = &relay.Schema{Encoder: enc, Metrics: metrics.NewSchema(reg)}
 	}
 	rcfg.Sink.Opts = append(rcfg.Sink.Opts, kgo.WithHooks(rcfg.Metrics.KafkaHooks()))
-	return reg, func() { stopTracing(tp, log) }, nil
+	return reg, stop, nil
 }
 
 // runFlags are run's flags and what they fill in.

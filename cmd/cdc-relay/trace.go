@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"time"
 
@@ -12,6 +13,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+
+	"github.com/cdc-relay/cdc-relay/sink"
 )
 
 // Tracing is configured by the OpenTelemetry SDK's standard environment variables alone
@@ -97,6 +100,19 @@ func stopTracing(tp *sdktrace.TracerProvider, log *slog.Logger) {
 	if err := tp.Shutdown(ctx); err != nil {
 		log.Warn("tracing: the last spans were not exported", "cause", err)
 	}
+}
+
+// traceSink gives sc the tracer provider the OTEL_* variables ask for (startTracing), none when
+// tracing is off. stop exports the last spans and ends it: call it once the producer is done.
+func traceSink(ctx context.Context, sc *sink.Config, log *slog.Logger) (stop func(), err error) {
+	tp, err := startTracing(ctx, os.Getenv, log)
+	if err != nil {
+		return nil, err
+	}
+	if tp != nil {
+		sc.Tracing = tp
+	}
+	return func() { stopTracing(tp, log) }, nil
 }
 
 func firstSet(getenv func(string) string, names ...string) string {

@@ -43,6 +43,14 @@ alive() { kill -0 "$1" 2>/dev/null && [[ "$(awk '{print $3}' "/proc/$1/stat" 2>/
 # paused PID: the process is stopped (SIGSTOP), as the fault tests leave a service they pause.
 paused() { [[ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" == T ]]; }
 
+# resume_paused NAME PID: resume the service NAME (for the log) running as PID if it is paused.
+resume_paused() {
+	if paused "$2"; then
+		log "$1 (pid $2) was paused (SIGSTOP): resuming it"
+		kill -CONT "$2"
+	fi
+}
+
 # jvm_pid PID_FILE MARKER prints the pid in PID_FILE if that process is alive and its command line
 # holds MARKER (a fixed string naming our service), so that a stale pid file, or one whose pid was
 # taken by another process, is ignored.
@@ -89,11 +97,17 @@ await_jvm() {
 	done
 }
 
-# stop_jvm NAME PID PID_FILE SIG GRACE PORT...: stop the JVM service NAME (for the log) running as
-# PID with SIG, SIGKILL it if it is still running after GRACE seconds, remove its PID_FILE once it
-# has exited, and wait (10 s at most) until none of its PORTs is taken any more.
+# stop_jvm NAME PID_FN PID_FILE SIG GRACE PORT...: stop the JVM service NAME (for the log), whose pid
+# PID_FN prints while it runs, with SIG, SIGKILL it if it is still running after GRACE seconds, remove
+# its PID_FILE once it has exited, and wait (10 s at most) until none of its PORTs is taken any more.
+# When it is not running, say so and remove a stale PID_FILE.
 stop_jvm() {
-	local name="$1" pid="$2" pid_file="$3" sig="$4" grace="$5"
+	local name="$1" pid pid_file="$3" sig="$4" grace="$5"
+	if ! pid="$("$2")"; then
+		log "$name not running"
+		rm -f "$pid_file"
+		return 0
+	fi
 	shift 5
 	log "stopping $name (pid $pid, SIG$sig)"
 	kill -"$sig" "$pid" 2>/dev/null || true

@@ -134,10 +134,7 @@ kafka_up() {
 	local pid
 	mkdir -p "$KAFKA_HOME"
 	if pid="$(kafka_pid)"; then
-		if paused "$pid"; then
-			log "Kafka (pid $pid) was paused (SIGSTOP): resuming it"
-			kill -CONT "$pid"
-		fi
+		resume_paused Kafka "$pid"
 		kafka_ping_build
 		local deadline=$((SECONDS + DEV_TIMEOUT))
 		until kafka_ping 127.0.0.1 "$KAFKA_PORT"; do
@@ -187,15 +184,7 @@ kafka_up() {
 }
 
 # kafka_stop [TERM|KILL]: stop the broker and wait until the JVM has exited.
-kafka_stop() {
-	local sig="${1:-TERM}" pid
-	if ! pid="$(kafka_pid)"; then
-		log "Kafka not running"
-		rm -f "$KAFKA_PID_FILE"
-		return 0
-	fi
-	stop_jvm Kafka "$pid" "$KAFKA_PID_FILE" "$sig" 60 "$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT"
-}
+kafka_stop() { stop_jvm Kafka kafka_pid "$KAFKA_PID_FILE" "${1:-TERM}" 60 "$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT"; }
 
 # kafka_tls_conf prints the broker settings of the SASL_SSL and SSL listeners (write_kafka_conf appends them).
 kafka_tls_conf() {

@@ -64,10 +64,7 @@ registry_up() {
 	local pid
 	mkdir -p "$REGISTRY_HOME"
 	if pid="$(registry_pid)"; then
-		if paused "$pid"; then
-			log "schema registry (pid $pid) was paused (SIGSTOP): resuming it"
-			kill -CONT "$pid"
-		fi
+		resume_paused "schema registry" "$pid"
 		registry_wait "$pid" 0
 		log "schema registry already running on $REGISTRY_URL (pid $pid)"
 		return 0
@@ -103,15 +100,7 @@ registry_up() {
 registry_wait() { await_jvm "the schema registry" "$1" "$REGISTRY_PID_FILE" "$REGISTRY_LOG" "$2" registry_ping; }
 
 # registry_stop [TERM|KILL]: stop the registry and wait until the JVM has exited and its ports are free.
-registry_stop() {
-	local sig="${1:-TERM}" pid
-	if ! pid="$(registry_pid)"; then
-		log "schema registry not running"
-		rm -f "$REGISTRY_PID_FILE"
-		return 0
-	fi
-	stop_jvm "the schema registry" "$pid" "$REGISTRY_PID_FILE" "$sig" 30 "$REGISTRY_PORT" "$REGISTRY_TLS_PORT"
-}
+registry_stop() { stop_jvm "the schema registry" registry_pid "$REGISTRY_PID_FILE" "${1:-TERM}" 30 "$REGISTRY_PORT" "$REGISTRY_TLS_PORT"; }
 
 # print_registry_exports prints the registry's settings for the tests (testkit/testenv/registry.go).
 print_registry_exports() {

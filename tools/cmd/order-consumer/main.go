@@ -263,18 +263,20 @@ func (c *consumer) topicCreate(ctx context.Context, reset bool) error {
 	// A topic just deleted may take a moment to go: retry while Kafka says it exists.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		_, err := adm.CreateTopic(ctx, 3, 1, nil, c.topic)
+		created, err := demo.CreateTopic(ctx, adm, c.topic)
 		switch {
-		case err == nil:
+		case err != nil:
+			return err
+		case created:
 			fmt.Printf("created topic %s (3 partitions)\n", c.topic)
 			return nil
-		case errors.Is(err, kerr.TopicAlreadyExists) && !reset:
+		case !reset:
 			fmt.Printf("topic %s already exists\n", c.topic)
 			return nil
-		case errors.Is(err, kerr.TopicAlreadyExists) && time.Now().Before(deadline):
+		case time.Now().Before(deadline):
 			time.Sleep(200 * time.Millisecond)
 		default:
-			return fmt.Errorf("create topic %s: %w", c.topic, err)
+			return fmt.Errorf("create topic %s: %w", c.topic, kerr.TopicAlreadyExists)
 		}
 	}
 }

@@ -15,7 +15,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -29,7 +28,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdc-relay/cdc-relay/tools/internal/demo"
@@ -88,11 +86,8 @@ func setup(ctx context.Context, pgURL, brokers, topic string) error {
 		return err
 	}
 	defer cl.Close()
-	_, err = kadm.NewClient(cl).CreateTopic(ctx, 3, 1, nil, topic)
-	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-		return fmt.Errorf("create topic %s: %w", topic, err)
-	}
-	return nil
+	_, err = demo.CreateTopic(ctx, kadm.NewClient(cl), topic)
+	return err
 }
 
 func orders(ctx context.Context, out io.Writer, pgURL, brokers, topic string, count, warmup, rate int, timeout time.Duration) error {

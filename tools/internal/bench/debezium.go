@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -316,16 +315,8 @@ func (w *connectWorker) add(ctx context.Context, name string, cfg map[string]str
 
 func (w *connectWorker) post(ctx context.Context, name string, cfg map[string]string) error {
 	body, _ := json.Marshal(map[string]any{"name": name, "config": cfg})
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, w.rest+"/connectors", bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := w.http.Do(req)
-	if err != nil {
+	if err := restCall(ctx, w.http, http.MethodPost, w.rest+"/connectors", "application/json", body); err != nil {
 		return fmt.Errorf("bench: %s: add connector %s: %w", w.pub.Name, name, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		b, _ := io.ReadAll(resp.Body)
-		return fmt.Errorf("bench: %s: add connector %s: %s: %s", w.pub.Name, name, resp.Status, b)
 	}
 	return nil
 }
@@ -339,10 +330,7 @@ func (w *connectWorker) remove(name string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodDelete, w.rest+"/connectors/"+name, nil)
-	if resp, err := w.http.Do(req); err == nil {
-		resp.Body.Close()
-	}
+	_ = restCall(ctx, w.http, http.MethodDelete, w.rest+"/connectors/"+name, "", nil)
 	// The slot is dropped at cleanup, which waits while a walsender holds it.
 }
 

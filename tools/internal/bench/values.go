@@ -1,12 +1,10 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -15,6 +13,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/cdc-relay/cdc-relay/testkit/orderevent"
 )
 
 // ValueFormats are the value formats `cdc-bench values` compares, json first: the others are
@@ -431,73 +431,32 @@ func (e *env) valuesTopicSize(ctx context.Context, topic string) (int64, error) 
 	return size, nil
 }
 
-// The schemas of the order event (insertOrder, backlogTx without padding) registered for the
-// avro and protobuf runs.
-const (
-	orderAvro = `{"type":"record","name":"OrderCreated","namespace":"bench","fields":[` +
-		`{"name":"event","type":"string"},{"name":"order_id","type":"long"},{"name":"customer","type":"string"},` +
-		`{"name":"amount","type":"double"},{"name":"currency","type":"string"},` +
-		`{"name":"items","type":{"type":"array","items":{"type":"record","name":"Item","fields":[` +
-		`{"name":"sku","type":"string"},{"name":"qty","type":"long"}]}}}]}`
-	orderProto = `syntax = "proto3";
-package bench;
+// registryContentType is the media type of the schema registry's (Confluent) API.
+const registryContentType = "application/vnd.schemaregistry.v1+json"
 
-message OrderCreated {
-  message Item {
-    string sku = 1;
-    int64 qty = 2;
-  }
-  string event = 1;
-  int64 order_id = 2;
-  string customer = 3;
-  double amount = 4;
-  string currency = 5;
-  repeated Item items = 6;
-}
-`
-)
-
-// valuesRegister registers the order event's schema in format fm under <topic>-value (nothing
-// for json), deleted (soft, then permanently) at cleanup.
+// valuesRegister registers the order event's schema (testkit/orderevent) in format fm under
+// <topic>-value (nothing for json), deleted (soft, then permanently) at cleanup.
 func (e *env) valuesRegister(ctx context.Context, registry, topic, fm string) error {
 	var body map[string]string
 	switch fm {
 	case "json":
 		return nil
 	case "avro":
-		body = map[string]string{"schema": orderAvro, "schemaType": "AVRO"}
+		body = map[string]string{"schema": orderevent.Avro, "schemaType": "AVRO"}
 	case "protobuf":
-		body = map[string]string{"schema": orderProto, "schemaType": "PROTOBUF"}
+		body = map[string]string{"schema": orderevent.Protobuf, "schemaType": "PROTOBUF"}
 	default:
 		return fmt.Errorf("bench: no schema for value format %q", fm)
 	}
 	subject := topic + "-value"
 	base := strings.TrimRight(registry, "/") + "/subjects/" + url.PathEscape(subject)
 	e.onClose(func(ctx context.Context) {
-		_ = valuesRegistryCall(ctx, http.MethodDelete, base, nil)
-		_ = valuesRegistryCall(ctx, http.MethodDelete, base+"?permanent=true", nil)
+		_ = restCall(ctx, http.DefaultClient, http.MethodDelete, base, registryContentType, nil)
+		_ = restCall(ctx, http.DefaultClient, http.MethodDelete, base+"?permanent=true", registryContentType, nil)
 	})
 	js, _ := json.Marshal(body)
-	if err := valuesRegistryCall(ctx, http.MethodPost, base+"/versions", js); err != nil {
+	if err := restCall(ctx, http.DefaultClient, http.MethodPost, base+"/versions", registryContentType, js); err != nil {
 		return fmt.Errorf("bench: register %s: %w", subject, err)
-	}
-	return nil
-}
-
-func valuesRegistryCall(ctx context.Context, method, u string, body []byte) error {
-	req, err := http.NewRequestWithContext(ctx, method, u, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/vnd.schemaregistry.v1+json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("%s %s: %s: %s", method, u, resp.Status, strings.TrimSpace(string(b)))
 	}
 	return nil
 }

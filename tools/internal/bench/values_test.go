@@ -8,10 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/cdc-relay/cdc-relay/testkit/testenv"
 )
 
@@ -107,35 +103,8 @@ func TestValuesSuite(t *testing.T) {
 		t.Errorf("values.md: %v\n%s", err, md)
 	}
 
-	// Cleaned up: slots, tables, topics and subjects.
-	conn, err := pgx.Connect(ctx, os.Getenv("CDC_RELAY_PG_URL"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	var slots, tables int
-	like := rep.Prefix + "%"
-	if err := conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE $1),
-		(SELECT count(*) FROM pg_tables WHERE tablename LIKE $1)`, like).Scan(&slots, &tables); err != nil {
-		t.Fatal(err)
-	}
-	if slots != 0 || tables != 0 {
-		t.Errorf("left behind %d slots and %d tables named %s", slots, tables, like)
-	}
-	kcl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(os.Getenv("CDC_RELAY_BROKERS"), ",")...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kcl.Close()
-	topics, err := kadm.NewClient(kcl).ListTopics(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range topics.Names() {
-		if strings.HasPrefix(name, rep.Prefix) {
-			t.Errorf("left behind topic %s", name)
-		}
-	}
+	// Cleaned up: tables, slots, publications, topics and subjects.
+	wantNothingLeft(ctx, t, testEnv(ctx, t), rep.Prefix)
 	resp, err := http.Get(strings.TrimRight(registry, "/") + "/subjects?deleted=true")
 	if err != nil {
 		t.Fatal(err)

@@ -1,11 +1,17 @@
 // Package demo holds what the demo services (outbox-demo, order-service, order-consumer) share:
-// the order tables they write and the way their commands read a subcommand and its flags.
+// the order tables they write, the topic they create and the way their commands read a
+// subcommand and its flags.
 package demo
 
 import (
+	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // OrdersTables is the DDL of the demo's orders table and the outbox its transactions write
@@ -28,6 +34,19 @@ CREATE TABLE IF NOT EXISTS ` + outbox + ` (
     created_at    TIMESTAMPTZ  NOT NULL DEFAULT now(),
     published_at  TIMESTAMPTZ  NULL
 );`
+}
+
+// CreateTopic creates the demo's topic, with 3 partitions; created is false when it exists
+// already, which is no error.
+func CreateTopic(ctx context.Context, adm *kadm.Client, topic string) (created bool, err error) {
+	_, err = adm.CreateTopic(ctx, 3, 1, nil, topic)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, kerr.TopicAlreadyExists):
+		return false, nil
+	}
+	return false, fmt.Errorf("create topic %s: %w", topic, err)
 }
 
 // Subcommand returns the command's first argument and a flag set for it named
