@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"strconv"
 	"strings"
 	"testing"
@@ -20,12 +19,7 @@ import (
 func TestBadRowsAreDeadLetteredAndTheStreamGoesOn(t *testing.T) {
 	t.Parallel()
 	f := testenv.NewFixture(t)
-	ctx := context.Background()
-	odd := f.Table + "_odd"
-	if _, err := f.Pool.Exec(ctx, `CREATE TABLE `+odd+` (id bigserial primary key, key text, body jsonb)`); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+odd) })
+	odd := tableOfItsOwn(t, f, "_odd", `(id bigserial primary key, key text, body jsonb)`)
 	e := testenv.RelayEnvOf(t, f, true)
 	e.CreateSlot(t, f.Table+","+odd)
 	p := e.Start(t, nil)

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -155,4 +156,16 @@ func repoRoot(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return root
+}
+
+// tableOfItsOwn creates the table f.Table+suffix as def (a column list in parentheses, or AS
+// a query) and drops it when the test ends.
+func tableOfItsOwn(t *testing.T, f *testenv.Fixture, suffix, def string) string {
+	t.Helper()
+	name := f.Table + suffix
+	if _, err := f.Pool.Exec(context.Background(), `CREATE TABLE `+name+` `+def); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+name) })
+	return name
 }
