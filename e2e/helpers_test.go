@@ -169,3 +169,13 @@ func tableOfItsOwn(t *testing.T, f *testenv.Fixture, suffix, def string) string 
 	t.Cleanup(func() { _, _ = f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+name) })
 	return name
 }
+
+// deleteTableLettersAtEnd deletes, when the test ends, the letters its slot parked in the
+// dead-letter table public.cdc_relay_dead_letters, which other tests share.
+func deleteTableLettersAtEnd(t *testing.T, f *testenv.Fixture) {
+	t.Cleanup(func() {
+		if _, err := f.Pool.Exec(context.Background(), `DELETE FROM public.cdc_relay_dead_letters WHERE slot = $1`, f.Slot); err != nil {
+			t.Errorf("clean up the dead-letter table: %v", err)
+		}
+	})
+}
