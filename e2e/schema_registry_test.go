@@ -45,42 +45,57 @@ func registerAvro(t *testing.T, url, subject, schema string) int {
 	return ss.ID
 }
 
+// javaLines runs the Java program src (a source file, by its path from the repository root)
+// with the schema registry's jars on the class path (Kafka's Java client and Apache Avro, with
+// their codec libraries) and returns the lines it prints; does says what the program does,
+// for the failures.
+func javaLines(t *testing.T, does, src string, args ...string) []string {
+	t.Helper()
+	java, err := exec.LookPath("java")
+	if err != nil {
+		t.Fatalf("java is needed to %s: %v", does, err)
+	}
+	jars := testenv.RegistryJars(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, java, append([]string{"-cp", filepath.Join(jars, "*"), filepath.Join(repoRoot(t), src)}, args...)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	cmd.WaitDelay = 5 * time.Second
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("Java could not %s: %v\n%s", does, err, stderr.String())
+	}
+	var lines []string
+	sc := bufio.NewScanner(strings.NewReader(string(out)))
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	return lines
+}
+
 // javaAvroRead decodes wire-format Avro values with Apache Avro's Java library (the registry's
 // jars; schema/testdata/AvroRead.java), a deserialiser the project did not write, and returns
 // each value's fields as JSON.
 func javaAvroRead(t *testing.T, url string, values [][]byte) []map[string]any {
 	t.Helper()
-	java, err := exec.LookPath("java")
-	if err != nil {
-		t.Fatalf("java is needed to read the values back with Apache Avro: %v", err)
-	}
-	jars := testenv.RegistryJars(t)
-	args := []string{"-cp", filepath.Join(jars, "*"), filepath.Join(repoRoot(t), "schema", "testdata", "AvroRead.java"), url}
+	args := []string{url}
 	for _, v := range values {
 		args = append(args, hex.EncodeToString(v))
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, java, args...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("Apache Avro (Java) could not read the values: %v\n%s", err, stderr.String())
-	}
+	lines := javaLines(t, "read the values back with Apache Avro", filepath.Join("schema", "testdata", "AvroRead.java"), args...)
 	var got []map[string]any
-	sc := bufio.NewScanner(strings.NewReader(string(out)))
-	for sc.Scan() {
+	for _, line := range lines {
 		var m map[string]any
-		d := json.NewDecoder(strings.NewReader(sc.Text()))
+		d := json.NewDecoder(strings.NewReader(line))
 		d.UseNumber()
 		if err := d.Decode(&m); err != nil {
-			t.Fatalf("Java's line %q: %v", sc.Text(), err)
+			t.Fatalf("Java's line %q: %v", line, err)
 		}
 		got = append(got, m)
 	}
 	if len(got) != len(values) {
-		t.Fatalf("Java read %d values of %d:\n%s", len(got), len(values), out)
+		t.Fatalf("Java read %d values of %d:\n%s", len(got), len(values), strings.Join(lines, "\n"))
 	}
 	return got
 }
