@@ -5,15 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // InsertOneRowTxns commits n outbox rows, each in its own transaction, all with the given key and
@@ -96,56 +93,4 @@ func CPUTicks(pid int) (int64, error) {
 		return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
 	}
 	return utime + stime, nil
-}
-
-var stoppedLine = regexp.MustCompile(`(?m)msg=stopped\b.*\bconfirmed=([0-9A-Fa-f]+/[0-9A-Fa-f]+)|"msg":"stopped".*"confirmed":"([0-9A-Fa-f]+/[0-9A-Fa-f]+)"`)
-
-// StoppedConfirmed returns the position a relay's final `stopped` log line reports
-// (confirmed=X), and whether there is such a line.
-func StoppedConfirmed(t testing.TB, output string) (pglogrepl.LSN, bool) {
-	t.Helper()
-	m := stoppedLine.FindAllStringSubmatch(output, -1)
-	if m == nil {
-		return 0, false
-	}
-	last := m[len(m)-1]
-	lsn, err := pglogrepl.ParseLSN(last[1] + last[2])
-	if err != nil {
-		t.Fatalf("stopped line: confirmed=%q: %v", last[1]+last[2], err)
-	}
-	return lsn, true
-}
-
-// SlotReleased waits until no walsender holds the fixture's slot any more, so that whatever the
-// last one was sent (a final standby status) has been applied or never will be.
-func (f *Fixture) SlotReleased(t testing.TB, timeout time.Duration) {
-	t.Helper()
-	Eventually(t, timeout, "the walsender to release slot "+f.Slot, func() bool {
-		var active bool
-		err := f.Pool.QueryRow(context.Background(), `SELECT active FROM pg_replication_slots WHERE slot_name = $1`, f.Slot).Scan(&active)
-		return err == nil && !active
-	})
-}
-
-// NewPrivateRelayEnv is NewRelayEnv on a throwaway PostgreSQL of the test's own (TempPostgres,
-// wal_level = logical), for measurements that other tests' WAL on the shared server would
-// disturb: a walsender decodes all WAL of its server, and wakes its client for it. Kafka is the
-// shared one; topics are the test's own as usual.
-func NewPrivateRelayEnv(t *testing.T, race bool) *RelayEnv {
-	t.Helper()
-	url := TempPostgres(t, "wal_level = logical")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	pool, err := pgxpool.New(ctx, url)
-	if err == nil {
-		err = pool.Ping(ctx)
-	}
-	if err != nil {
-		t.Fatalf("the throwaway PostgreSQL: %v", err)
-	}
-	t.Cleanup(pool.Close)
-	e := RelayEnvOf(t, newFixture(t, pool), race)
-	e.Env = append([]string{"CDC_RELAY_PG_URL=" + url}, e.Env...)
-	e.CreateSlot(t, e.F.Table)
-	return e
 }

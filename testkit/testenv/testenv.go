@@ -246,6 +246,17 @@ func (f *Fixture) SlotConfirmed(t testing.TB) pglogrepl.LSN {
 	return lsn
 }
 
+// SlotReleased waits until no walsender holds the fixture's slot any more, so that whatever the
+// last one was sent (a final standby status) has been applied or never will be.
+func (f *Fixture) SlotReleased(t testing.TB, timeout time.Duration) {
+	t.Helper()
+	Eventually(t, timeout, "the walsender to release slot "+f.Slot, func() bool {
+		var active bool
+		err := f.Pool.QueryRow(context.Background(), `SELECT active FROM pg_replication_slots WHERE slot_name = $1`, f.Slot).Scan(&active)
+		return err == nil && !active
+	})
+}
+
 // CurrentWAL returns pg_current_wal_insert_lsn(): the end of everything committed so far. Not
 // pg_current_wal_lsn(), the position written out: with synchronous_commit off (the backlog
 // helpers' inserts) the last commits may still sit in the WAL buffers, past it, so a test that
