@@ -50,10 +50,7 @@ func TestCloudEventsRunRoundTrip(t *testing.T) {
 	bad := e.F.Insert(t, false, testenv.Row{Key: "order-44", Payload: `{}`, Headers: `{"ce_type": "spoofed"}`})[0]
 	typed := e.F.Insert(t, false, testenv.Row{Key: "order-45", Payload: `"hi"`, Headers: `{"Content-Type": "text/plain"}`})[0]
 	recs := cons.WaitFor(t, 60*time.Second, "the three events", func(r []*kgo.Record) bool { return len(r) >= 3 })
-	byID := map[string]*kgo.Record{}
-	for _, r := range recs {
-		byID[testenv.Header(r, "outbox-id")] = r
-	}
+	byID := byOutboxID(recs)
 	for i, id := range ids {
 		r := byID[strconv.FormatInt(id, 10)]
 		if r == nil {

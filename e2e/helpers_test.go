@@ -179,3 +179,12 @@ func deleteTableLettersAtEnd(t *testing.T, f *testenv.Fixture) {
 		}
 	})
 }
+
+// byOutboxID indexes recs by their outbox-id header (of two records with one id, the later).
+func byOutboxID(recs []*kgo.Record) map[string]*kgo.Record {
+	m := map[string]*kgo.Record{}
+	for _, r := range recs {
+		m[testenv.Header(r, "outbox-id")] = r
+	}
+	return m
+}

@@ -39,14 +39,6 @@ func insertPayload(t *testing.T, f *testenv.Fixture, topic, key string, payload 
 	return strconv.FormatInt(f.InsertValues(t, f.Table, "aggregate_id, topic, payload, headers", "$1, $2, $3, $4::jsonb", key, topic, payload, h), 10)
 }
 
-func byOutboxID(recs []*kgo.Record) map[string]*kgo.Record {
-	m := map[string]*kgo.Record{}
-	for _, r := range recs {
-		m[testenv.Header(r, "outbox-id")] = r
-	}
-	return m
-}
-
 // wantBytes reports a record whose value is not want exactly, or whose content-type (with
 // --format cloudevents) is not ct.
 func wantBytes(t *testing.T, what string, r *kgo.Record, want []byte, ct string) {
@@ -230,14 +222,7 @@ func TestSchemaChangesMidStream(t *testing.T) {
 	p := e.Start(t, nil)
 	cons := testenv.Consume(t, f.Topic)
 	dlq := testenv.Consume(t, f.DLQ)
-	byID := func(recs []*kgo.Record, id int64) *kgo.Record {
-		for _, r := range recs {
-			if testenv.Header(r, "outbox-id") == strconv.FormatInt(id, 10) {
-				return r
-			}
-		}
-		return nil
-	}
+	byID := func(recs []*kgo.Record, id int64) *kgo.Record { return byOutboxID(recs)[strconv.FormatInt(id, 10)] }
 
 	before := f.InsertValues(t, f.Table, `aggregate_id, topic, payload`, `'k1', $1, '{"n": 1}'`, f.Topic)
 	cons.WaitFor(t, 30*time.Second, "a row before any change", hasAll([]int64{before}))

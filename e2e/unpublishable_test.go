@@ -53,10 +53,7 @@ func TestBadRowsAreDeadLetteredAndTheStreamGoesOn(t *testing.T) {
 	end := f.CurrentWAL(t)
 
 	recs := dlq.WaitFor(t, 60*time.Second, "every bad row on the dead-letter topic", func(r []*kgo.Record) bool { return len(r) >= len(bads) })
-	byID := map[string]*kgo.Record{}
-	for _, r := range recs {
-		byID[testenv.Header(r, "outbox-id")] = r
-	}
+	byID := byOutboxID(recs)
 	for _, b := range bads {
 		id := strconv.FormatInt(b.id, 10)
 		r := byID[id]
@@ -152,10 +149,7 @@ func TestRejectedRecordsAreDeadLetteredAndTheStreamGoesOn(t *testing.T) {
 	end := f.CurrentWAL(t)
 
 	recs := dlq.WaitFor(t, 90*time.Second, "two dead letters", func(r []*kgo.Record) bool { return len(r) >= 2 })
-	byID := map[string]*kgo.Record{}
-	for _, r := range recs {
-		byID[testenv.Header(r, "outbox-id")] = r
-	}
+	byID := byOutboxID(recs)
 	for _, c := range []struct {
 		id           int64
 		key, topic   string
