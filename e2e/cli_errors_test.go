@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"strings"
@@ -21,11 +20,7 @@ func TestRunConfigurationErrorsExitFastWithAFix(t *testing.T) {
 	e := testenv.NewRelayEnv(t, true)
 	pg := testenv.PGURL(t)
 	brokers := strings.Join(testenv.Brokers(t), ",")
-	other := e.F.Table + "_other"
-	if _, err := e.F.Pool.Exec(context.Background(), `CREATE TABLE `+other+` (id bigserial primary key)`); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = e.F.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+other) })
+	other := tableOfItsOwn(t, e.F, "_other", `(id bigserial primary key)`)
 	// A server of the test's own with wal_level = replica: the shared one must stay logical.
 	replica := testenv.TempPostgres(t, "wal_level = replica")
 

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"strconv"
 	"strings"
 	"testing"
@@ -49,10 +50,7 @@ func TestCloudEventsRunRoundTrip(t *testing.T) {
 	bad := e.F.Insert(t, false, testenv.Row{Key: "order-44", Payload: `{}`, Headers: `{"ce_type": "spoofed"}`})[0]
 	typed := e.F.Insert(t, false, testenv.Row{Key: "order-45", Payload: `"hi"`, Headers: `{"Content-Type": "text/plain"}`})[0]
 	recs := cons.WaitFor(t, 60*time.Second, "the three events", func(r []*kgo.Record) bool { return len(r) >= 3 })
-	byID := map[string]*kgo.Record{}
-	for _, r := range recs {
-		byID[testenv.Header(r, "outbox-id")] = r
-	}
+	byID := byOutboxID(recs)
 	for i, id := range ids {
 		r := byID[strconv.FormatInt(id, 10)]
 		if r == nil {
@@ -140,5 +138,72 @@ func TestCloudEventsPoll(t *testing.T) {
 	if ev.ID() != e.F.Table+":"+strconv.FormatInt(id, 10) || ev.Source() != "urn:example:orders" || ev.Type() != "order.created" ||
 		!jsonEqual(t, ev.Data(), []byte(`{"n": 1}`)) || testenv.Header(recs[0], "cdc-commit-time") == "" {
 		t.Errorf("event %s", ev)
+	}
+}
+
+// With --format cloudevents a dead letter is no CloudEvent: no ce_* header (they travel as
+// dlq-ce_*), on the dead-letter topic and in the dead-letter table, whose value is the bytea
+// payload's bytes exactly; `dead-letters replay` writes those bytes back with the event's ce_*
+// headers.
+func TestCloudEventsDeadLettersCarryNoCloudEventHeaders(t *testing.T) {
+	t.Parallel()
+	e := testenv.NewRelayEnv(t, false)
+	f := e.F
+	payloadType(t, f, "bytea")
+	ctx := context.Background()
+	// The target topic and the dead-letter topic both refuse the large row, which goes to the
+	// dead-letter table; a bad row (a NULL key) goes to the dead-letter topic.
+	small, dlq := f.LimitedTopic(t, "small", "2048"), f.LimitedTopic(t, "smalldlq", "2048")
+	table := "public." + f.Name + "_dl"
+	t.Cleanup(func() { _, _ = f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+table) })
+	letters := testenv.Consume(t, dlq)
+	p := e.Start(t, nil, "--format", "cloudevents", "--dlq-topic", dlq, "--dead-letter-table", table)
+
+	big := bytes.Repeat(protobufBytes, 400) // 5200 bytes
+	bigID := insertPayload(t, f, small, "big", big, "")
+	badID := strconv.FormatInt(f.InsertValues(t, f.Table, "topic, payload, event_type", "$1, $2, 'order.created'", f.Topic, protobufBytes), 10)
+
+	r := letters.WaitFor(t, 60*time.Second, "the bad row's dead letter", func(r []*kgo.Record) bool { return len(r) >= 1 })[0]
+	if testenv.Header(r, "outbox-id") != badID || !bytes.Equal(r.Value, protobufBytes) || testenv.Header(r, "dlq-ce_type") != "order.created" {
+		t.Errorf("dead letter: value %x headers %v", r.Value, r.Headers)
+	}
+	for _, h := range r.Headers {
+		if strings.HasPrefix(strings.ToLower(h.Key), "ce_") {
+			t.Errorf("dead letter on the topic has %s=%s", h.Key, h.Value)
+		}
+	}
+
+	var value []byte
+	var headers string
+	testenv.Eventually(t, 60*time.Second, "the large row in the dead-letter table", func() bool {
+		return f.Pool.QueryRow(ctx, `SELECT value, headers::text FROM `+table+` WHERE outbox_id = $1`, bigID).Scan(&value, &headers) == nil
+	})
+	if !bytes.Equal(value, big) {
+		t.Errorf("dead-letter table value: %d bytes, want the payload's %d exactly", len(value), len(big))
+	}
+	var hm map[string]string
+	if err := json.Unmarshal([]byte(headers), &hm); err != nil {
+		t.Fatal(err)
+	}
+	for k := range hm {
+		if strings.HasPrefix(strings.ToLower(k), "ce_") {
+			t.Errorf("dead letter in the table has %s", k)
+		}
+	}
+	if hm["dlq-ce_type"] != f.Table || hm["content-type"] != "application/octet-stream" {
+		t.Errorf("dead letter in the table: headers %v", hm)
+	}
+
+	p.Stop(t)
+	testenv.SetTopicConfig(t, small, "max.message.bytes", "1048576")
+	replayed := testenv.Consume(t, small)
+	env := []string{"CDC_RELAY_FROM=table", "CDC_RELAY_DEAD_LETTER_TABLE=" + table}
+	if out, code := dlCLI(t, e.Bin, env, "replay", "--outbox-id", bigID); code != 0 || !strings.Contains(out, "replayed 1, refused 0") {
+		t.Fatalf("replay: exit %d", code)
+	}
+	rr := replayed.WaitFor(t, 60*time.Second, "the replayed record", func(r []*kgo.Record) bool { return len(r) >= 1 })[0]
+	wantBytes(t, "replayed", rr, big, "application/octet-stream")
+	if testenv.Header(rr, "ce_type") != f.Table || testenv.Header(rr, "ce_id") != f.Table+":"+bigID || testenv.Header(rr, "ce_specversion") != "1.0" {
+		t.Errorf("replayed record's headers %v, want its CloudEvents headers back", rr.Headers)
 	}
 }

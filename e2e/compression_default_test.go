@@ -1,15 +1,12 @@
 package e2e
 
 import (
-	"bufio"
 	"encoding/base64"
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/cdc-relay/cdc-relay/testkit/testenv"
 )
@@ -21,11 +18,6 @@ const defaultCodec = 3 // lz4
 // batches with the default codec, and a consumer of Kafka's own Java client (the jars of its
 // codec libraries beside it, as any Java consumer has them) reads every record unchanged.
 func TestDefaultCompressionIsReadByKafkasJavaConsumer(t *testing.T) {
-	jars := testenv.RegistryJars(t) // kafka-clients with lz4-java, zstd-jni and snappy-java
-	java, err := exec.LookPath("java")
-	if err != nil {
-		t.Fatalf("java is needed to read the records with Kafka's Java client: %v", err)
-	}
 	e := testenv.NewRelayEnv(t, false)
 	for i := range 30 {
 		// A batch under 4 KiB, or one compression would not shrink, is sent uncompressed: each
@@ -46,27 +38,20 @@ func TestDefaultCompressionIsReadByKafkasJavaConsumer(t *testing.T) {
 		want[testenv.Header(r, "outbox-id")] = string(r.Value)
 	}
 
-	cmd := exec.CommandContext(t.Context(), java, "-cp", filepath.Join(jars, "*"),
-		filepath.Join(repoRoot(t), "e2e", "testdata", "KafkaRead.java"), strings.Join(testenv.Brokers(t), ","), e.F.Topic, "30")
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	cmd.WaitDelay = 5 * time.Second
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("Kafka's Java consumer could not read the topic: %v\n%s", err, stderr.String())
-	}
+	// Kafka's client jar comes with lz4-java, zstd-jni and snappy-java.
+	lines := javaLines(t, "read the topic with Kafka's Java consumer", filepath.Join("e2e", "testdata", "KafkaRead.java"),
+		strings.Join(testenv.Brokers(t), ","), e.F.Topic, "30")
 	got := map[string]string{}
-	sc := bufio.NewScanner(strings.NewReader(string(out)))
-	for sc.Scan() {
-		id, b64, ok := strings.Cut(sc.Text(), "\t")
+	for _, line := range lines {
+		id, b64, ok := strings.Cut(line, "\t")
 		v, err := base64.StdEncoding.DecodeString(b64)
 		if !ok || err != nil {
-			t.Fatalf("Java's line %q: %v", sc.Text(), err)
+			t.Fatalf("Java's line %q: %v", line, err)
 		}
 		got[id] = string(v)
 	}
 	if len(got) != len(want) {
-		t.Fatalf("Java read %d records, want %d; stderr:\n%s", len(got), len(want), stderr.String())
+		t.Fatalf("Java read %d records, want %d", len(got), len(want))
 	}
 	for id, v := range want {
 		if got[id] != v {

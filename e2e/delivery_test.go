@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -106,6 +107,47 @@ func TestDeliversEveryCommittedRowInCommitOrderPerKey(t *testing.T) {
 		a, b := lsnOfTx[i-1], lsnOfTx[i]
 		if a != "" && b != "" && lsnLess(t, b, a) {
 			t.Errorf("transaction %d has cdc-lsn %s before transaction %d's %s", i, b, i-1, a)
+		}
+	}
+}
+
+// A service may insert its outbox row and delete it in the same transaction, so the table
+// never holds published rows: the WAL still carries the INSERT, and the relay publishes it
+// (the publication is insert-only, so the DELETE is not published).
+func TestInsertAndDeleteInOneTransactionIsPublished(t *testing.T) {
+	t.Parallel()
+	e := testenv.NewRelayEnv(t, true)
+	e.Start(t, nil)
+	cons := testenv.Consume(t, e.F.Topic)
+	ctx := context.Background()
+	var ids []int64
+	for i := 0; i < 5; i++ {
+		tx := e.F.Begin(t)
+		var id int64
+		if err := tx.QueryRow(ctx, `INSERT INTO `+e.F.Table+` (aggregate_id, topic, payload, event_type) VALUES ($1, $2, $3, 'order.created') RETURNING id`,
+			fmt.Sprintf("order-%d", i), e.F.Topic, fmt.Sprintf(`{"order": %d}`, i)).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM `+e.F.Table+` WHERE id = $1`, id); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	recs := cons.WaitFor(t, 60*time.Second, "the deleted rows' records", hasAll(ids))
+	var n int
+	if err := e.F.Pool.QueryRow(ctx, `SELECT count(*) FROM `+e.F.Table).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Errorf("%d rows in the outbox, want 0", n)
+	}
+	for _, r := range recs {
+		id, _ := strconv.ParseInt(testenv.Header(r, "outbox-id"), 10, 64)
+		if want := fmt.Sprintf(`{"order": %d}`, id-ids[0]); string(r.Value) != want || testenv.Header(r, "event-type") != "order.created" {
+			t.Errorf("record %d: value %s event-type %q, want %s and order.created", id, r.Value, testenv.Header(r, "event-type"), want)
 		}
 	}
 }

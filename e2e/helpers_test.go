@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -155,4 +156,35 @@ func repoRoot(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return root
+}
+
+// tableOfItsOwn creates the table f.Table+suffix as def (a column list in parentheses, or AS
+// a query) and drops it when the test ends.
+func tableOfItsOwn(t *testing.T, f *testenv.Fixture, suffix, def string) string {
+	t.Helper()
+	name := f.Table + suffix
+	if _, err := f.Pool.Exec(context.Background(), `CREATE TABLE `+name+` `+def); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+name) })
+	return name
+}
+
+// deleteTableLettersAtEnd deletes, when the test ends, the letters its slot parked in the
+// dead-letter table public.cdc_relay_dead_letters, which other tests share.
+func deleteTableLettersAtEnd(t *testing.T, f *testenv.Fixture) {
+	t.Cleanup(func() {
+		if _, err := f.Pool.Exec(context.Background(), `DELETE FROM public.cdc_relay_dead_letters WHERE slot = $1`, f.Slot); err != nil {
+			t.Errorf("clean up the dead-letter table: %v", err)
+		}
+	})
+}
+
+// byOutboxID indexes recs by their outbox-id header (of two records with one id, the later).
+func byOutboxID(recs []*kgo.Record) map[string]*kgo.Record {
+	m := map[string]*kgo.Record{}
+	for _, r := range recs {
+		m[testenv.Header(r, "outbox-id")] = r
+	}
+	return m
 }

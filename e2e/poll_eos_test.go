@@ -44,13 +44,7 @@ func (e *eosPoll) start(t *testing.T, env []string, args ...string) *testenv.Pro
 // watermark as listed now (the read waits for transactions open below it to end).
 func (e *eosPoll) committed(t *testing.T) []*kgo.Record {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	var recs []*kgo.Record
-	if err := kafkatxn.ReadCommitted(ctx, []kgo.Opt{kgo.SeedBrokers(testenv.Brokers(t)...)}, e.F.Topic, func(r *kgo.Record) { recs = append(recs, r) }); err != nil {
-		t.Fatal(err)
-	}
-	return recs
+	return readCommitted(t, e.F.Topic)
 }
 
 // marked returns the ids of the rows marked published.

@@ -2,15 +2,8 @@ package e2e
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -131,29 +124,6 @@ func freeAddr(t *testing.T) string {
 	addr := ln.Addr().String()
 	ln.Close()
 	return addr
-}
-
-// throwawayCA writes a CA certificate that signed nothing the services use.
-func throwawayCA(t *testing.T) string {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(7), Subject: pkix.Name{CommonName: "some other CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(t.TempDir(), "other-ca.crt")
-	if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
 }
 
 // TestSecureRun publishes through TLS and SASL as the least-privilege role, with each SASL
@@ -353,7 +323,7 @@ func TestSecureStartupFailures(t *testing.T) {
 	if err := os.WriteFile(wrongPW, []byte("not-the-password"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	otherCA := throwawayCA(t)
+	otherCA, _ := testenv.SelfSignedCA(t, dir, "some other CA")
 	wrongCert, wrongKey := r.s.WrongHostCert()
 	fakePG := testenv.FakeTLSServer(t, wrongCert, wrongKey, true)
 	fakeKafka := testenv.FakeTLSServer(t, wrongCert, wrongKey, false)

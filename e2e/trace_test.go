@@ -300,11 +300,7 @@ func TestTracingConfigurationErrors(t *testing.T) {
 func TestRunTracesADeadLetterIntoTheTable(t *testing.T) {
 	t.Parallel()
 	e := testenv.NewRelayEnv(t, true)
-	t.Cleanup(func() {
-		if _, err := e.F.Pool.Exec(context.Background(), `DELETE FROM public.cdc_relay_dead_letters WHERE slot = $1`, e.F.Slot); err != nil {
-			t.Errorf("clean up the dead-letter table: %v", err)
-		}
-	})
+	deleteTableLettersAtEnd(t, e.F)
 	small, smallDLQ := e.F.LimitedTopic(t, "small", "1024"), e.F.LimitedTopic(t, "smalldlq", "1024")
 	rcv, env := otlpReceiver(t)
 	p := e.Start(t, env, "--dlq-topic", smallDLQ)

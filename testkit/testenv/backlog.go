@@ -5,17 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // InsertOneRowTxns commits n outbox rows, each in its own transaction, all with the given key and
@@ -74,56 +69,6 @@ $do$`, n, f.Table, lit(key), lit(topic), pad)
 	return ids
 }
 
-// CreateTopicWithConfig creates a topic with topic-level configuration (e.g. max.message.bytes),
-// deleted at cleanup. It returns once the broker's metadata has the topic with a leader for every
-// partition: the controller answers the creation before the brokers know of it, and a relay
-// started in between found its dead-letter topic missing (exit 2).
-func CreateTopicWithConfig(t testing.TB, topic string, partitions int32, configs map[string]string) {
-	t.Helper()
-	adm := kadm.NewClient(Kafka(t))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cfg := map[string]*string{}
-	for k, v := range configs {
-		cfg[k] = &v
-	}
-	if _, err := adm.CreateTopic(ctx, partitions, 1, cfg, topic); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-		t.Fatalf("create topic %s: %v", topic, err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_, _ = adm.DeleteTopics(ctx, topic)
-	})
-	Eventually(t, 30*time.Second, "topic "+topic+" in the broker's metadata", func() bool {
-		td, err := adm.ListTopics(ctx, topic)
-		if err != nil || td.Error() != nil {
-			return false
-		}
-		d, ok := td[topic]
-		if !ok || d.Err != nil || len(d.Partitions) != int(partitions) {
-			return false
-		}
-		for _, p := range d.Partitions {
-			if p.Err != nil || p.Leader < 0 {
-				return false
-			}
-		}
-		return true
-	})
-}
-
-// SetTopicConfig sets one topic-level configuration (e.g. max.message.bytes) of topic. The broker
-// may take a moment to show the new value in DescribeConfigs.
-func SetTopicConfig(t testing.TB, topic, name, value string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := kadm.NewClient(Kafka(t)).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: name, Value: &value}}, topic); err != nil {
-		t.Fatalf("set %s=%s on topic %s: %v", name, value, topic, err)
-	}
-}
-
 // CPUTicks returns the CPU time a live process has used so far, user plus system, in clock
 // ticks (USER_HZ, 100 a second on Linux), from /proc/PID/stat: every thread counts.
 func CPUTicks(pid int) (int64, error) {
@@ -148,56 +93,4 @@ func CPUTicks(pid int) (int64, error) {
 		return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
 	}
 	return utime + stime, nil
-}
-
-var stoppedLine = regexp.MustCompile(`(?m)msg=stopped\b.*\bconfirmed=([0-9A-Fa-f]+/[0-9A-Fa-f]+)|"msg":"stopped".*"confirmed":"([0-9A-Fa-f]+/[0-9A-Fa-f]+)"`)
-
-// StoppedConfirmed returns the position a relay's final `stopped` log line reports
-// (confirmed=X), and whether there is such a line.
-func StoppedConfirmed(t testing.TB, output string) (pglogrepl.LSN, bool) {
-	t.Helper()
-	m := stoppedLine.FindAllStringSubmatch(output, -1)
-	if m == nil {
-		return 0, false
-	}
-	last := m[len(m)-1]
-	lsn, err := pglogrepl.ParseLSN(last[1] + last[2])
-	if err != nil {
-		t.Fatalf("stopped line: confirmed=%q: %v", last[1]+last[2], err)
-	}
-	return lsn, true
-}
-
-// SlotReleased waits until no walsender holds the fixture's slot any more, so that whatever the
-// last one was sent (a final standby status) has been applied or never will be.
-func (f *Fixture) SlotReleased(t testing.TB, timeout time.Duration) {
-	t.Helper()
-	Eventually(t, timeout, "the walsender to release slot "+f.Slot, func() bool {
-		var active bool
-		err := f.Pool.QueryRow(context.Background(), `SELECT active FROM pg_replication_slots WHERE slot_name = $1`, f.Slot).Scan(&active)
-		return err == nil && !active
-	})
-}
-
-// NewPrivateRelayEnv is NewRelayEnv on a throwaway PostgreSQL of the test's own (TempPostgres,
-// wal_level = logical), for measurements that other tests' WAL on the shared server would
-// disturb: a walsender decodes all WAL of its server, and wakes its client for it. Kafka is the
-// shared one; topics are the test's own as usual.
-func NewPrivateRelayEnv(t *testing.T, race bool) *RelayEnv {
-	t.Helper()
-	url := TempPostgres(t, "wal_level = logical")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	pool, err := pgxpool.New(ctx, url)
-	if err == nil {
-		err = pool.Ping(ctx)
-	}
-	if err != nil {
-		t.Fatalf("the throwaway PostgreSQL: %v", err)
-	}
-	t.Cleanup(pool.Close)
-	e := RelayEnvOf(t, newFixture(t, pool), race)
-	e.Env = append([]string{"CDC_RELAY_PG_URL=" + url}, e.Env...)
-	e.CreateSlot(t, e.F.Table)
-	return e
 }

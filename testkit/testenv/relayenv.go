@@ -1,10 +1,13 @@
 package testenv
 
 import (
+	"context"
+	"regexp"
 	"testing"
 	"time"
 
 	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -57,4 +60,45 @@ func (e *RelayEnv) Settle(t *testing.T, cons *Consumer, upTo pglogrepl.LSN) []*k
 	Eventually(t, 60*time.Second, "the slot to confirm past "+upTo.String(), func() bool { return e.F.SlotConfirmed(t) >= upTo })
 	end := EndOffset(t, e.F.Topic)
 	return cons.WaitFor(t, 60*time.Second, "every record on the topic", func(r []*kgo.Record) bool { return int64(len(r)) >= end })
+}
+
+// NewPrivateRelayEnv is NewRelayEnv on a throwaway PostgreSQL of the test's own (TempPostgres,
+// wal_level = logical), for measurements that other tests' WAL on the shared server would
+// disturb: a walsender decodes all WAL of its server, and wakes its client for it. Kafka is the
+// shared one; topics are the test's own as usual.
+func NewPrivateRelayEnv(t *testing.T, race bool) *RelayEnv {
+	t.Helper()
+	url := TempPostgres(t, "wal_level = logical")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, url)
+	if err == nil {
+		err = pool.Ping(ctx)
+	}
+	if err != nil {
+		t.Fatalf("the throwaway PostgreSQL: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	e := RelayEnvOf(t, newFixture(t, pool), race)
+	e.Env = append([]string{"CDC_RELAY_PG_URL=" + url}, e.Env...)
+	e.CreateSlot(t, e.F.Table)
+	return e
+}
+
+var stoppedLine = regexp.MustCompile(`(?m)msg=stopped\b.*\bconfirmed=([0-9A-Fa-f]+/[0-9A-Fa-f]+)|"msg":"stopped".*"confirmed":"([0-9A-Fa-f]+/[0-9A-Fa-f]+)"`)
+
+// StoppedConfirmed returns the position a relay's final `stopped` log line reports
+// (confirmed=X), and whether there is such a line.
+func StoppedConfirmed(t testing.TB, output string) (pglogrepl.LSN, bool) {
+	t.Helper()
+	m := stoppedLine.FindAllStringSubmatch(output, -1)
+	if m == nil {
+		return 0, false
+	}
+	last := m[len(m)-1]
+	lsn, err := pglogrepl.ParseLSN(last[1] + last[2])
+	if err != nil {
+		t.Fatalf("stopped line: confirmed=%q: %v", last[1]+last[2], err)
+	}
+	return lsn, true
 }

@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -170,6 +172,56 @@ func CreateTopic(t testing.TB, topic string, partitions int32) {
 	CreateTopicWithConfig(t, topic, partitions, nil)
 }
 
+// CreateTopicWithConfig creates a topic with topic-level configuration (e.g. max.message.bytes),
+// deleted at cleanup. It returns once the broker's metadata has the topic with a leader for every
+// partition: the controller answers the creation before the brokers know of it, and a relay
+// started in between found its dead-letter topic missing (exit 2).
+func CreateTopicWithConfig(t testing.TB, topic string, partitions int32, configs map[string]string) {
+	t.Helper()
+	adm := kadm.NewClient(Kafka(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cfg := map[string]*string{}
+	for k, v := range configs {
+		cfg[k] = &v
+	}
+	if _, err := adm.CreateTopic(ctx, partitions, 1, cfg, topic); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		t.Fatalf("create topic %s: %v", topic, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _ = adm.DeleteTopics(ctx, topic)
+	})
+	Eventually(t, 30*time.Second, "topic "+topic+" in the broker's metadata", func() bool {
+		td, err := adm.ListTopics(ctx, topic)
+		if err != nil || td.Error() != nil {
+			return false
+		}
+		d, ok := td[topic]
+		if !ok || d.Err != nil || len(d.Partitions) != int(partitions) {
+			return false
+		}
+		for _, p := range d.Partitions {
+			if p.Err != nil || p.Leader < 0 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// SetTopicConfig sets one topic-level configuration (e.g. max.message.bytes) of topic. The broker
+// may take a moment to show the new value in DescribeConfigs.
+func SetTopicConfig(t testing.TB, topic, name, value string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := kadm.NewClient(Kafka(t)).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: name, Value: &value}}, topic); err != nil {
+		t.Fatalf("set %s=%s on topic %s: %v", name, value, topic, err)
+	}
+}
+
 // LimitedTopic creates the test's topic f.Name + "." + suffix (one partition, deleted at
 // cleanup) that refuses records over maxBytes (its max.message.bytes) and returns its name.
 func (f *Fixture) LimitedTopic(t testing.TB, suffix, maxBytes string) string {
@@ -192,6 +244,17 @@ func (f *Fixture) SlotConfirmed(t testing.TB) pglogrepl.LSN {
 		t.Fatal(err)
 	}
 	return lsn
+}
+
+// SlotReleased waits until no walsender holds the fixture's slot any more, so that whatever the
+// last one was sent (a final standby status) has been applied or never will be.
+func (f *Fixture) SlotReleased(t testing.TB, timeout time.Duration) {
+	t.Helper()
+	Eventually(t, timeout, "the walsender to release slot "+f.Slot, func() bool {
+		var active bool
+		err := f.Pool.QueryRow(context.Background(), `SELECT active FROM pg_replication_slots WHERE slot_name = $1`, f.Slot).Scan(&active)
+		return err == nil && !active
+	})
 }
 
 // CurrentWAL returns pg_current_wal_insert_lsn(): the end of everything committed so far. Not

@@ -1,9 +1,11 @@
 package e2e
 
+// The outbox table's columns: what the payload column may be and hold, and columns and tables
+// that change while the relay streams.
+
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"strconv"
 	"strings"
 	"testing"
@@ -35,14 +37,6 @@ func insertPayload(t *testing.T, f *testenv.Fixture, topic, key string, payload 
 		h = headers
 	}
 	return strconv.FormatInt(f.InsertValues(t, f.Table, "aggregate_id, topic, payload, headers", "$1, $2, $3, $4::jsonb", key, topic, payload, h), 10)
-}
-
-func byOutboxID(recs []*kgo.Record) map[string]*kgo.Record {
-	m := map[string]*kgo.Record{}
-	for _, r := range recs {
-		m[testenv.Header(r, "outbox-id")] = r
-	}
-	return m
 }
 
 // wantBytes reports a record whose value is not want exactly, or whose content-type (with
@@ -208,69 +202,83 @@ func TestNullPayloadTombstone(t *testing.T) {
 	})
 }
 
-// With --format cloudevents a dead letter is no CloudEvent: no ce_* header (they travel as
-// dlq-ce_*), on the dead-letter topic and in the dead-letter table, whose value is the bytea
-// payload's bytes exactly; `dead-letters replay` writes those bytes back with the event's ce_*
-// headers.
-func TestCloudEventsDeadLettersCarryNoCloudEventHeaders(t *testing.T) {
+// Schema changes mid-stream follow the new Relation messages: a column added to the outbox
+// (a mapped optional one, and one the relay does not map) is used by the rows that have it; a
+// mapped column renamed away makes rows bad (dead-lettered, the stream goes on) until it is
+// renamed back; a second outbox table added to the publication is published from its first
+// row, without a restart.
+func TestSchemaChangesMidStream(t *testing.T) {
 	t.Parallel()
-	e := testenv.NewRelayEnv(t, false)
+	e := testenv.NewRelayEnv(t, true)
 	f := e.F
-	payloadType(t, f, "bytea")
 	ctx := context.Background()
-	// The target topic and the dead-letter topic both refuse the large row, which goes to the
-	// dead-letter table; a bad row (a NULL key) goes to the dead-letter topic.
-	small, dlq := f.LimitedTopic(t, "small", "2048"), f.LimitedTopic(t, "smalldlq", "2048")
-	table := "public." + f.Name + "_dl"
-	t.Cleanup(func() { _, _ = f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+table) })
-	letters := testenv.Consume(t, dlq)
-	p := e.Start(t, nil, "--format", "cloudevents", "--dlq-topic", dlq, "--dead-letter-table", table)
-
-	big := bytes.Repeat(protobufBytes, 400) // 5200 bytes
-	bigID := insertPayload(t, f, small, "big", big, "")
-	badID := strconv.FormatInt(f.InsertValues(t, f.Table, "topic, payload, event_type", "$1, $2, 'order.created'", f.Topic, protobufBytes), 10)
-
-	r := letters.WaitFor(t, 60*time.Second, "the bad row's dead letter", func(r []*kgo.Record) bool { return len(r) >= 1 })[0]
-	if testenv.Header(r, "outbox-id") != badID || !bytes.Equal(r.Value, protobufBytes) || testenv.Header(r, "dlq-ce_type") != "order.created" {
-		t.Errorf("dead letter: value %x headers %v", r.Value, r.Headers)
-	}
-	for _, h := range r.Headers {
-		if strings.HasPrefix(strings.ToLower(h.Key), "ce_") {
-			t.Errorf("dead letter on the topic has %s=%s", h.Key, h.Value)
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		if _, err := f.Pool.Exec(ctx, sql, args...); err != nil {
+			t.Fatalf("%s: %v", sql, err)
 		}
 	}
+	exec(`ALTER TABLE ` + f.Table + ` DROP COLUMN event_type`)
+	p := e.Start(t, nil)
+	cons := testenv.Consume(t, f.Topic)
+	dlq := testenv.Consume(t, f.DLQ)
+	byID := func(recs []*kgo.Record, id int64) *kgo.Record { return byOutboxID(recs)[strconv.FormatInt(id, 10)] }
 
-	var value []byte
-	var headers string
-	testenv.Eventually(t, 60*time.Second, "the large row in the dead-letter table", func() bool {
-		return f.Pool.QueryRow(ctx, `SELECT value, headers::text FROM `+table+` WHERE outbox_id = $1`, bigID).Scan(&value, &headers) == nil
-	})
-	if !bytes.Equal(value, big) {
-		t.Errorf("dead-letter table value: %d bytes, want the payload's %d exactly", len(value), len(big))
+	before := f.InsertValues(t, f.Table, `aggregate_id, topic, payload`, `'k1', $1, '{"n": 1}'`, f.Topic)
+	cons.WaitFor(t, 30*time.Second, "a row before any change", hasAll([]int64{before}))
+
+	// ADD COLUMN: the mapped optional event_type, and a column the relay does not know.
+	exec(`ALTER TABLE ` + f.Table + ` ADD COLUMN event_type text, ADD COLUMN tenant text`)
+	added := f.InsertValues(t, f.Table, `aggregate_id, topic, payload, event_type, tenant`, `'k1', $1, '{"n": 2}', 'order.created', 'acme'`, f.Topic)
+	recs := cons.WaitFor(t, 30*time.Second, "a row using the added columns", hasAll([]int64{added}))
+	if r := byID(recs, added); testenv.Header(r, "event-type") != "order.created" {
+		t.Errorf("the added event_type column was not mapped: headers %v", r.Headers)
 	}
-	var hm map[string]string
-	if err := json.Unmarshal([]byte(headers), &hm); err != nil {
-		t.Fatal(err)
+	if r := byID(recs, before); testenv.Header(r, "event-type") != "" {
+		t.Errorf("a row from before the column existed has event-type %q", testenv.Header(r, "event-type"))
 	}
-	for k := range hm {
-		if strings.HasPrefix(strings.ToLower(k), "ce_") {
-			t.Errorf("dead letter in the table has %s", k)
+
+	// RENAME a mapped column away: bad rows, dead-lettered with the reason; then back.
+	exec(`ALTER TABLE ` + f.Table + ` RENAME COLUMN aggregate_id TO agg_id`)
+	renamed := f.InsertValues(t, f.Table, `agg_id, topic, payload`, `'k1', $1, '{"n": 3}'`, f.Topic)
+	exec(`ALTER TABLE ` + f.Table + ` RENAME COLUMN agg_id TO aggregate_id`)
+	back := f.InsertValues(t, f.Table, `aggregate_id, topic, payload`, `'k1', $1, '{"n": 4}'`, f.Topic)
+	dl := dlq.WaitFor(t, 30*time.Second, "the row written while aggregate_id was renamed", hasAll([]int64{renamed}))
+	if r := byID(dl, renamed); !strings.Contains(testenv.Header(r, "dlq-error"), `column "aggregate_id": mapped column is not in the relation`) {
+		t.Errorf("dlq-error %q", testenv.Header(r, "dlq-error"))
+	}
+
+	// A second outbox table joins the publication.
+	second := f.Table + "_second"
+	exec(testenv.OutboxDDL(second))
+	t.Cleanup(func() { _, _ = f.Pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+second) })
+	exec(`SELECT setval(pg_get_serial_sequence($1, 'id'), 1000)`, second) // ids apart from the first table's
+	if out, errOut, code := testenv.Run(t, 30*time.Second, e.Bin, e.Env, "slot", "create", "--table", f.Table+","+second); code != 0 ||
+		!strings.Contains(out, "added to publication") {
+		t.Fatalf("slot create --table %s: exit %d\n%s%s", second, code, out, errOut)
+	}
+	fromSecond := f.InsertValues(t, second, `aggregate_id, topic, payload`, `'k9', $1, '{"n": 5}'`, f.Topic)
+	after := f.InsertValues(t, f.Table, `aggregate_id, topic, payload`, `'k1', $1, '{"n": 6}'`, f.Topic)
+
+	recs = cons.WaitFor(t, 30*time.Second, "rows after every change", hasAll([]int64{back, fromSecond, after}))
+	if byID(recs, renamed) != nil {
+		t.Errorf("the row without aggregate_id was published")
+	}
+	if r := byID(recs, fromSecond); string(r.Key) != "k9" {
+		t.Errorf("row of the second table: key %q", r.Key)
+	}
+	// Per key in commit order: before, added, back, after.
+	var order []string
+	for _, r := range recs {
+		if string(r.Key) == "k1" {
+			order = append(order, testenv.Header(r, "outbox-id"))
 		}
 	}
-	if hm["dlq-ce_type"] != f.Table || hm["content-type"] != "application/octet-stream" {
-		t.Errorf("dead letter in the table: headers %v", hm)
+	want := []string{strconv.FormatInt(before, 10), strconv.FormatInt(added, 10), strconv.FormatInt(back, 10), strconv.FormatInt(after, 10)}
+	if strings.Join(order, ",") != strings.Join(want, ",") {
+		t.Errorf("key k1 arrived as %v, want %v", order, want)
 	}
-
-	p.Stop(t)
-	testenv.SetTopicConfig(t, small, "max.message.bytes", "1048576")
-	replayed := testenv.Consume(t, small)
-	env := []string{"CDC_RELAY_FROM=table", "CDC_RELAY_DEAD_LETTER_TABLE=" + table}
-	if out, code := dlCLI(t, e.Bin, env, "replay", "--outbox-id", bigID); code != 0 || !strings.Contains(out, "replayed 1, refused 0") {
-		t.Fatalf("replay: exit %d", code)
-	}
-	rr := replayed.WaitFor(t, 60*time.Second, "the replayed record", func(r []*kgo.Record) bool { return len(r) >= 1 })[0]
-	wantBytes(t, "replayed", rr, big, "application/octet-stream")
-	if testenv.Header(rr, "ce_type") != f.Table || testenv.Header(rr, "ce_id") != f.Table+":"+bigID || testenv.Header(rr, "ce_specversion") != "1.0" {
-		t.Errorf("replayed record's headers %v, want its CloudEvents headers back", rr.Headers)
+	if p.Exited() {
+		t.Fatalf("the relay exited:\n%s", p.Output())
 	}
 }
