@@ -7,6 +7,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cdc-relay/cdc-relay/record"
 )
 
 // Holds reports whether the open transaction already holds rec, a record whose produce
@@ -91,18 +93,9 @@ func sameRecord(a, b *kgo.Record, match []string) bool {
 		return false
 	}
 	for _, name := range match {
-		if !bytes.Equal(header(a, name), header(b, name)) {
+		if !bytes.Equal(record.Header(a, name), record.Header(b, name)) {
 			return false
 		}
 	}
 	return true
-}
-
-func header(r *kgo.Record, key string) []byte {
-	for _, h := range r.Headers {
-		if h.Key == key {
-			return h.Value
-		}
-	}
-	return nil
 }
