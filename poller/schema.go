@@ -15,15 +15,10 @@ import (
 // its record's value in a schema registry's wire format when the row is selected, before the
 // batch is produced (and before its Kafka transaction, exactly-once).
 type Schema struct {
-	Encoder ValueEncoder    // a *schema.Encoder
-	Metrics *metrics.Schema // nil: none
+	Encoder schema.ValueEncoder // a *schema.Encoder
+	Metrics *metrics.Schema     // nil: none
 
 	paused bool // the last cycle failed because the registry did not answer (cycles run one at a time)
-}
-
-// ValueEncoder is what the poller needs of a schema.Encoder (tests give their own).
-type ValueEncoder interface {
-	Encode(ctx context.Context, topic, eventType string, payload []byte) ([]byte, error)
 }
 
 // encode writes pd's value in the wire format. A payload that does not fit its schema makes pd

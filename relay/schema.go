@@ -19,15 +19,10 @@ import (
 // its record's value in a schema registry's wire format before the record is made (and, in
 // exactly-once mode, before it enters the Kafka transaction).
 type Schema struct {
-	Encoder ValueEncoder    // a *schema.Encoder
-	Metrics *metrics.Schema // nil: none
+	Encoder schema.ValueEncoder // a *schema.Encoder
+	Metrics *metrics.Schema     // nil: none
 	// Backoff paces the retries while the registry does not answer. Default 250ms doubling to 10s.
 	Backoff retry.Backoff
-}
-
-// ValueEncoder is what the relay needs of a schema.Encoder (tests give their own).
-type ValueEncoder interface {
-	Encode(ctx context.Context, topic, eventType string, payload []byte) ([]byte, error)
 }
 
 // encodeValue turns ev's payload into its wire-format value in place. A payload that does not

@@ -16,6 +16,12 @@ type codec interface {
 	encode(dst, payload []byte) ([]byte, error)
 }
 
+// ValueEncoder is what a publisher needs of an Encoder: run's and poll's --value-format (tests
+// give their own).
+type ValueEncoder interface {
+	Encode(ctx context.Context, topic, eventType string, payload []byte) ([]byte, error)
+}
+
 // Encoder turns JSON payloads into wire-format values. Safe for concurrent use.
 type Encoder struct {
 	cfg    Config
