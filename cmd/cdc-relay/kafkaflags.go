@@ -15,7 +15,6 @@ import (
 	"github.com/twmb/franz-go/plugin/kslog"
 
 	"github.com/cdc-relay/cdc-relay/record"
-
 	"github.com/cdc-relay/cdc-relay/sink"
 )
 

@@ -12,7 +12,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdc-relay/cdc-relay/record"
-
 	"github.com/cdc-relay/cdc-relay/sink"
 	"github.com/cdc-relay/cdc-relay/testkit/testenv"
 )
