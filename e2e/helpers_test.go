@@ -1,13 +1,17 @@
 package e2e
 
 import (
+	"bufio"
 	"cmp"
 	"context"
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -187,4 +191,33 @@ func byOutboxID(recs []*kgo.Record) map[string]*kgo.Record {
 		m[testenv.Header(r, "outbox-id")] = r
 	}
 	return m
+}
+
+// javaLines runs the Java program src (a source file, by its path from the repository root)
+// with the schema registry's jars on the class path (Kafka's Java client and Apache Avro, with
+// their codec libraries) and returns the lines it prints; does says what the program does,
+// for the failures.
+func javaLines(t *testing.T, does, src string, args ...string) []string {
+	t.Helper()
+	java, err := exec.LookPath("java")
+	if err != nil {
+		t.Fatalf("java is needed to %s: %v", does, err)
+	}
+	jars := testenv.RegistryJars(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, java, append([]string{"-cp", filepath.Join(jars, "*"), filepath.Join(repoRoot(t), src)}, args...)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	cmd.WaitDelay = 5 * time.Second
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("Java could not %s: %v\n%s", does, err, stderr.String())
+	}
+	var lines []string
+	sc := bufio.NewScanner(strings.NewReader(string(out)))
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	return lines
 }

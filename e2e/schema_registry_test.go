@@ -1,13 +1,11 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -43,35 +41,6 @@ func registerAvro(t *testing.T, url, subject, schema string) int {
 		_, _ = cl.DeleteSubject(ctx, subject, sr.HardDelete)
 	})
 	return ss.ID
-}
-
-// javaLines runs the Java program src (a source file, by its path from the repository root)
-// with the schema registry's jars on the class path (Kafka's Java client and Apache Avro, with
-// their codec libraries) and returns the lines it prints; does says what the program does,
-// for the failures.
-func javaLines(t *testing.T, does, src string, args ...string) []string {
-	t.Helper()
-	java, err := exec.LookPath("java")
-	if err != nil {
-		t.Fatalf("java is needed to %s: %v", does, err)
-	}
-	jars := testenv.RegistryJars(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, java, append([]string{"-cp", filepath.Join(jars, "*"), filepath.Join(repoRoot(t), src)}, args...)...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	cmd.WaitDelay = 5 * time.Second
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("Java could not %s: %v\n%s", does, err, stderr.String())
-	}
-	var lines []string
-	sc := bufio.NewScanner(strings.NewReader(string(out)))
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-	}
-	return lines
 }
 
 // javaAvroRead decodes wire-format Avro values with Apache Avro's Java library (the registry's
