@@ -2,7 +2,8 @@ package outbox
 
 // Event is one outbox event: a row of an outbox table, or a logical message with the outbox
 // prefix. The decoder fills it from the WAL, the polling publisher from a selected row, and the
-// sink maps it to its Kafka record (record.NewRecord), so both publishers produce the same record.
+// package record maps it to its Kafka record (record.NewRecord), so both publishers produce the
+// same record.
 type Event struct {
 	ID          string // outbox id: the id column's decimal text; for a logical message the content's "id" or, absent, the message LSN as "X/Y"
 	AggregateID string // the Kafka key

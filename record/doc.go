@@ -19,8 +19,9 @@
 //
 // The relay and the poller build records and letters with it, deadletters reads and replays
 // parked letters by its names, the benchmarks build the relay's records with it. It imports only
-// outbox, internal/contract and the types of franz-go and pgx: sink, which delivers the records,
-// imports it, never the reverse (DESIGN.md, "Shape").
+// outbox, internal/contract and the types of franz-go, pglogrepl (the LSN) and pgconn (the
+// database's name for CloudEvents' source): sink, which delivers the records, imports it, never
+// the reverse (DESIGN.md, "Shape").
 //
 // # Contexts and goroutines
 //
